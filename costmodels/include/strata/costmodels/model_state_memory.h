@@ -1,0 +1,22 @@
+// Bytes per parameter of the model states (weights, gradients, optimizer state) for Adam at a
+// training precision. Used by `strata describe`; the memory model builds ZeRO sharding on it.
+#pragma once
+
+#include "strata/schemas/dtype.h"
+
+namespace strata::costmodels {
+
+struct ModelStateBytesPerParameter {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;  // fp32 master weights (mixed precision), Adam's first and second moments
+  double total() const { return weights + gradients + optimizer; }
+};
+
+// fp32 (and tf32): 4 weights + 4 gradients + 8 Adam moments = 16.
+// fp16/bf16 mixed precision (ZeRO paper's accounting): 2 + 2 + (4 master + 4 + 4) = 16.
+// fp8 (Transformer Engine): as bf16 — weights and gradients stay bf16 and the fp8 copies of the
+// weights are transient casts, counted with activations rather than here.
+ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision);
+
+}  // namespace strata::costmodels

@@ -1,0 +1,18 @@
+#include "strata/costmodels/model_state_memory.h"
+
+namespace strata::costmodels {
+
+ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision) {
+  switch (precision) {
+    case schemas::Dtype::fp32:
+    case schemas::Dtype::tf32:
+      return {4, 4, 8};
+    case schemas::Dtype::fp16:
+    case schemas::Dtype::bf16:
+    case schemas::Dtype::fp8:
+      return {2, 2, 12};
+  }
+  return {};
+}
+
+}  // namespace strata::costmodels

@@ -1,0 +1,81 @@
+// ClusterConfig: the cluster file format (kind "cluster") — nodes, a GPU profile, network tiers
+// and the memory a framework reserves. Read by the cost models, the simulator and the planner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/schemas/dtype.h"
+#include "strata/schemas/json_location.h"
+
+namespace strata::schemas {
+
+inline constexpr int kClusterSchemaVersion = 1;
+inline constexpr std::int64_t kMaxNodes = 1 << 16;
+inline constexpr std::int64_t kMaxGpusPerNode = 1024;
+
+// One point of a measured efficiency curve: at `size` (FLOPs of one GEMM, or bytes of one
+// transfer) the hardware achieves `fraction` of its peak. Cost models interpolate between points.
+struct EfficiencyPoint {
+  double size = 0;
+  double fraction = 1;
+  bool operator==(const EfficiencyPoint&) const = default;
+};
+
+// One GPU. Units: bytes (B), TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s.
+struct GpuProfile {
+  std::string name;
+  std::optional<std::string> description;  // where the numbers come from
+  std::int64_t memory_bytes = 0;
+  std::map<Dtype, double> peak_dense_tflops;  // tensor-core peak without sparsity, per dtype
+  double hbm_bandwidth_gb_per_s = 0;
+  std::vector<EfficiencyPoint> gemm_efficiency_by_flops;  // achieved fraction of peak
+  std::vector<EfficiencyPoint> hbm_efficiency_by_bytes;   // achieved fraction of HBM bandwidth
+  bool operator==(const GpuProfile&) const = default;
+};
+
+// A level of the interconnect, from the inside out: tier 0 is e.g. the NVLink domain, tier 1 the
+// inter-node fabric. A tier connects groups of `scope_gpus` consecutive ranks; tiers nest.
+struct NetworkTier {
+  std::string name;
+  std::int64_t scope_gpus = 0;
+  double bandwidth_gb_per_s = 0;  // per GPU, per direction
+  double latency_us = 0;          // one message's start-up time
+  double efficiency = 1;          // achieved fraction of bandwidth for large messages
+  std::vector<EfficiencyPoint> efficiency_by_message_bytes;
+  bool operator==(const NetworkTier&) const = default;
+};
+
+// Memory on each GPU that the model cannot use.
+struct ReservedMemory {
+  std::int64_t cuda_context_bytes = 0;  // CUDA context, cuBLAS workspaces, kernels
+  std::int64_t nccl_buffers_bytes = 0;  // NCCL's communicator buffers
+  double allocator_slack_fraction = 0;  // caching-allocator fragmentation, of the GPU's memory
+  bool operator==(const ReservedMemory&) const = default;
+};
+
+struct ClusterConfig {
+  std::string name;
+  std::optional<std::string> description;
+  std::int64_t nodes = 1;
+  std::int64_t gpus_per_node = 1;
+  GpuProfile gpu;
+  std::vector<NetworkTier> network_tiers;
+  ReservedMemory reserved_memory;
+
+  std::int64_t world_size() const { return nodes * gpus_per_node; }
+  std::int64_t reserved_bytes() const;
+  std::int64_t usable_memory_bytes() const { return gpu.memory_bytes - reserved_bytes(); }
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& location);
+nlohmann::json cluster_to_json(const ClusterConfig& cluster);
+// Tiers nest from the inside out and the outermost connects every GPU; the reserve fits.
+void validate_cluster(const ClusterConfig& cluster, const JsonLocation& location);
+
+}  // namespace strata::schemas

@@ -1,0 +1,35 @@
+// EnumName tables: the one place each enum's spelling in files is written down.
+// Used by the format readers/writers in schemas/ and by reports in tools/.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace strata::schemas {
+
+template <typename Enum>
+struct EnumName {
+  Enum value;
+  std::string_view name;
+};
+
+template <typename Enum, std::size_t N>
+constexpr std::string_view name_of(Enum value, const std::array<EnumName<Enum>, N>& table) {
+  for (const auto& entry : table) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+template <typename Enum, std::size_t N>
+constexpr std::optional<Enum> value_of(std::string_view name,
+                                       const std::array<EnumName<Enum>, N>& table) {
+  for (const auto& entry : table) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace strata::schemas

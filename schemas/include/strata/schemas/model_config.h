@@ -1,0 +1,89 @@
+// ModelConfig: the model file format (kind "model") — a decoder-only transformer's shape.
+// Read by every component: cost models size it, the planner splits it, the executor builds it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "strata/schemas/dtype.h"
+#include "strata/schemas/enum_names.h"
+#include "strata/schemas/json_location.h"
+
+namespace strata::schemas {
+
+// gpt:   learned positions, LayerNorm, GELU MLP (4h), biases everywhere (GPT-2/GPT-3/Megatron).
+// llama: rotary positions, RMSNorm, SwiGLU MLP, grouped-query attention, no biases.
+// The per-feature fields below default from the architecture and may override it (BLOOM is a
+// gpt with ALiBi and an embedding LayerNorm; Qwen2 is a llama with q/k/v biases).
+enum class Architecture { gpt, llama };
+enum class PositionEmbedding { learned, rope, alibi, none };
+enum class MlpActivation { gelu, swiglu, squared_relu };
+enum class NormKind { layernorm, rmsnorm };
+
+inline constexpr std::array<EnumName<Architecture>, 2> kArchitectureNames{
+    {{Architecture::gpt, "gpt"}, {Architecture::llama, "llama"}}};
+inline constexpr std::array<EnumName<PositionEmbedding>, 4> kPositionEmbeddingNames{
+    {{PositionEmbedding::learned, "learned"},
+     {PositionEmbedding::rope, "rope"},
+     {PositionEmbedding::alibi, "alibi"},
+     {PositionEmbedding::none, "none"}}};
+inline constexpr std::array<EnumName<MlpActivation>, 3> kMlpActivationNames{
+    {{MlpActivation::gelu, "gelu"},
+     {MlpActivation::swiglu, "swiglu"},
+     {MlpActivation::squared_relu, "squared_relu"}}};
+inline constexpr std::array<EnumName<NormKind>, 2> kNormKindNames{
+    {{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}}};
+
+// Bounds that keep every derived count (parameters, FLOPs, bytes) far inside int64.
+inline constexpr std::int64_t kMaxLayers = 4096;
+inline constexpr std::int64_t kMaxHiddenSize = 1 << 20;
+inline constexpr std::int64_t kMaxHeads = 1 << 14;
+inline constexpr std::int64_t kMaxVocabSize = 1 << 24;
+inline constexpr std::int64_t kMaxSeqLength = 1 << 24;
+
+inline constexpr int kModelSchemaVersion = 1;
+
+struct ModelConfig {
+  std::string name;
+  std::optional<std::string> description;
+  Architecture architecture = Architecture::gpt;
+  std::int64_t num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t ffn_hidden_size = 0;
+  std::int64_t num_attention_heads = 0;
+  std::int64_t num_kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t vocab_size = 0;
+  std::int64_t max_seq_length = 0;
+  bool tied_embeddings = true;
+  PositionEmbedding position_embedding = PositionEmbedding::learned;
+  NormKind norm = NormKind::layernorm;
+  MlpActivation mlp_activation = MlpActivation::gelu;
+  bool qkv_bias = true;               // biases of the q, k and v projections
+  bool attention_output_bias = true;  // bias of the attention output projection
+  bool mlp_bias = true;
+  bool embedding_norm = false;  // a norm right after the token embedding (BLOOM)
+  double dropout = 0.0;         // hidden and attention dropout probability
+  double norm_epsilon = 1e-5;
+  std::optional<double> rope_theta;       // rotary base; set iff position_embedding is rope
+  std::optional<Dtype> checkpoint_dtype;  // dtype of the published weights, if known
+
+  // The architecture's defaults for every per-feature field (with rope_theta 10000 for llama).
+  static ModelConfig defaults_for(Architecture architecture);
+
+  std::int64_t attention_width() const { return num_attention_heads * head_dim; }
+  std::int64_t kv_width() const { return num_kv_heads * head_dim; }
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// Parses and validates a model document; errors name `location`'s file and the JSON pointer.
+ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& location);
+// Writes every field explicitly (defaults included), so that files say what they mean.
+nlohmann::json model_to_json(const ModelConfig& model);
+// Semantic rules across fields (head and kv-head divisibility, rope needs an even head_dim...).
+void validate_model(const ModelConfig& model, const JsonLocation& location);
+
+}  // namespace strata::schemas

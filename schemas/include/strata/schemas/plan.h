@@ -1,0 +1,139 @@
+// Plan: the plan file format (kind "plan") — how one model is laid out on one cluster: the mesh,
+// batch, pipeline stages, schedule, ZeRO, recomputation and precision, with the model and the
+// cluster embedded so that a plan is self-contained. Written by the planner, read by the
+// simulator and the executor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/schemas/cluster_config.h"
+#include "strata/schemas/dtype.h"
+#include "strata/schemas/enum_names.h"
+#include "strata/schemas/model_config.h"
+
+namespace strata::schemas {
+
+inline constexpr int kPlanSchemaVersion = 1;
+
+enum class MeshAxis { tp, cp, dp, pp };
+inline constexpr std::array<EnumName<MeshAxis>, 4> kMeshAxisNames{
+    {{MeshAxis::tp, "tp"}, {MeshAxis::cp, "cp"}, {MeshAxis::dp, "dp"}, {MeshAxis::pp, "pp"}}};
+
+// Mesh sizes and the order in which the axes are laid onto ranks, fastest-varying first, as
+// Megatron-LM's RankGenerator reads its order string. With "tp-cp-dp-pp" on 8-GPU nodes and
+// tp=8, each tp group is one node:
+//
+//   rank = tp_index + tp·(cp_index + cp·(dp_index + dp·pp_index))
+//
+//   node 0: ranks 0..7   = tp group (dp 0, pp 0)
+//   node 1: ranks 8..15  = tp group (dp 1, pp 0)   dp groups stride 8, pp groups stride 8·dp
+struct Mesh {
+  std::int64_t tp = 1;
+  std::int64_t cp = 1;
+  std::int64_t dp = 1;
+  std::int64_t pp = 1;
+  std::int64_t vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B)
+  std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
+
+  std::int64_t world_size() const { return tp * cp * dp * pp; }
+  std::int64_t size_of(MeshAxis axis) const;
+  bool operator==(const Mesh&) const = default;
+};
+std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order);
+
+struct BatchConfig {
+  std::int64_t seq_length = 0;
+  std::int64_t micro_batch_size = 1;   // sequences per micro-batch per dp rank
+  std::int64_t global_batch_size = 1;  // sequences per optimizer step, over all dp ranks
+  std::int64_t num_micro_batches = 1;  // = global / (micro × dp), per pipeline per step
+  bool operator==(const BatchConfig&) const = default;
+};
+
+enum class RecomputeGranularity { none, selective, full };
+inline constexpr std::array<EnumName<RecomputeGranularity>, 3> kRecomputeGranularityNames{
+    {{RecomputeGranularity::none, "none"},
+     {RecomputeGranularity::selective, "selective"},
+     {RecomputeGranularity::full, "full"}}};
+
+struct RecomputeConfig {
+  RecomputeGranularity granularity = RecomputeGranularity::none;
+  // With "full": how many layers of each stage (in stage order) are recomputed whole; empty means
+  // all of them. The rest keep their activations, as Megatron's --recompute-num-layers does.
+  std::vector<std::int64_t> full_layers_per_stage;
+  bool operator==(const RecomputeConfig&) const = default;
+};
+
+enum class ScheduleType { gpipe, one_f_one_b, interleaved_one_f_one_b, zb_h1, custom };
+inline constexpr std::array<EnumName<ScheduleType>, 5> kScheduleTypeNames{
+    {{ScheduleType::gpipe, "gpipe"},
+     {ScheduleType::one_f_one_b, "1f1b"},
+     {ScheduleType::interleaved_one_f_one_b, "interleaved-1f1b"},
+     {ScheduleType::zb_h1, "zb-h1"},
+     {ScheduleType::custom, "custom"}}};
+
+struct ScheduleConfig {
+  ScheduleType type = ScheduleType::one_f_one_b;
+  std::string file;  // custom only: per-rank action CSV, relative to the plan file
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
+// One pipeline stage = one model chunk on one pipeline rank. Stages are listed in the order
+// activations flow through them; with vpp > 1, stage s runs on pipeline rank s mod pp as its
+// chunk s / pp. Each holds a contiguous range of transformer layers; the first stage also holds
+// the embedding and the last the LM head and loss. A stage may hold only the embedding
+// (Megatron's standalone embedding stage) or only the LM head.
+struct PipelineStage {
+  std::int64_t first_layer = 0;
+  std::int64_t num_layers = 0;
+  bool embedding = false;
+  bool lm_head = false;
+  bool operator==(const PipelineStage&) const = default;
+};
+
+// What a tool predicted for this plan (absent when nothing has predicted it yet).
+struct PredictedMetrics {
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;  // model FLOPs utilisation: useful FLOPs / (time × GPUs × peak)
+  std::vector<std::int64_t> peak_memory_bytes_per_pipeline_rank;
+  std::optional<std::string> tool;
+  bool operator==(const PredictedMetrics&) const = default;
+};
+
+struct Plan {
+  std::optional<std::string> description;
+  ModelConfig model;
+  ClusterConfig cluster;
+  Mesh mesh;
+  BatchConfig batch;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;
+  RecomputeConfig recompute;
+  ScheduleConfig schedule;
+  std::vector<PipelineStage> stages;
+  Dtype precision = Dtype::bf16;
+  std::optional<PredictedMetrics> predicted;
+
+  bool operator==(const Plan&) const = default;
+};
+
+// Splits num_layers into `num_stages` contiguous ranges as evenly as possible (earlier stages get
+// the extra layers), with the embedding on the first stage and the LM head on the last.
+std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages);
+
+// "fnv1a64:<16 hex digits>" of the canonical JSON of the embedded model and cluster. A plan whose
+// stored hash differs was edited after it was made.
+std::string plan_content_hash(const ModelConfig& model, const ClusterConfig& cluster);
+
+Plan parse_plan(const nlohmann::json& document, const JsonLocation& location);
+nlohmann::json plan_to_json(const Plan& plan);  // includes content_hash
+// Every rule between the plan's fields and its model and cluster (see README "plan" rules).
+void validate_plan(const Plan& plan, const JsonLocation& location);
+
+}  // namespace strata::schemas

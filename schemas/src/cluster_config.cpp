@@ -1,0 +1,206 @@
+#include "strata/schemas/cluster_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "strata/schemas/document_kind.h"
+#include "strata/schemas/object_reader.h"
+
+namespace strata::schemas {
+namespace {
+
+constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;  // 1 PiB: far above any GPU
+
+std::vector<EfficiencyPoint> parse_efficiency_curve(const ObjectReader& parent,
+                                                    std::string_view key,
+                                                    std::string_view size_key) {
+  std::vector<EfficiencyPoint> curve;
+  if (!parent.has(key)) return curve;
+  const nlohmann::json& points = parent.array(key, 1);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const JsonLocation where = parent.at(key) / i;
+    const ObjectReader point(points[i], where, {size_key, "fraction"});
+    EfficiencyPoint parsed{
+        point.number(size_key, {.minimum = 0, .maximum = 1e30, .minimum_exclusive = true}),
+        point.number("fraction", {.minimum = 0, .maximum = 1, .minimum_exclusive = true})};
+    if (!curve.empty() && !(parsed.size > curve.back().size)) {
+      point.at(size_key).fail(fmt::format(
+          "{} is not above the previous point's {}; points go in "
+          "increasing order of {}",
+          format_json_number(parsed.size), format_json_number(curve.back().size), size_key));
+    }
+    curve.push_back(parsed);
+  }
+  return curve;
+}
+
+nlohmann::json efficiency_curve_to_json(const std::vector<EfficiencyPoint>& curve,
+                                        std::string_view size_key) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const EfficiencyPoint& point : curve) {
+    points.push_back({{size_key, point.size}, {"fraction", point.fraction}});
+  }
+  return points;
+}
+
+GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) {
+  const ObjectReader reader(value, location,
+                            {"name", "description", "memory_bytes", "peak_dense_tflops",
+                             "hbm_bandwidth_gb_per_s", "gemm_efficiency", "hbm_efficiency"});
+  GpuProfile gpu;
+  gpu.name = reader.string("name");
+  gpu.description = reader.optional_string("description");
+  gpu.memory_bytes = reader.integer("memory_bytes", {1, kMaxBytes});
+  const ObjectReader peaks(reader.object("peak_dense_tflops"), reader.at("peak_dense_tflops"),
+                           {"fp32", "tf32", "fp16", "bf16", "fp8"});
+  for (const auto& [dtype, name] : kDtypeNames) {
+    if (auto tflops = peaks.optional_number(
+            name, {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true})) {
+      gpu.peak_dense_tflops[dtype] = *tflops;
+    }
+  }
+  if (gpu.peak_dense_tflops.empty()) {
+    reader.at("peak_dense_tflops")
+        .fail("give the peak of at least one dtype (fp32, tf32, fp16, bf16, fp8)");
+  }
+  gpu.hbm_bandwidth_gb_per_s = reader.number(
+      "hbm_bandwidth_gb_per_s", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+  gpu.gemm_efficiency_by_flops = parse_efficiency_curve(reader, "gemm_efficiency", "flops");
+  gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
+  return gpu;
+}
+
+NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location) {
+  const ObjectReader reader(value, location,
+                            {"name", "scope_gpus", "bandwidth_gb_per_s", "latency_us", "efficiency",
+                             "efficiency_by_message"});
+  NetworkTier tier;
+  tier.name = reader.string("name");
+  tier.scope_gpus = reader.integer("scope_gpus", {1, kMaxNodes * kMaxGpusPerNode});
+  tier.bandwidth_gb_per_s = reader.number(
+      "bandwidth_gb_per_s", {.minimum = 0, .maximum = 1e5, .minimum_exclusive = true});
+  tier.latency_us = reader.number("latency_us", {.minimum = 0, .maximum = 1e6});
+  tier.efficiency =
+      reader.number("efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
+  tier.efficiency_by_message_bytes =
+      parse_efficiency_curve(reader, "efficiency_by_message", "bytes");
+  return tier;
+}
+
+ReservedMemory parse_reserved_memory(const nlohmann::json& value, const JsonLocation& location) {
+  const ObjectReader reader(
+      value, location, {"cuda_context_bytes", "nccl_buffers_bytes", "allocator_slack_fraction"});
+  return ReservedMemory{reader.integer("cuda_context_bytes", {0, kMaxBytes}),
+                        reader.integer("nccl_buffers_bytes", {0, kMaxBytes}),
+                        reader.number("allocator_slack_fraction",
+                                      {.minimum = 0, .maximum = 1, .maximum_exclusive = true})};
+}
+
+}  // namespace
+
+std::int64_t ClusterConfig::reserved_bytes() const {
+  const auto slack = static_cast<std::int64_t>(
+      std::ceil(reserved_memory.allocator_slack_fraction * static_cast<double>(gpu.memory_bytes)));
+  return reserved_memory.cuda_context_bytes + reserved_memory.nccl_buffers_bytes + slack;
+}
+
+ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& location) {
+  const ObjectReader reader(document, location,
+                            {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name",
+                             "nodes", "gpus_per_node", "gpu", "network_tiers", "reserved_memory"});
+  check_document_header(reader, DocumentKind::cluster, kClusterSchemaVersion);
+  ClusterConfig cluster;
+  cluster.name = reader.string("name");
+  cluster.description = reader.optional_string(kDescriptionKey);
+  cluster.nodes = reader.integer("nodes", {1, kMaxNodes});
+  cluster.gpus_per_node = reader.integer("gpus_per_node", {1, kMaxGpusPerNode});
+  cluster.gpu = parse_gpu(reader.object("gpu"), reader.at("gpu"));
+  const nlohmann::json& tiers = reader.array("network_tiers", 1);
+  for (std::size_t i = 0; i < tiers.size(); ++i) {
+    cluster.network_tiers.push_back(parse_tier(tiers[i], reader.at("network_tiers") / i));
+  }
+  cluster.reserved_memory =
+      parse_reserved_memory(reader.object("reserved_memory"), reader.at("reserved_memory"));
+  validate_cluster(cluster, location);
+  return cluster;
+}
+
+void validate_cluster(const ClusterConfig& cluster, const JsonLocation& location) {
+  const JsonLocation tiers = location / "network_tiers";
+  for (std::size_t i = 0; i < cluster.network_tiers.size(); ++i) {
+    const std::int64_t scope = cluster.network_tiers[i].scope_gpus;
+    const JsonLocation where = tiers / i / "scope_gpus";
+    if (scope % cluster.gpus_per_node != 0 && cluster.gpus_per_node % scope != 0) {
+      where.fail(fmt::format("{} neither divides gpus_per_node={} nor is a multiple of it", scope,
+                             cluster.gpus_per_node));
+    }
+    if (i > 0 && scope % cluster.network_tiers[i - 1].scope_gpus != 0) {
+      where.fail(
+          fmt::format("{} is not a multiple of the previous tier's {}; tiers go from the "
+                      "inside out and each one groups whole copies of the one inside it",
+                      scope, cluster.network_tiers[i - 1].scope_gpus));
+    }
+  }
+  const NetworkTier& outermost = cluster.network_tiers.back();
+  if (outermost.scope_gpus < cluster.world_size()) {
+    (tiers / (cluster.network_tiers.size() - 1) / "scope_gpus")
+        .fail(fmt::format("{} is less than the cluster's {} GPUs ({} nodes × {}); the outermost "
+                          "tier must connect every GPU",
+                          outermost.scope_gpus, cluster.world_size(), cluster.nodes,
+                          cluster.gpus_per_node));
+  }
+  if (cluster.reserved_bytes() >= cluster.gpu.memory_bytes) {
+    (location / "reserved_memory")
+        .fail(fmt::format("reserves {} bytes of the GPU's {}, leaving nothing for training",
+                          cluster.reserved_bytes(), cluster.gpu.memory_bytes));
+  }
+}
+
+nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
+  nlohmann::json peaks = nlohmann::json::object();
+  for (const auto& [dtype, tflops] : cluster.gpu.peak_dense_tflops) {
+    peaks[std::string(name_of(dtype, kDtypeNames))] = tflops;
+  }
+  nlohmann::json gpu = {{"name", cluster.gpu.name},
+                        {"memory_bytes", cluster.gpu.memory_bytes},
+                        {"peak_dense_tflops", peaks},
+                        {"hbm_bandwidth_gb_per_s", cluster.gpu.hbm_bandwidth_gb_per_s}};
+  if (cluster.gpu.description) gpu["description"] = *cluster.gpu.description;
+  if (!cluster.gpu.gemm_efficiency_by_flops.empty()) {
+    gpu["gemm_efficiency"] =
+        efficiency_curve_to_json(cluster.gpu.gemm_efficiency_by_flops, "flops");
+  }
+  if (!cluster.gpu.hbm_efficiency_by_bytes.empty()) {
+    gpu["hbm_efficiency"] = efficiency_curve_to_json(cluster.gpu.hbm_efficiency_by_bytes, "bytes");
+  }
+  nlohmann::json tiers = nlohmann::json::array();
+  for (const NetworkTier& tier : cluster.network_tiers) {
+    nlohmann::json entry = {{"name", tier.name},
+                            {"scope_gpus", tier.scope_gpus},
+                            {"bandwidth_gb_per_s", tier.bandwidth_gb_per_s},
+                            {"latency_us", tier.latency_us},
+                            {"efficiency", tier.efficiency}};
+    if (!tier.efficiency_by_message_bytes.empty()) {
+      entry["efficiency_by_message"] =
+          efficiency_curve_to_json(tier.efficiency_by_message_bytes, "bytes");
+    }
+    tiers.push_back(entry);
+  }
+  nlohmann::json document = {
+      {kSchemaVersionKey, kClusterSchemaVersion},
+      {kKindKey, "cluster"},
+      {"name", cluster.name},
+      {"nodes", cluster.nodes},
+      {"gpus_per_node", cluster.gpus_per_node},
+      {"gpu", gpu},
+      {"network_tiers", tiers},
+      {"reserved_memory",
+       {{"cuda_context_bytes", cluster.reserved_memory.cuda_context_bytes},
+        {"nccl_buffers_bytes", cluster.reserved_memory.nccl_buffers_bytes},
+        {"allocator_slack_fraction", cluster.reserved_memory.allocator_slack_fraction}}}};
+  if (cluster.description) document[kDescriptionKey] = *cluster.description;
+  return document;
+}
+
+}  // namespace strata::schemas

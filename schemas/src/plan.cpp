@@ -1,0 +1,464 @@
+#include "strata/schemas/plan.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "strata/schemas/document_kind.h"
+#include "strata/schemas/object_reader.h"
+
+namespace strata::schemas {
+namespace {
+
+constexpr std::int64_t kMaxMeshSize = kMaxNodes * kMaxGpusPerNode;
+constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
+
+std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader) {
+  const std::string text = reader.string("order");
+  std::array<MeshAxis, 4> order{};
+  std::size_t count = 0;
+  bool seen[4] = {false, false, false, false};
+  bool valid = true;
+  std::size_t start = 0;
+  while (valid && start <= text.size()) {
+    const std::size_t dash = std::min(text.find('-', start), text.size());
+    const std::optional<MeshAxis> axis = value_of(text.substr(start, dash - start), kMeshAxisNames);
+    valid = axis && count < 4 && !seen[static_cast<int>(*axis)];
+    if (valid) {
+      seen[static_cast<int>(*axis)] = true;
+      order[count++] = *axis;
+    }
+    start = dash + 1;
+  }
+  if (!valid || count != 4) {
+    reader.at("order").fail(
+        fmt::format("\"{}\" must name each of tp, cp, dp and pp once, joined "
+                    "by '-', fastest-varying first (e.g. \"tp-cp-dp-pp\")",
+                    text));
+  }
+  return order;
+}
+
+Mesh parse_mesh(const ObjectReader& reader) {
+  Mesh mesh;
+  mesh.tp = reader.integer("tp", {1, kMaxMeshSize});
+  mesh.cp = reader.integer("cp", {1, kMaxMeshSize});
+  mesh.dp = reader.integer("dp", {1, kMaxMeshSize});
+  mesh.pp = reader.integer("pp", {1, kMaxLayers + 2});
+  mesh.vpp = reader.integer("vpp", {1, kMaxLayers});
+  mesh.order = parse_mesh_order(reader);
+  return mesh;
+}
+
+PredictedMetrics parse_predicted(const ObjectReader& reader) {
+  PredictedMetrics predicted;
+  const NumberRange positive{.minimum = 0, .maximum = 1e15, .minimum_exclusive = true};
+  predicted.step_time_s = reader.number("step_time_s", positive);
+  predicted.tokens_per_s = reader.number("tokens_per_s", positive);
+  predicted.mfu = reader.number("mfu", {.minimum = 0, .maximum = 1});
+  const nlohmann::json& peaks = reader.array("peak_memory_bytes_per_pipeline_rank", 1);
+  for (std::size_t i = 0; i < peaks.size(); ++i) {
+    predicted.peak_memory_bytes_per_pipeline_rank.push_back(
+        read_integer(peaks[i], reader.at("peak_memory_bytes_per_pipeline_rank") / i,
+                     {0, std::int64_t{1} << 50}));
+  }
+  predicted.tool = reader.optional_string("tool");
+  return predicted;
+}
+
+// Checks that the stages cover layers 0..L-1 once, in order, and hold the embedding first and
+// the LM head last.
+void validate_stages(const Plan& plan, const JsonLocation& location) {
+  const JsonLocation stages = location / "pipeline" / "stages";
+  const std::int64_t expected_stages = plan.mesh.pp * plan.mesh.vpp;
+  if (static_cast<std::int64_t>(plan.stages.size()) != expected_stages) {
+    stages.fail(
+        fmt::format("{} stages for pp × vpp = {} × {} = {}; give one entry per pipeline "
+                    "rank and virtual chunk, in pipeline order",
+                    plan.stages.size(), plan.mesh.pp, plan.mesh.vpp, expected_stages));
+  }
+  const std::int64_t num_layers = plan.model.num_layers;
+  std::int64_t next_layer = 0;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const PipelineStage& stage = plan.stages[s];
+    const JsonLocation where = stages / s;
+    const bool first = s == 0;
+    const bool last = s + 1 == plan.stages.size();
+    if (stage.first_layer > next_layer) {
+      (where / "first_layer")
+          .fail(fmt::format("{} leaves layer{} {} in no stage", stage.first_layer,
+                            stage.first_layer - next_layer == 1 ? "" : "s",
+                            stage.first_layer - next_layer == 1
+                                ? fmt::format("{}", next_layer)
+                                : fmt::format("{}..{}", next_layer, stage.first_layer - 1)));
+    }
+    if (stage.first_layer < next_layer) {
+      (where / "first_layer")
+          .fail(fmt::format("{} overlaps the previous stage, which ends at layer {}; each layer "
+                            "belongs to exactly one stage",
+                            stage.first_layer, next_layer - 1));
+    }
+    next_layer = stage.first_layer + stage.num_layers;
+    if (next_layer > num_layers) {
+      (where / "num_layers")
+          .fail(fmt::format("{} layers from layer {} reach layer {}, but the model has {} layers "
+                            "(0..{})",
+                            stage.num_layers, stage.first_layer, next_layer - 1, num_layers,
+                            num_layers - 1));
+    }
+    if (stage.embedding != first) {
+      (where / "embedding")
+          .fail(first ? "the first stage must hold the embedding"
+                      : fmt::format("only the first stage holds the embedding, not stage {}", s));
+    }
+    if (stage.lm_head != last) {
+      (where / "lm_head")
+          .fail(last ? "the last stage must hold the LM head and loss"
+                     : fmt::format("only the last stage holds the LM head, not stage {}", s));
+    }
+    if (stage.num_layers == 0 && !stage.embedding && !stage.lm_head) {
+      (where / "num_layers")
+          .fail(
+              "0: a stage holds at least one layer, unless it is the embedding-only first stage "
+              "or the LM-head-only last stage");
+    }
+  }
+  if (next_layer < num_layers) {
+    (stages / (plan.stages.size() - 1) / "num_layers")
+        .fail(fmt::format("the stages end at layer {} but the model has {} layers: layer{} {} "
+                          "{} in no stage",
+                          next_layer - 1, num_layers, num_layers - next_layer == 1 ? "" : "s",
+                          num_layers - next_layer == 1
+                              ? fmt::format("{}", next_layer)
+                              : fmt::format("{}..{}", next_layer, num_layers - 1),
+                          num_layers - next_layer == 1 ? "is" : "are"));
+  }
+}
+
+void validate_recompute(const Plan& plan, const JsonLocation& location) {
+  const JsonLocation counts = location / "recompute" / "full_layers_per_stage";
+  const std::vector<std::int64_t>& per_stage = plan.recompute.full_layers_per_stage;
+  if (per_stage.empty()) return;
+  if (plan.recompute.granularity != RecomputeGranularity::full) {
+    counts.fail(
+        fmt::format("only granularity \"full\" recomputes whole layers (granularity is "
+                    "\"{}\")",
+                    name_of(plan.recompute.granularity, kRecomputeGranularityNames)));
+  }
+  if (per_stage.size() != plan.stages.size()) {
+    counts.fail(fmt::format("{} entries for {} pipeline stages; give one per stage",
+                            per_stage.size(), plan.stages.size()));
+  }
+  for (std::size_t s = 0; s < per_stage.size(); ++s) {
+    if (per_stage[s] > plan.stages[s].num_layers) {
+      (counts / s)
+          .fail(fmt::format("{} is more than stage {}'s {} layers", per_stage[s], s,
+                            plan.stages[s].num_layers));
+    }
+  }
+}
+
+void validate_mesh(const Plan& plan, const JsonLocation& location) {
+  const Mesh& mesh = plan.mesh;
+  const ModelConfig& model = plan.model;
+  const JsonLocation where = location / "mesh";
+  // Each axis may be up to 2^26, so form the product in 128 bits before comparing.
+  const __int128 mesh_size = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp * mesh.pp;
+  if (mesh_size != plan.cluster.world_size()) {
+    where.fail(
+        fmt::format("tp × cp × dp × pp = {} × {} × {} × {} = {} does not equal the cluster's "
+                    "{} GPUs ({} nodes × {})",
+                    mesh.tp, mesh.cp, mesh.dp, mesh.pp, mesh_size, plan.cluster.world_size(),
+                    plan.cluster.nodes, plan.cluster.gpus_per_node));
+  }
+  if (model.num_attention_heads % mesh.tp != 0) {
+    (where / "tp")
+        .fail(fmt::format("{} does not divide num_attention_heads={}", mesh.tp,
+                          model.num_attention_heads));
+  }
+  // Megatron splits kv heads across tp ranks; when tp exceeds them each kv head is replicated on
+  // tp / num_kv_heads ranks (as vLLM and Megatron-Core with --num-query-groups < tp do).
+  if (model.num_kv_heads % mesh.tp != 0 && mesh.tp % model.num_kv_heads != 0) {
+    (where / "tp")
+        .fail(fmt::format("{} neither divides num_kv_heads={} nor is a multiple of it", mesh.tp,
+                          model.num_kv_heads));
+  }
+  if (model.ffn_hidden_size % mesh.tp != 0) {
+    (where / "tp")
+        .fail(fmt::format("{} does not divide ffn_hidden_size={}", mesh.tp, model.ffn_hidden_size));
+  }
+  if (mesh.pp > model.num_layers + 2) {
+    (where / "pp")
+        .fail(fmt::format("{} pipeline ranks for {} layers plus an embedding and an LM "
+                          "head stage; at most {}",
+                          mesh.pp, model.num_layers, model.num_layers + 2));
+  }
+  // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
+  // one early and one late chunk (equal attention work), as Megatron-LM requires.
+  if (mesh.cp > 1 && plan.batch.seq_length % (2 * mesh.cp) != 0) {
+    (where / "cp")
+        .fail(fmt::format("{}: seq_length={} is not divisible by 2 × cp = {}", mesh.cp,
+                          plan.batch.seq_length, 2 * mesh.cp));
+  }
+}
+
+void validate_batch(const Plan& plan, const JsonLocation& location) {
+  const BatchConfig& batch = plan.batch;
+  const JsonLocation where = location / "batch";
+  if (batch.seq_length > plan.model.max_seq_length) {
+    (where / "seq_length")
+        .fail(fmt::format("{} is more than the model's max_seq_length={}", batch.seq_length,
+                          plan.model.max_seq_length));
+  }
+  const std::int64_t per_micro_batch_step = batch.micro_batch_size * plan.mesh.dp;
+  if (batch.global_batch_size % per_micro_batch_step != 0) {
+    (where / "global_batch_size")
+        .fail(fmt::format("{} is not divisible by micro_batch_size × dp = {} × {} = {}",
+                          batch.global_batch_size, batch.micro_batch_size, plan.mesh.dp,
+                          per_micro_batch_step));
+  }
+  const std::int64_t derived = batch.global_batch_size / per_micro_batch_step;
+  if (batch.num_micro_batches != derived) {
+    (where / "num_micro_batches")
+        .fail(fmt::format("{} does not match global_batch_size / (micro_batch_size × dp) = {} / "
+                          "({} × {}) = {}",
+                          batch.num_micro_batches, batch.global_batch_size, batch.micro_batch_size,
+                          plan.mesh.dp, derived));
+  }
+}
+
+void validate_schedule(const Plan& plan, const JsonLocation& location) {
+  const ScheduleType type = plan.schedule.type;
+  const std::string_view name = name_of(type, kScheduleTypeNames);
+  if (type == ScheduleType::interleaved_one_f_one_b && plan.mesh.vpp == 1) {
+    (location / "schedule" / "type")
+        .fail("interleaved-1f1b needs vpp > 1 (vpp = 1); use 1f1b for one chunk per rank");
+  }
+  if (plan.mesh.vpp > 1 && type != ScheduleType::interleaved_one_f_one_b &&
+      type != ScheduleType::custom) {
+    (location / "mesh" / "vpp")
+        .fail(
+            fmt::format("{} model chunks per rank need schedule interleaved-1f1b or custom, not {}",
+                        plan.mesh.vpp, name));
+  }
+  // Megatron's interleaved schedule runs micro-batches in groups of pp per chunk.
+  if (type == ScheduleType::interleaved_one_f_one_b &&
+      plan.batch.num_micro_batches % plan.mesh.pp != 0) {
+    (location / "batch" / "num_micro_batches")
+        .fail(fmt::format("{} is not a multiple of pp={}, which interleaved-1f1b needs",
+                          plan.batch.num_micro_batches, plan.mesh.pp));
+  }
+}
+
+}  // namespace
+
+std::int64_t Mesh::size_of(MeshAxis axis) const {
+  switch (axis) {
+    case MeshAxis::tp:
+      return tp;
+    case MeshAxis::cp:
+      return cp;
+    case MeshAxis::dp:
+      return dp;
+    case MeshAxis::pp:
+      return pp;
+  }
+  return 1;
+}
+
+std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order) {
+  std::string text;
+  for (MeshAxis axis : order) {
+    if (!text.empty()) text += '-';
+    text += name_of(axis, kMeshAxisNames);
+  }
+  return text;
+}
+
+std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages) {
+  std::vector<PipelineStage> stages;
+  std::int64_t next_layer = 0;
+  for (std::int64_t s = 0; s < num_stages; ++s) {
+    const std::int64_t layers = num_layers / num_stages + (s < num_layers % num_stages ? 1 : 0);
+    stages.push_back({next_layer, layers, s == 0, s + 1 == num_stages});
+    next_layer += layers;
+  }
+  return stages;
+}
+
+std::string plan_content_hash(const ModelConfig& model, const ClusterConfig& cluster) {
+  // FNV-1a: a stable, dependency-free fingerprint for spotting edits, not a security measure.
+  const std::string canonical =
+      model_to_json(model).dump() + "\n" + cluster_to_json(cluster).dump();
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char byte : canonical) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;
+  }
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
+Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
+  const ObjectReader reader(
+      document, location,
+      {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "model", "cluster",
+       "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "recompute", "schedule",
+       "pipeline", "precision", "predicted"});
+  check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
+  Plan plan;
+  plan.description = reader.optional_string(kDescriptionKey);
+  plan.model = parse_model(reader.object("model"), reader.at("model"));
+  plan.cluster = parse_cluster(reader.object("cluster"), reader.at("cluster"));
+  const std::optional<std::string> content_hash = reader.optional_string("content_hash");
+
+  plan.mesh = parse_mesh(ObjectReader(reader.object("mesh"), reader.at("mesh"),
+                                      {"tp", "cp", "dp", "pp", "vpp", "order"}));
+
+  const ObjectReader batch(
+      reader.object("batch"), reader.at("batch"),
+      {"seq_length", "micro_batch_size", "global_batch_size", "num_micro_batches"});
+  plan.batch.seq_length = batch.integer("seq_length", {1, kMaxSeqLength});
+  plan.batch.micro_batch_size = batch.integer("micro_batch_size", {1, kMaxBatch});
+  plan.batch.global_batch_size = batch.integer("global_batch_size", {1, kMaxBatch});
+  plan.batch.num_micro_batches =
+      batch.optional_integer("num_micro_batches", {1, kMaxBatch})
+          .value_or(plan.batch.global_batch_size /
+                    std::max<std::int64_t>(1, plan.batch.micro_batch_size * plan.mesh.dp));
+
+  plan.sequence_parallel = reader.boolean("sequence_parallel");
+  plan.zero_stage = reader.integer("zero_stage", {0, 3});
+
+  const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
+                               {"granularity", "full_layers_per_stage"});
+  plan.recompute.granularity = recompute.choice("granularity", kRecomputeGranularityNames);
+  if (recompute.has("full_layers_per_stage")) {
+    const nlohmann::json& counts = recompute.array("full_layers_per_stage", 1);
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      plan.recompute.full_layers_per_stage.push_back(
+          read_integer(counts[i], recompute.at("full_layers_per_stage") / i, {0, kMaxLayers}));
+    }
+  }
+
+  const ObjectReader schedule(reader.object("schedule"), reader.at("schedule"), {"type", "file"});
+  plan.schedule.type = schedule.choice("type", kScheduleTypeNames);
+  if (plan.schedule.type == ScheduleType::custom) {
+    plan.schedule.file = schedule.string("file");
+  } else if (schedule.has("file")) {
+    schedule.at("file").fail(fmt::format("only a custom schedule reads a file (type is \"{}\")",
+                                         name_of(plan.schedule.type, kScheduleTypeNames)));
+  }
+
+  const ObjectReader pipeline(reader.object("pipeline"), reader.at("pipeline"), {"stages"});
+  const nlohmann::json& stages = pipeline.array("stages", 1);
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const ObjectReader stage(stages[i], pipeline.at("stages") / i,
+                             {"first_layer", "num_layers", "embedding", "lm_head"});
+    plan.stages.push_back({stage.integer("first_layer", {0, kMaxLayers}),
+                           stage.integer("num_layers", {0, kMaxLayers}), stage.boolean("embedding"),
+                           stage.boolean("lm_head")});
+  }
+
+  plan.precision = reader.choice("precision", kDtypeNames);
+  if (reader.has("predicted")) {
+    plan.predicted = parse_predicted(ObjectReader(
+        reader.object("predicted"), reader.at("predicted"),
+        {"step_time_s", "tokens_per_s", "mfu", "peak_memory_bytes_per_pipeline_rank", "tool"}));
+  }
+
+  if (content_hash) {
+    const std::string actual = plan_content_hash(plan.model, plan.cluster);
+    if (*content_hash != actual) {
+      reader.at("content_hash")
+          .fail(fmt::format("{} does not match the embedded model and cluster ({}): they were "
+                            "edited after the plan was made; re-plan, or remove content_hash to "
+                            "accept the edit",
+                            *content_hash, actual));
+    }
+  }
+  validate_plan(plan, location);
+  return plan;
+}
+
+void validate_plan(const Plan& plan, const JsonLocation& location) {
+  validate_mesh(plan, location);
+  validate_batch(plan, location);
+  if (plan.sequence_parallel && plan.mesh.tp == 1) {
+    (location / "sequence_parallel").fail("needs tp > 1 (tp = 1)");
+  }
+  if (plan.sequence_parallel && (plan.batch.seq_length / plan.mesh.cp) % plan.mesh.tp != 0) {
+    (location / "sequence_parallel")
+        .fail(fmt::format("seq_length / cp = {} is not divisible by tp={}",
+                          plan.batch.seq_length / plan.mesh.cp, plan.mesh.tp));
+  }
+  validate_stages(plan, location);
+  validate_recompute(plan, location);
+  validate_schedule(plan, location);
+  if (!plan.cluster.gpu.peak_dense_tflops.contains(plan.precision)) {
+    (location / "precision")
+        .fail(fmt::format("\"{}\": the cluster's GPU ({}) has no {} peak in peak_dense_tflops",
+                          name_of(plan.precision, kDtypeNames), plan.cluster.gpu.name,
+                          name_of(plan.precision, kDtypeNames)));
+  }
+  if (plan.predicted) {
+    const std::size_t ranks = plan.predicted->peak_memory_bytes_per_pipeline_rank.size();
+    if (static_cast<std::int64_t>(ranks) != plan.mesh.pp) {
+      (location / "predicted" / "peak_memory_bytes_per_pipeline_rank")
+          .fail(
+              fmt::format("{} entries for pp={}; give one per pipeline rank", ranks, plan.mesh.pp));
+    }
+  }
+}
+
+nlohmann::json plan_to_json(const Plan& plan) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const PipelineStage& stage : plan.stages) {
+    stages.push_back({{"first_layer", stage.first_layer},
+                      {"num_layers", stage.num_layers},
+                      {"embedding", stage.embedding},
+                      {"lm_head", stage.lm_head}});
+  }
+  nlohmann::json recompute = {
+      {"granularity", name_of(plan.recompute.granularity, kRecomputeGranularityNames)}};
+  if (!plan.recompute.full_layers_per_stage.empty()) {
+    recompute["full_layers_per_stage"] = plan.recompute.full_layers_per_stage;
+  }
+  nlohmann::json schedule = {{"type", name_of(plan.schedule.type, kScheduleTypeNames)}};
+  if (plan.schedule.type == ScheduleType::custom) schedule["file"] = plan.schedule.file;
+
+  nlohmann::json document = {{kSchemaVersionKey, kPlanSchemaVersion},
+                             {kKindKey, "plan"},
+                             {"model", model_to_json(plan.model)},
+                             {"cluster", cluster_to_json(plan.cluster)},
+                             {"content_hash", plan_content_hash(plan.model, plan.cluster)},
+                             {"mesh",
+                              {{"tp", plan.mesh.tp},
+                               {"cp", plan.mesh.cp},
+                               {"dp", plan.mesh.dp},
+                               {"pp", plan.mesh.pp},
+                               {"vpp", plan.mesh.vpp},
+                               {"order", mesh_order_to_string(plan.mesh.order)}}},
+                             {"batch",
+                              {{"seq_length", plan.batch.seq_length},
+                               {"micro_batch_size", plan.batch.micro_batch_size},
+                               {"global_batch_size", plan.batch.global_batch_size},
+                               {"num_micro_batches", plan.batch.num_micro_batches}}},
+                             {"sequence_parallel", plan.sequence_parallel},
+                             {"zero_stage", plan.zero_stage},
+                             {"recompute", recompute},
+                             {"schedule", schedule},
+                             {"pipeline", {{"stages", stages}}},
+                             {"precision", name_of(plan.precision, kDtypeNames)}};
+  if (plan.description) document[kDescriptionKey] = *plan.description;
+  if (plan.predicted) {
+    nlohmann::json predicted = {{"step_time_s", plan.predicted->step_time_s},
+                                {"tokens_per_s", plan.predicted->tokens_per_s},
+                                {"mfu", plan.predicted->mfu},
+                                {"peak_memory_bytes_per_pipeline_rank",
+                                 plan.predicted->peak_memory_bytes_per_pipeline_rank}};
+    if (plan.predicted->tool) predicted["tool"] = *plan.predicted->tool;
+    document["predicted"] = predicted;
+  }
+  return document;
+}
+
+}  // namespace strata::schemas

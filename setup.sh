@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what Strata needs and the machine lacks; safe to run again.
+#   ./setup.sh          build dependencies (enough to build and run `strata`)
+#   ./setup.sh --tests  also what the tests use (python3-jsonschema, python3-torch)
+# The CUDA toolkit (cuBLAS, NCCL) is not a Debian package here: CMake finds it at /usr/local/cuda
+# when present and builds without the GPU backend otherwise.
+set -euo pipefail
+
+build_packages=(
+  cmake ninja-build g++
+  nlohmann-json3-dev libeigen3-dev libboost-graph-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenmpi-dev openmpi-bin
+  libcli11-dev libfmt-dev
+)
+test_packages=(python3-jsonschema python3-torch)
+
+wanted=("${build_packages[@]}")
+case "${1:-}" in
+  "") ;;
+  --tests) wanted+=("${test_packages[@]}") ;;
+  *) echo "setup.sh: unknown option '$1' (use --tests or nothing)" >&2; exit 2 ;;
+esac
+
+missing=()
+for package in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#wanted[@]} packages present"
+  exit 0
+fi
+
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,38 @@
+// The subcommands of `strata`: each adds itself to the CLI11 app with its options, and runs
+// after parsing. Errors in user input are thrown as schemas::InputError (exit 1).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "output_format.h"
+
+namespace strata::tools {
+
+struct PresetsOptions {
+  std::optional<std::string> show;  // print one preset's document
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_presets_command(CLI::App& app, PresetsOptions& options);
+int run_presets(const PresetsOptions& options);
+
+struct ValidateOptions {
+  std::vector<std::string> files;
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options);
+int run_validate(const ValidateOptions& options);
+
+struct DescribeOptions {
+  std::string model = "llama3.1-70b";
+  std::optional<std::string> cluster;
+  std::optional<std::int64_t> seq_length;
+  std::string precision = "bf16";
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options);
+int run_describe(const DescribeOptions& options);
+
+}  // namespace strata::tools

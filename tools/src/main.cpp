@@ -1,0 +1,67 @@
+// `strata`: plans, simulates and runs parallel LLM training. This file wires the subcommands
+// together and maps failures to exit codes: 0 ok, 1 invalid input, 2 usage.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "build_info.h"
+#include "commands.h"
+#include "strata/schemas/input_error.h"
+
+namespace {
+
+constexpr int kExitInvalidInput = 1;
+constexpr int kExitUsage = 2;
+
+std::string version_text() {
+  return fmt::format("strata {} (CUDA toolkit: {})", strata::tools::kVersion,
+                     strata::tools::kHaveCuda ? fmt::format("{} found", strata::tools::kCudaToolkit)
+                                              : std::string("not found, CPU build"));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace strata::tools;
+  CLI::App app{
+      "Strata: decides how to split an LLM across a GPU cluster, predicts how fast it "
+      "trains, and trains it that way.",
+      "strata"};
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(1);
+
+  PresetsOptions presets;
+  ValidateOptions validate;
+  DescribeOptions describe;
+  CLI::App* presets_command = add_presets_command(app, presets);
+  CLI::App* validate_command = add_validate_command(app, validate);
+  CLI::App* describe_command = add_describe_command(app, describe);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    std::fprintf(stderr, "strata: %s (see strata --help)\n", error.what());
+    return kExitUsage;
+  }
+
+  try {
+    if (presets_command->parsed()) return run_presets(presets);
+    if (validate_command->parsed()) return run_validate(validate);
+    if (describe_command->parsed()) return run_describe(describe);
+  } catch (const strata::schemas::InputError& error) {
+    std::fprintf(stderr, "strata: %s\n", error.what());
+    return kExitInvalidInput;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "strata: internal error: %s\n", error.what());
+    return 3;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,60 @@
+#include "text_format.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace strata::tools {
+
+std::string group_thousands(std::int64_t value) {
+  const std::string digits = std::to_string(value < 0 ? -value : value);
+  std::string grouped;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return value < 0 ? "-" + grouped : grouped;
+}
+
+std::string format_gib(double bytes) {
+  return fmt::format("{:.1f} GiB", bytes / (1024.0 * 1024 * 1024));
+}
+
+std::string format_flops(double flops) {
+  if (flops >= 1e12) return fmt::format("{:.2f} TFLOP", flops / 1e12);
+  if (flops >= 1e9) return fmt::format("{:.2f} GFLOP", flops / 1e9);
+  return fmt::format("{:.2f} MFLOP", flops / 1e6);
+}
+
+std::string format_percent(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
+
+TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right_aligned)
+    : right_aligned_(std::move(right_aligned)) {
+  right_aligned_.resize(header.size(), false);
+  rows_.push_back(std::move(header));
+}
+
+void TextTable::add_row(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+std::string TextTable::render(const std::string& indent) const {
+  std::vector<std::size_t> widths(right_aligned_.size(), 0);
+  for (const auto& row : rows_) {
+    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  }
+  std::string text;
+  for (const auto& row : rows_) {
+    std::string line = indent;
+    for (std::size_t c = 0; c < row.size() && c < widths.size(); ++c) {
+      if (c > 0) line += "  ";
+      line += right_aligned_[c] ? fmt::format("{:>{}}", row[c], widths[c])
+                                : fmt::format("{:<{}}", row[c], widths[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    text += line + "\n";
+  }
+  return text;
+}
+
+}  // namespace strata::tools

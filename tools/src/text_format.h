@@ -1,0 +1,28 @@
+// Formatting numbers and tables for the command line's human-readable reports.
+// Used by every subcommand in tools/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::tools {
+
+std::string group_thousands(std::int64_t value);  // 124439808 -> "124,439,808"
+std::string format_gib(double bytes);             // "79.6 GiB" (GiB = 2^30 bytes)
+std::string format_flops(double flops);           // "66.1 GFLOP", "1.2 TFLOP"
+std::string format_percent(double fraction);      // 0.1234 -> "12.34%"
+
+// A table with a header row; columns are left-aligned unless named in `right_aligned`.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header, std::vector<bool> right_aligned = {});
+  void add_row(std::vector<std::string> row);
+  std::string render(const std::string& indent = "  ") const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<bool> right_aligned_;
+};
+
+}  // namespace strata::tools
