@@ -30,6 +30,14 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return at(rows - 1, cols - 1);
 }
 
+std::size_t common_prefix(std::string_view a, std::string_view b) {
+  std::size_t length = 0;
+  while (length < a.size() && length < b.size() && fold_case(a[length]) == fold_case(b[length])) {
+    ++length;
+  }
+  return length;
+}
+
 }  // namespace
 
 std::optional<std::string_view> closest_name(std::string_view typo,
@@ -38,9 +46,14 @@ std::optional<std::string_view> closest_name(std::string_view typo,
   std::size_t best_distance = 0;
   for (std::string_view candidate : candidates) {
     const std::size_t distance = edit_distance(typo, candidate);
+    // Two-letter names ("ep" vs "tp") are too short for a one-letter difference to be a typo.
     const std::size_t allowed =
-        std::clamp<std::size_t>(std::max(typo.size(), candidate.size()) / 3, 1, 3);
-    if (distance <= allowed && (!best || distance < best_distance)) {
+        std::min<std::size_t>(std::max(typo.size(), candidate.size()) / 3, 3);
+    // Ties go to the longer common prefix: "llama3-8b" means "llama3.1-8b", not "llama2-7b".
+    const bool better =
+        !best || distance < best_distance ||
+        (distance == best_distance && common_prefix(typo, candidate) > common_prefix(typo, *best));
+    if (distance <= allowed && better) {
       best = candidate;
       best_distance = distance;
     }

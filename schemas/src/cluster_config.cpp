@@ -11,6 +11,7 @@ namespace strata::schemas {
 namespace {
 
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;  // 1 PiB: far above any GPU
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::vector<EfficiencyPoint> parse_efficiency_curve(const ObjectReader& parent,
                                                     std::string_view key,
@@ -152,8 +153,10 @@ void validate_cluster(const ClusterConfig& cluster, const JsonLocation& location
   }
   if (cluster.reserved_bytes() >= cluster.gpu.memory_bytes) {
     (location / "reserved_memory")
-        .fail(fmt::format("reserves {} bytes of the GPU's {}, leaving nothing for training",
-                          cluster.reserved_bytes(), cluster.gpu.memory_bytes));
+        .fail(fmt::format("reserves {:.2f} GiB of the GPU's {:.2f} GiB, leaving nothing for "
+                          "training",
+                          static_cast<double>(cluster.reserved_bytes()) / kGiB,
+                          static_cast<double>(cluster.gpu.memory_bytes) / kGiB));
   }
 }
 

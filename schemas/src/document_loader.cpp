@@ -41,9 +41,10 @@ void require_kind(DocumentKind found, std::initializer_list<DocumentKind> wanted
   for (DocumentKind kind : wanted) {
     if (kind == found) return;
   }
-  const std::string_view found_name = found == DocumentKind::hf_config
-                                          ? "a Hugging Face config"
-                                          : name_of(found, kStrataDocumentKindNames);
+  const std::string found_name =
+      found == DocumentKind::hf_config
+          ? "a Hugging Face config"
+          : fmt::format("a {} file", name_of(found, kStrataDocumentKindNames));
   throw InputError(path.string(), "/kind",
                    fmt::format("this is {}, not a {} file", found_name,
                                name_of(*wanted.begin(), kStrataDocumentKindNames)));

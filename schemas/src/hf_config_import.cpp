@@ -113,6 +113,11 @@ ModelConfig import_llama_family(const HfConfigReader& reader, HfFamily family) {
   // transformers: a null or absent num_key_value_heads means multi-head attention.
   model.num_kv_heads = reader.optional_integer("num_key_value_heads", {1, kMaxHeads})
                            .value_or(model.num_attention_heads);
+  if (model.num_attention_heads % model.num_kv_heads != 0) {
+    (reader.location() / "num_key_value_heads")
+        .fail(fmt::format("{} does not divide num_attention_heads={}", model.num_kv_heads,
+                          model.num_attention_heads));
+  }
   const std::optional<std::int64_t> head_dim = reader.optional_integer("head_dim", {1, 4096});
   if (!head_dim && model.hidden_size % model.num_attention_heads != 0) {
     (reader.location() / "num_attention_heads")

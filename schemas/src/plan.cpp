@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <regex>
 
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/object_reader.h"
@@ -73,9 +74,10 @@ void validate_stages(const Plan& plan, const JsonLocation& location) {
   const std::int64_t expected_stages = plan.mesh.pp * plan.mesh.vpp;
   if (static_cast<std::int64_t>(plan.stages.size()) != expected_stages) {
     stages.fail(
-        fmt::format("{} stages for pp × vpp = {} × {} = {}; give one entry per pipeline "
+        fmt::format("{} stage{} for pp × vpp = {} × {} = {}; give one entry per pipeline "
                     "rank and virtual chunk, in pipeline order",
-                    plan.stages.size(), plan.mesh.pp, plan.mesh.vpp, expected_stages));
+                    plan.stages.size(), plan.stages.size() == 1 ? "" : "s", plan.mesh.pp,
+                    plan.mesh.vpp, expected_stages));
   }
   const std::int64_t num_layers = plan.model.num_layers;
   std::int64_t next_layer = 0;
@@ -189,9 +191,10 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
   }
   if (mesh.pp > model.num_layers + 2) {
     (where / "pp")
-        .fail(fmt::format("{} pipeline ranks for {} layers plus an embedding and an LM "
-                          "head stage; at most {}",
-                          mesh.pp, model.num_layers, model.num_layers + 2));
+        .fail(fmt::format("{} pipeline ranks, but {} layer{}, the embedding and the LM head "
+                          "fill at most {} stages",
+                          mesh.pp, model.num_layers, model.num_layers == 1 ? "" : "s",
+                          model.num_layers + 2));
   }
   // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
   // one early and one late chunk (equal attention work), as Megatron-LM requires.
@@ -365,6 +368,11 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
         {"step_time_s", "tokens_per_s", "mfu", "peak_memory_bytes_per_pipeline_rank", "tool"}));
   }
 
+  if (content_hash && !std::regex_match(*content_hash, std::regex("fnv1a64:[0-9a-f]{16}"))) {
+    reader.at("content_hash")
+        .fail(fmt::format("\"{}\" is not of the form fnv1a64:<16 lowercase hex digits>",
+                          *content_hash));
+  }
   if (content_hash) {
     const std::string actual = plan_content_hash(plan.model, plan.cluster);
     if (*content_hash != actual) {

@@ -79,8 +79,8 @@ int run_describe(const DescribeOptions& options) {
   const costmodels::ParameterBreakdown count = costmodels::count_parameters(model);
   const std::int64_t parameters = count.total();
   const costmodels::FlopsPerToken flops = costmodels::model_flops_per_token(model, seq_length);
-  const double state_bytes =
-      costmodels::adam_model_state_bytes(precision).total() * static_cast<double>(parameters);
+  const std::int64_t state_bytes =
+      costmodels::adam_model_state_bytes(precision).total() * parameters;
 
   nlohmann::json report = {
       {"model", model.name},
@@ -94,7 +94,7 @@ int run_describe(const DescribeOptions& options) {
   }
   for (Dtype dtype : kReportedPrecisions) {
     const costmodels::ModelStateBytesPerParameter bytes = costmodels::adam_model_state_bytes(dtype);
-    const auto p = static_cast<double>(parameters);
+    const std::int64_t p = parameters;
     report["model_state_bytes"][std::string(schemas::name_of(dtype, schemas::kDtypeNames))] = {
         {"weights", bytes.weights * p},
         {"gradients", bytes.gradients * p},
@@ -103,8 +103,8 @@ int run_describe(const DescribeOptions& options) {
   }
   std::int64_t min_gpus = 0;
   if (cluster) {
-    min_gpus = static_cast<std::int64_t>(
-        std::ceil(state_bytes / static_cast<double>(cluster->usable_memory_bytes())));
+    min_gpus = static_cast<std::int64_t>(std::ceil(
+        static_cast<double>(state_bytes) / static_cast<double>(cluster->usable_memory_bytes())));
     report["cluster"] = {{"name", cluster->name},
                          {"gpus", cluster->world_size()},
                          {"gpu", cluster->gpu.name},
@@ -136,11 +136,20 @@ int run_describe(const DescribeOptions& options) {
   std::cout << "\nModel states with Adam, unsharded (weights + gradients + optimizer state):\n";
   TextTable states({"precision", "bytes/param", "weights", "gradients", "optimizer", "total"},
                    {false, true, true, true, true, true});
+  // Precisions with the same accounting share a row ("fp16/bf16/fp8").
+  std::vector<std::pair<std::string, costmodels::ModelStateBytesPerParameter>> rows;
   for (Dtype dtype : kReportedPrecisions) {
     const costmodels::ModelStateBytesPerParameter bytes = costmodels::adam_model_state_bytes(dtype);
+    const std::string name(schemas::name_of(dtype, schemas::kDtypeNames));
+    if (!rows.empty() && rows.back().second == bytes) {
+      rows.back().first += "/" + name;
+    } else {
+      rows.emplace_back(name, bytes);
+    }
+  }
+  for (const auto& [label, bytes] : rows) {
     const auto p = static_cast<double>(parameters);
-    states.add_row({std::string(schemas::name_of(dtype, schemas::kDtypeNames)),
-                    fmt::format("{:g}", bytes.total()), format_gib(bytes.weights * p),
+    states.add_row({label, std::to_string(bytes.total()), format_gib(bytes.weights * p),
                     format_gib(bytes.gradients * p), format_gib(bytes.optimizer * p),
                     format_gib(bytes.total() * p)});
   }
@@ -154,7 +163,7 @@ int run_describe(const DescribeOptions& options) {
         cluster->name, cluster->nodes, cluster->nodes == 1 ? "" : "s", cluster->gpus_per_node,
         cluster->gpu.name, format_gib(static_cast<double>(cluster->usable_memory_bytes())),
         format_gib(static_cast<double>(cluster->gpu.memory_bytes)), options.precision,
-        format_gib(state_bytes), min_gpus, min_gpus == 1 ? "" : "s",
+        format_gib(static_cast<double>(state_bytes)), min_gpus, min_gpus == 1 ? "" : "s",
         min_gpus > cluster->world_size()
             ? fmt::format("; more than this cluster's {}", cluster->world_size())
             : "");

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <map>
 #include <string>
 
 namespace strata::tools {
@@ -10,10 +9,14 @@ namespace strata::tools {
 enum class OutputFormat { table, json };
 
 inline CLI::Option* add_format_option(CLI::App* command, OutputFormat& format) {
-  static const std::map<std::string, OutputFormat> kNames{{"table", OutputFormat::table},
-                                                          {"json", OutputFormat::json}};
-  return command->add_option("--format", format, "Output: table (default) or json")
-      ->transform(CLI::CheckedTransformer(kNames, CLI::ignore_case))
+  return command
+      ->add_option_function<std::string>(
+          "--format",
+          [&format](const std::string& name) {
+            format = name == "json" ? OutputFormat::json : OutputFormat::table;
+          },
+          "Output: table (default) or json")
+      ->check(CLI::IsMember({"table", "json"}))
       ->option_text("table|json");
 }
 

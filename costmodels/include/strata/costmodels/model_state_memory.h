@@ -2,15 +2,18 @@
 // training precision. Used by `strata describe`; the memory model builds ZeRO sharding on it.
 #pragma once
 
+#include <cstdint>
+
 #include "strata/schemas/dtype.h"
 
 namespace strata::costmodels {
 
 struct ModelStateBytesPerParameter {
-  double weights = 0;
-  double gradients = 0;
-  double optimizer = 0;  // fp32 master weights (mixed precision), Adam's first and second moments
-  double total() const { return weights + gradients + optimizer; }
+  std::int64_t weights = 0;
+  std::int64_t gradients = 0;
+  std::int64_t optimizer = 0;  // fp32 master weights (mixed precision), Adam's two moments
+  std::int64_t total() const { return weights + gradients + optimizer; }
+  bool operator==(const ModelStateBytesPerParameter&) const = default;
 };
 
 // fp32 (and tf32): 4 weights + 4 gradients + 8 Adam moments = 16.

@@ -1,0 +1,40 @@
+#include "strata/costmodels/model_flops.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/schemas/presets.h"
+
+namespace strata::costmodels {
+namespace {
+
+// GPT-2 124M at s = 1024, by hand: each layer's matrices hold 12h² = 7,077,888 weights
+// (2 FLOPs each), attention adds 4·s·h = 3,145,728, and the tied LM head 2·V·h = 77,194,752:
+// 12 × (14,155,776 + 3,145,728) + 77,194,752 = 284,812,800.
+TEST(ModelFlops, Gpt2SmallByHand) {
+  const FlopsPerToken flops = model_flops_per_token(schemas::model_preset("gpt2-124m"), 1024);
+  EXPECT_DOUBLE_EQ(flops.forward, 284'812'800.0);
+  EXPECT_DOUBLE_EQ(flops.backward, 2 * 284'812'800.0);
+  EXPECT_DOUBLE_EQ(flops.training(), 854'438'400.0);
+}
+
+// Megatron-LM's count (Narayanan et al. 2021, eq. 3 without recomputation) for a GPT with a 4h
+// MLP: per token, 72·l·h²·(1 + s/(6h) + V/(12·l·h)) for forward and backward.
+TEST(ModelFlops, GptMatchesMegatronFormula) {
+  for (std::string_view name : {"gpt3-1.7b", "gpt3-175b", "gpt3-1t"}) {
+    const schemas::ModelConfig m = schemas::model_preset(name);
+    const double l = m.num_layers, h = m.hidden_size, s = 2048, v = m.vocab_size;
+    const double megatron = 72 * l * h * h * (1 + s / (6 * h) + v / (12 * l * h));
+    EXPECT_NEAR(model_flops_per_token(m, 2048).training() / megatron, 1.0, 1e-12) << name;
+  }
+}
+
+// For SwiGLU with GQA the matrices are q, o (h × h), k, v (h × kv width) and three h × ffn:
+// Llama-3.1-8B at s = 8192: 32 × (2 × (2·4096² + 2·4096·1024 + 3·4096·14336) + 4·8192·4096)
+// + 2 × 128256 × 4096 = 32 × (436,207,616 + 134,217,728) + 1,050,673,152 = 19,304,284,160.
+TEST(ModelFlops, LlamaWithGroupedQueryAttentionByHand) {
+  const FlopsPerToken flops = model_flops_per_token(schemas::model_preset("llama3.1-8b"), 8192);
+  EXPECT_DOUBLE_EQ(flops.forward, 19'304'284'160.0);
+}
+
+}  // namespace
+}  // namespace strata::costmodels

@@ -1,0 +1,80 @@
+#include "strata/schemas/json_file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "strata/schemas/input_error.h"
+
+namespace strata::schemas {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string error_of(std::string_view text) {
+  try {
+    parse_json_text(text, "f.json");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ParseJsonText, ReportsLineAndColumnOfSyntaxErrors) {
+  EXPECT_EQ(error_of("{\n  \"a\": 1,\n  \"b\": ]\n}"),
+            "f.json: line 3, column 8: invalid JSON: syntax error while parsing value - unexpected "
+            "']'; expected '[', '{', or a literal");
+  EXPECT_THAT(error_of(""), HasSubstr("f.json: line 1, column 1: invalid JSON"));
+}
+
+TEST(ParseJsonText, RefusesDuplicateKeysWithTheirPath) {
+  EXPECT_EQ(error_of(R"({"a": {"b": [1, {"c": 1, "c": 2}]}})"),
+            "f.json: /a/b/1/c: duplicate key; each key may appear once in an object");
+  EXPECT_EQ(error_of(R"([{"x": 1}, {"x": 1}, {"y": [], "y": 0}])"),
+            "f.json: /2/y: duplicate key; each key may appear once in an object");
+  EXPECT_EQ(error_of(R"({"a/b": {"~": 1, "~": 2}})"),
+            "f.json: /a~1b/~0: duplicate key; each key may appear once in an object");
+}
+
+TEST(ParseJsonText, SameKeyInSiblingObjectsIsFine) {
+  EXPECT_EQ(parse_json_text(R"([{"x": 1}, {"x": 2}])", "f.json")[1]["x"], 2);
+}
+
+TEST(ReadJsonFile, NamesAMissingFile) {
+  try {
+    read_json_file("/nonexistent/plan.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "/nonexistent/plan.json: cannot open: No such file or directory");
+  }
+}
+
+TEST(WriteFileAtomically, ReplacesTheFileAndLeavesNoTemporary) {
+  const std::filesystem::path directory =
+      std::filesystem::path(::testing::TempDir()) / ("atomic_write-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(directory);
+  std::filesystem::create_directories(directory);
+  const std::filesystem::path path = directory / "plan.json";
+  write_file_atomically(path, "first");
+  write_file_atomically(path, "second\n");
+  std::ifstream file(path);
+  std::string contents((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(contents, "second\n");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory), {}), 1);
+}
+
+TEST(WriteFileAtomically, FailsWithTheReasonAndWritesNothing) {
+  try {
+    write_file_atomically("/nonexistent-dir/plan.json", "x");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "/nonexistent-dir/plan.json: cannot write: No such file or directory");
+  }
+}
+
+}  // namespace
+}  // namespace strata::schemas

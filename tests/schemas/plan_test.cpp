@@ -1,0 +1,133 @@
+#include "strata/schemas/plan.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "fixture_paths.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::schemas {
+namespace {
+
+using strata::testing::fixture;
+
+std::string error_of(auto&& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+// A valid 4-rank plan for GPT-2 124M: tp=2 × pp=2 on cpu-local:4.
+Plan gpt2_plan() {
+  Plan plan;
+  plan.model = model_preset("gpt2-124m");
+  plan.cluster = cluster_preset("cpu-local:4");
+  plan.mesh = Mesh{.tp = 2, .cp = 1, .dp = 1, .pp = 2};
+  plan.batch = BatchConfig{
+      .seq_length = 256, .micro_batch_size = 2, .global_batch_size = 8, .num_micro_batches = 4};
+  plan.stages = even_pipeline_stages(12, 2);
+  plan.precision = Dtype::fp32;
+  return plan;
+}
+
+TEST(EvenPipelineStages, SplitsAsEvenlyAsPossibleWithTheExtraLayersFirst) {
+  const std::vector<PipelineStage> stages = even_pipeline_stages(10, 4);
+  ASSERT_EQ(stages.size(), 4u);
+  EXPECT_EQ(stages[0], (PipelineStage{0, 3, true, false}));
+  EXPECT_EQ(stages[1], (PipelineStage{3, 3, false, false}));
+  EXPECT_EQ(stages[2], (PipelineStage{6, 2, false, false}));
+  EXPECT_EQ(stages[3], (PipelineStage{8, 2, false, true}));
+  EXPECT_EQ(even_pipeline_stages(5, 1)[0], (PipelineStage{0, 5, true, true}));
+}
+
+TEST(Plan, ValidFixturesParseWithDerivedMicroBatches) {
+  const Plan plan = load_plan_file(fixture("plan/valid/gpt3-175b-a100-interleaved.json"));
+  EXPECT_EQ(plan.batch.num_micro_batches, 192) << "1536 / (1 × dp 8)";
+  EXPECT_EQ(plan.mesh.vpp, 3);
+  EXPECT_EQ(plan.stages.size(), 48u);
+  EXPECT_EQ(plan.schedule.type, ScheduleType::interleaved_one_f_one_b);
+
+  const Plan uneven = load_plan_file(fixture("plan/valid/llama70b-h100-uneven-predicted.json"));
+  EXPECT_EQ(uneven.stages[0], (PipelineStage{0, 0, true, false})) << "embedding-only first stage";
+  ASSERT_TRUE(uneven.predicted);
+  EXPECT_EQ(uneven.predicted->peak_memory_bytes_per_pipeline_rank.size(), 8u);
+  EXPECT_EQ(uneven.recompute.full_layers_per_stage[2], 3);
+
+  const Plan custom = load_plan_file(fixture("plan/valid/llama8b-h100-cp-custom.json"));
+  EXPECT_EQ(custom.mesh.order,
+            (std::array{MeshAxis::tp, MeshAxis::cp, MeshAxis::pp, MeshAxis::dp}));
+  EXPECT_EQ(custom.schedule.file, "llama8b-schedule.csv");
+}
+
+TEST(Plan, EveryValidFixtureRoundTripsWithItsContentHash) {
+  for (const auto& entry : std::filesystem::directory_iterator(fixture("plan/valid"))) {
+    if (entry.path().extension() != ".json") continue;
+    const Plan plan = load_plan_file(entry.path());
+    const nlohmann::json serialized = plan_to_json(plan);
+    EXPECT_EQ(serialized.at("content_hash"), plan_content_hash(plan.model, plan.cluster));
+    EXPECT_EQ(parse_plan(serialized, JsonLocation("again")), plan) << entry.path();
+  }
+}
+
+TEST(Plan, ContentHashDetectsAnEditOfTheEmbeddedModel) {
+  nlohmann::json document = plan_to_json(gpt2_plan());
+  EXPECT_NO_THROW(parse_plan(document, JsonLocation("plan.json")));
+  document["model"]["dropout"] = 0.2;
+  EXPECT_EQ(error_of([&] {
+              parse_plan(document, JsonLocation("plan.json"));
+            }).find("plan.json: /content_hash: "),
+            0u);
+  document.erase("content_hash");
+  EXPECT_NO_THROW(parse_plan(document, JsonLocation("plan.json")))
+      << "without a hash an edit is accepted";
+}
+
+TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
+  Plan plan = gpt2_plan();
+  plan.model.num_kv_heads = 1;  // multi-query attention: tp=2 holds one kv head on each rank
+  EXPECT_NO_THROW(validate_plan(plan, JsonLocation("plan.json")));
+}
+
+TEST(Plan, StandaloneLmHeadStageIsAllowed) {
+  Plan plan = gpt2_plan();
+  plan.stages = {{0, 12, true, false}, {12, 0, false, true}};
+  EXPECT_NO_THROW(validate_plan(plan, JsonLocation("plan.json")));
+}
+
+TEST(Plan, MeshProductIsComparedWithoutOverflow) {
+  Plan plan = gpt2_plan();
+  plan.mesh.dp = plan.mesh.cp = std::int64_t{1} << 26;
+  plan.mesh.tp = 2;
+  plan.mesh.pp = 1 << 12;
+  EXPECT_EQ(error_of([&] { validate_plan(plan, JsonLocation("plan.json")); }),
+            "plan.json: /mesh: tp × cp × dp × pp = 2 × 67108864 × 67108864 × 4096 = "
+            "36893488147419103232 does not equal the cluster's 4 GPUs (4 nodes × 1)");
+}
+
+TEST(LoadPlanFile, CustomScheduleFileMustExistBesideThePlan) {
+  const std::filesystem::path directory =
+      std::filesystem::path(::testing::TempDir()) / ("custom_plan-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  nlohmann::json document = read_json_file(fixture("plan/valid/llama8b-h100-cp-custom.json"));
+  document["schedule"]["file"] = "missing.csv";
+  write_json_document(directory / "plan.json", document);
+  EXPECT_EQ(error_of([&] { load_plan_file(directory / "plan.json"); }),
+            (directory / "plan.json").string() +
+                ": /schedule/file: \"missing.csv\" does not exist (looked for " +
+                (directory / "missing.csv").string() + ")");
+}
+
+TEST(LoadPlanFile, RefusesAnotherKindOfFile) {
+  EXPECT_EQ(error_of([] { load_plan_file(fixture("model/valid/gpt-minimal.json")); }),
+            fixture("model/valid/gpt-minimal.json").string() +
+                ": /kind: this is a model file, not a plan file");
+}
+
+}  // namespace
+}  // namespace strata::schemas

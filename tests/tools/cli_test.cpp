@@ -1,0 +1,182 @@
+// The strata binary as users run it: exit codes (0 ok, 1 invalid input, 2 usage), what goes to
+// stdout and stderr, and that errors are one line.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fixture_paths.h"
+
+namespace strata::tools {
+namespace {
+
+using strata::testing::fixture;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct CommandResult {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  return contents.str();
+}
+
+CommandResult strata(const std::string& arguments) {
+  // CTest runs test cases in parallel processes: give each its own directory.
+  const std::filesystem::path directory =
+      std::filesystem::path(::testing::TempDir()) / ("strata-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  const std::filesystem::path out = directory / "stdout", err = directory / "stderr";
+  const std::string command = std::string(STRATA_BINARY) + " " + arguments + " > " + out.string() +
+                              " 2> " + err.string() + " < /dev/null";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+}
+
+std::size_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
+
+TEST(Cli, VersionAndHelp) {
+  const CommandResult version = strata("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, StartsWith("strata 0.1.0 (CUDA toolkit: "));
+  const CommandResult help = strata("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* command : {"presets", "validate", "describe"})
+    EXPECT_THAT(help.out, HasSubstr(command));
+  const CommandResult describe_help = strata("describe --help");
+  EXPECT_EQ(describe_help.exit_code, 0);
+  EXPECT_THAT(describe_help.out, HasSubstr("--seq-len"));
+}
+
+TEST(Cli, UsageErrorsExitTwoWithOneLine) {
+  for (const char* arguments : {"", "bogus", "describe --format xml", "validate",
+                                "describe --seq-len 0", "presets --show"}) {
+    const CommandResult run = strata(arguments);
+    EXPECT_EQ(run.exit_code, 2) << arguments;
+    EXPECT_EQ(lines(run.err), 1u) << arguments << ": " << run.err;
+    EXPECT_THAT(run.err, StartsWith("strata: ")) << arguments;
+    EXPECT_EQ(run.out, "") << arguments;
+  }
+  EXPECT_EQ(strata("describe --format xml").err,
+            "strata: --format: xml not in {table,json} (see strata --help)\n");
+}
+
+TEST(Cli, InvalidInputExitsOneWithTheReason) {
+  const CommandResult unknown = strata("describe --model llama3-8b");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.err,
+            "strata: --model: \"llama3-8b\" is neither a model preset nor a file; did you mean "
+            "\"llama3.1-8b\"?\n");
+  const CommandResult too_long = strata("describe --model gpt2-124m --seq-len 5000");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_EQ(too_long.err, "strata: --seq-len: 5000 is more than gpt2-124m's max_seq_length=1024\n");
+  const CommandResult cluster = strata("describe --cluster dgx-h100:zero");
+  EXPECT_EQ(cluster.exit_code, 1);
+  EXPECT_EQ(lines(cluster.err), 1u);
+}
+
+TEST(Cli, DescribeReportsCountsFlopsAndMinimumGpus) {
+  const CommandResult run = strata("describe --model gpt2-124m --format json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report.at("parameters"), 124439808);
+  EXPECT_EQ(report.at("seq_length"), 1024);
+  EXPECT_EQ(report.at("flops_per_token").at("forward"), 284812800.0);
+  EXPECT_EQ(report.at("parameters_by_component").at("position_embedding"), 786432);
+  EXPECT_EQ(report.at("model_state_bytes").at("bf16").at("total"), 16 * 124439808LL);
+
+  // 70,553,706,496 params × 16 B over (85,520,809,984 − 2 GiB − ⌈0.03 × 85,520,809,984⌉ =
+  // 80,807,702,036 usable bytes) = 13.97 → 14 GPUs.
+  const CommandResult on_cluster =
+      strata("describe --model llama3.1-70b --cluster dgx-h100:8 --format json");
+  ASSERT_EQ(on_cluster.exit_code, 0) << on_cluster.err;
+  const nlohmann::json cluster = nlohmann::json::parse(on_cluster.out).at("cluster");
+  EXPECT_EQ(cluster.at("usable_memory_bytes_per_gpu"), 80807702036LL);
+  EXPECT_EQ(cluster.at("min_gpus_for_model_states"), 14);
+  EXPECT_EQ(cluster.at("gpus"), 64);
+
+  const CommandResult table =
+      strata("describe --model llama3.1-8b --cluster dgx-h100 --seq-len 8192");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("Model llama3.1-8b (llama): 8,030,261,248 parameters"));
+  EXPECT_THAT(table.out, HasSubstr("forward 19.30 GFLOP"));
+  EXPECT_THAT(table.out, HasSubstr("at least 2 GPUs when fully sharded"));
+}
+
+TEST(Cli, DescribeReadsHuggingFaceConfigs) {
+  const CommandResult run =
+      strata("describe --format json --model " + fixture("hf/qwen2-7b.json").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out).at("parameters"), 7615616512LL);
+}
+
+TEST(Cli, PresetsListAndShow) {
+  const CommandResult table = strata("presets");
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_THAT(table.out, HasSubstr("llama3.1-405b"));
+  EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
+  EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
+  const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
+  EXPECT_EQ(listing.at("models").size(), 22u);
+  EXPECT_EQ(listing.at("clusters").size(), 4u);
+
+  const CommandResult shown = strata("presets --show dgx-h100:4");
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(nlohmann::json::parse(shown.out).at("nodes"), 4);
+  const std::filesystem::path saved = std::filesystem::path(::testing::TempDir()) /
+                                      ("shown-cluster-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(saved) << shown.out;
+  EXPECT_EQ(strata("validate " + saved.string()).exit_code, 0) << "a shown preset is a valid file";
+  EXPECT_EQ(strata("presets --show nope").exit_code, 1);
+}
+
+TEST(Cli, ValidateDetectsKindsAndReportsEachInvalidFile) {
+  const std::string model = fixture("model/valid/gpt-minimal.json").string();
+  const std::string plan = fixture("plan/valid/gpt2-cpu-tp2-pp2.json").string();
+  const std::string hf = fixture("hf/llama-3.1-8b.json").string();
+  const CommandResult ok = strata("validate " + model + " " + plan + " " + hf);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  EXPECT_THAT(ok.out, HasSubstr(model + ": ok: model gpt-minimal (gpt), 3,323,392 parameters"));
+  EXPECT_THAT(
+      ok.out,
+      HasSubstr(
+          plan +
+          ": ok: plan for gpt2-124m on 4 GPUs of cpu-local: tp=2 cp=1 dp=1 pp=2 vpp=1, 1f1b"));
+  EXPECT_THAT(
+      ok.out,
+      HasSubstr(hf +
+                ": ok: Hugging Face config of llama-3.1-8b (llama), 8,030,261,248 parameters"));
+
+  const std::filesystem::path broken = std::filesystem::path(::testing::TempDir()) /
+                                       ("broken-" + std::to_string(::getpid())) / "plan.json";
+  std::filesystem::create_directories(broken.parent_path());
+  std::ofstream(broken) << "{\"kind\": \"plan\", \"schema_version\": 1,\n \"mesh\": }";
+  const CommandResult mixed =
+      strata("validate --format json " + broken.string() + " " + model + " missing.json");
+  EXPECT_EQ(mixed.exit_code, 1);
+  EXPECT_EQ(mixed.err, "strata: " + broken.string() +
+                           ": line 2, column 10: invalid JSON: syntax error while parsing value - "
+                           "unexpected '}'; expected '[', '{', or a literal\n"
+                           "strata: missing.json: cannot open: No such file or directory\n");
+  const nlohmann::json report = nlohmann::json::parse(mixed.out);
+  ASSERT_EQ(report.size(), 3u);
+  EXPECT_FALSE(report[0].at("valid"));
+  EXPECT_TRUE(report[1].at("valid"));
+  EXPECT_EQ(report[1].at("kind"), "model");
+  EXPECT_FALSE(report[2].at("valid"));
+}
+
+}  // namespace
+}  // namespace strata::tools
