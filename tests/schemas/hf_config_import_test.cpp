@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "fixture_paths.h"
+#include "input_error_message.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -17,12 +18,8 @@ ModelConfig import_fixture(const std::string& name) {
 }
 
 std::string error_of(const nlohmann::json& config) {
-  try {
-    import_hf_config(config, JsonLocation("config.json"), "m");
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(accepted)";
+  return strata::testing::input_error_message(
+      [&] { import_hf_config(config, JsonLocation("config.json"), "m"); });
 }
 
 TEST(HfConfigImport, LlamaWithGroupedQueryAttention) {

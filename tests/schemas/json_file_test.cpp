@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "input_error_message.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::schemas {
@@ -14,12 +15,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string error_of(std::string_view text) {
-  try {
-    parse_json_text(text, "f.json");
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(accepted)";
+  return strata::testing::input_error_message([&] { parse_json_text(text, "f.json"); });
 }
 
 TEST(ParseJsonText, ReportsLineAndColumnOfSyntaxErrors) {

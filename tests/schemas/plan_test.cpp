@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "fixture_paths.h"
+#include "input_error_message.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -14,14 +15,7 @@ namespace {
 
 using strata::testing::fixture;
 
-std::string error_of(auto&& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(accepted)";
-}
+std::string error_of(auto&& action) { return strata::testing::input_error_message(action); }
 
 // A valid 4-rank plan for GPT-2 124M: tp=2 × pp=2 on cpu-local:4.
 Plan gpt2_plan() {

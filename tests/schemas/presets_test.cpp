@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "input_error_message.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
 
@@ -11,14 +12,7 @@ namespace {
 
 using ::testing::Contains;
 
-std::string error_of(auto&& load) {
-  try {
-    load();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(accepted)";
-}
+std::string error_of(auto&& load) { return strata::testing::input_error_message(load); }
 
 TEST(Presets, ListTheModelsAndClustersTheIssueNames) {
   const std::vector<std::string_view> models = model_preset_names();
