@@ -178,5 +178,24 @@ TEST(Cli, ValidateDetectsKindsAndReportsEachInvalidFile) {
   EXPECT_FALSE(report[2].at("valid"));
 }
 
+TEST(Cli, SchedulePrintsEachRanksActions) {
+  const std::string plan = fixture("plan/valid/gpt2-cpu-tp2-pp2.json").string();
+  const CommandResult run = strata("schedule --plan " + plan + " --rank 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(
+      run.out,
+      "1f1b schedule: pp=2 vpp=1 micro-batches=4\n"
+      "rank 1 (stages 1; peak in flight 1):\n"
+      "  1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1 1RECV_F2 1F2 1B2 1SEND_B2 1RECV_F3 "
+      "1F3 1B3 1SEND_B3 1TIED_GRAD STEP\n");
+  const nlohmann::json report =
+      nlohmann::json::parse(strata("schedule --format json --plan " + plan).out);
+  EXPECT_EQ(report.at("ranks").size(), 2u);
+  EXPECT_EQ(report.at("ranks")[0].at("peak_in_flight_micro_batches"), 2);
+  const CommandResult bad_rank = strata("schedule --plan " + plan + " --rank 2");
+  EXPECT_EQ(bad_rank.exit_code, 1);
+  EXPECT_EQ(bad_rank.err, "strata: --rank: 2 is not a pipeline rank; the plan has pp=2\n");
+}
+
 }  // namespace
 }  // namespace strata::tools

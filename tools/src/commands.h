@@ -35,4 +35,13 @@ struct DescribeOptions {
 CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options);
 int run_describe(const DescribeOptions& options);
 
+struct ScheduleOptions {
+  std::string plan;
+  std::optional<int> rank;
+  std::optional<std::string> csv_path;
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options);
+int run_schedule(const ScheduleOptions& options);
+
 }  // namespace strata::tools

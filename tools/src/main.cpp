@@ -35,9 +35,11 @@ int main(int argc, char** argv) {
   PresetsOptions presets;
   ValidateOptions validate;
   DescribeOptions describe;
+  ScheduleOptions schedule;
   CLI::App* presets_command = add_presets_command(app, presets);
   CLI::App* validate_command = add_validate_command(app, validate);
   CLI::App* describe_command = add_describe_command(app, describe);
+  CLI::App* schedule_command = add_schedule_command(app, schedule);
 
   try {
     app.parse(argc, argv);
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
     if (presets_command->parsed()) return run_presets(presets);
     if (validate_command->parsed()) return run_validate(validate);
     if (describe_command->parsed()) return run_describe(describe);
+    if (schedule_command->parsed()) return run_schedule(schedule);
   } catch (const strata::schemas::InputError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
     return kExitInvalidInput;

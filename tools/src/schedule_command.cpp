@@ -1,0 +1,80 @@
+// `strata schedule --plan P [--rank R]`: the per-rank action lists a plan runs — what the
+// simulator predicts and the executor executes — with each rank's peak in-flight micro-batches.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "strata/schedule/plan_schedule.h"
+#include "strata/schedule/schedule_check.h"
+#include "strata/schedule/schedule_csv.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
+
+namespace strata::tools {
+
+CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "schedule",
+      "Print the per-rank pipeline action lists of a plan (what simulator and executor run)");
+  command->add_option("--plan", options.plan, "Plan file")->required();
+  command->add_option("--rank", options.rank, "Only this pipeline rank")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option(
+      "--write-csv", options.csv_path,
+      "Also write the lists as a custom-schedule CSV file (a starting point to edit)");
+  add_format_option(command, options.format);
+  return command;
+}
+
+int run_schedule(const ScheduleOptions& options) {
+  const schemas::Plan plan = schemas::load_plan_file(options.plan);
+  const std::filesystem::path plan_directory = std::filesystem::path(options.plan).parent_path();
+  const schedule::PipelineSchedule pipeline = schedule::build_plan_schedule(plan, plan_directory);
+  const schedule::ScheduleStats stats = schedule::check_schedule(pipeline, options.plan);
+  if (options.rank && *options.rank >= pipeline.pp) {
+    throw schemas::InputError(
+        "--rank", "",
+        fmt::format("{} is not a pipeline rank; the plan has pp={}", *options.rank, pipeline.pp));
+  }
+  if (options.csv_path)
+    schemas::write_file_atomically(*options.csv_path, schedule::schedule_to_csv(pipeline));
+
+  nlohmann::json ranks = nlohmann::json::array();
+  std::string table = fmt::format("{} schedule: pp={} vpp={} micro-batches={}\n",
+                                  schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
+                                  pipeline.pp, pipeline.vpp, pipeline.num_micro_batches);
+  for (int rank = 0; rank < pipeline.pp; ++rank) {
+    if (options.rank && *options.rank != rank) continue;
+    std::vector<int> stages;
+    for (int stage = rank; stage < pipeline.num_stages(); stage += pipeline.pp)
+      stages.push_back(stage);
+    std::vector<std::string> actions;
+    for (const schedule::Action& action : pipeline.ranks[rank])
+      actions.push_back(schedule::to_string(action));
+    ranks.push_back({{"rank", rank},
+                     {"stages", stages},
+                     {"peak_in_flight_micro_batches", stats.peak_in_flight[rank]},
+                     {"actions", actions}});
+    table +=
+        fmt::format("rank {} (stages {}; peak in flight {}):\n  {}\n", rank,
+                    fmt::join(stages, ", "), stats.peak_in_flight[rank], fmt::join(actions, " "));
+  }
+  if (options.format == OutputFormat::json) {
+    std::cout << nlohmann::json{{"schedule",
+                                 schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
+                                {"pp", pipeline.pp},
+                                {"vpp", pipeline.vpp},
+                                {"num_micro_batches", pipeline.num_micro_batches},
+                                {"ranks", ranks}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << table;
+  }
+  return 0;
+}
+
+}  // namespace strata::tools
