@@ -8,9 +8,10 @@ ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision) {
     case schemas::Dtype::tf32:
       return {4, 4, 8};
     case schemas::Dtype::fp16:
+      return {2, 2, 12};
     case schemas::Dtype::bf16:
     case schemas::Dtype::fp8:
-      return {2, 2, 12};
+      return {2, 4, 12};
   }
   return {};
 }

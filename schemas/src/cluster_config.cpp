@@ -46,9 +46,11 @@ nlohmann::json efficiency_curve_to_json(const std::vector<EfficiencyPoint>& curv
 }
 
 GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) {
-  const ObjectReader reader(value, location,
-                            {"name", "description", "memory_bytes", "peak_dense_tflops",
-                             "hbm_bandwidth_gb_per_s", "gemm_efficiency", "hbm_efficiency"});
+  const ObjectReader reader(
+      value, location,
+      {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
+       "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
+       "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -69,6 +71,12 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       "hbm_bandwidth_gb_per_s", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
   gpu.gemm_efficiency_by_flops = parse_efficiency_curve(reader, "gemm_efficiency", "flops");
   gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
+  gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
+  gpu.attention_efficiency = reader.optional_number(
+      "attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
+  gpu.compute_slowdown_under_communication =
+      reader.optional_number("compute_slowdown_under_communication", {.minimum = 0, .maximum = 1})
+          .value_or(0);
   return gpu;
 }
 
@@ -176,6 +184,15 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (!cluster.gpu.hbm_efficiency_by_bytes.empty()) {
     gpu["hbm_efficiency"] = efficiency_curve_to_json(cluster.gpu.hbm_efficiency_by_bytes, "bytes");
+  }
+  if (cluster.gpu.streaming_multiprocessors) {
+    gpu["streaming_multiprocessors"] = *cluster.gpu.streaming_multiprocessors;
+  }
+  if (cluster.gpu.attention_efficiency) {
+    gpu["attention_efficiency"] = *cluster.gpu.attention_efficiency;
+  }
+  if (cluster.gpu.compute_slowdown_under_communication > 0) {
+    gpu["compute_slowdown_under_communication"] = cluster.gpu.compute_slowdown_under_communication;
   }
   nlohmann::json tiers = nlohmann::json::array();
   for (const NetworkTier& tier : cluster.network_tiers) {

@@ -24,7 +24,7 @@ TEST(Presets, ListTheModelsAndClustersTheIssueNames) {
     EXPECT_THAT(models, Contains(name));
   }
   const std::vector<std::string_view> clusters = cluster_preset_names();
-  for (std::string_view name : {"dgx-a100-80gb", "dgx-h100", "dgx-h200", "cpu-local"}) {
+  for (std::string_view name : {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "cpu-local"}) {
     EXPECT_THAT(clusters, Contains(name));
   }
 }

@@ -94,16 +94,17 @@ TEST(Cli, DescribeReportsCountsFlopsAndMinimumGpus) {
   EXPECT_EQ(report.at("seq_length"), 1024);
   EXPECT_EQ(report.at("flops_per_token").at("forward"), 284812800.0);
   EXPECT_EQ(report.at("parameters_by_component").at("position_embedding"), 786432);
-  EXPECT_EQ(report.at("model_state_bytes").at("bf16").at("total"), 16 * 124439808LL);
+  EXPECT_EQ(report.at("model_state_bytes").at("fp16").at("total"), 16 * 124439808LL);
+  EXPECT_EQ(report.at("model_state_bytes").at("bf16").at("total"), 18 * 124439808LL);
 
-  // 70,553,706,496 params × 16 B over (85,520,809,984 − 2 GiB − ⌈0.03 × 85,520,809,984⌉ =
-  // 80,807,702,036 usable bytes) = 13.97 → 14 GPUs.
+  // 70,553,706,496 params × 18 B (bf16, fp32 gradients) over (85,520,809,984 − 2 GiB −
+  // ⌈0.03 × 85,520,809,984⌉ = 80,807,702,036 usable bytes) = 15.7 → 16 GPUs.
   const CommandResult on_cluster =
       strata("describe --model llama3.1-70b --cluster dgx-h100:8 --format json");
   ASSERT_EQ(on_cluster.exit_code, 0) << on_cluster.err;
   const nlohmann::json cluster = nlohmann::json::parse(on_cluster.out).at("cluster");
   EXPECT_EQ(cluster.at("usable_memory_bytes_per_gpu"), 80807702036LL);
-  EXPECT_EQ(cluster.at("min_gpus_for_model_states"), 14);
+  EXPECT_EQ(cluster.at("min_gpus_for_model_states"), 16);
   EXPECT_EQ(cluster.at("gpus"), 64);
 
   const CommandResult table =
@@ -129,7 +130,7 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
   EXPECT_EQ(listing.at("models").size(), 22u);
-  EXPECT_EQ(listing.at("clusters").size(), 4u);
+  EXPECT_EQ(listing.at("clusters").size(), 5u);
 
   const CommandResult shown = strata("presets --show dgx-h100:4");
   ASSERT_EQ(shown.exit_code, 0) << shown.err;

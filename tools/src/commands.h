@@ -44,4 +44,35 @@ struct ScheduleOptions {
 CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options);
 int run_schedule(const ScheduleOptions& options);
 
+struct SimulateOptions {
+  std::optional<std::string> plan;
+  std::optional<std::string> model;
+  std::optional<std::string> cluster;
+  std::int64_t tp = 1;
+  std::int64_t pp = 1;
+  std::int64_t cp = 1;
+  std::optional<std::int64_t> dp;
+  std::int64_t vpp = 1;
+  std::int64_t micro_batch = 1;
+  std::optional<std::int64_t> global_batch;
+  std::optional<std::int64_t> seq_length;
+  std::string recompute = "none";
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;
+  std::string schedule = "1f1b";
+  std::string precision = "bf16";
+  std::string mode = "symmetric";
+  std::optional<std::string> trace_path;
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options);
+int run_simulate(const SimulateOptions& options);
+
+struct ValidateSimOptions {
+  std::string runs_path;
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_validate_sim_command(CLI::App& app, ValidateSimOptions& options);
+int run_validate_sim(const ValidateSimOptions& options);
+
 }  // namespace strata::tools

@@ -40,6 +40,10 @@ int main(int argc, char** argv) {
   CLI::App* validate_command = add_validate_command(app, validate);
   CLI::App* describe_command = add_describe_command(app, describe);
   CLI::App* schedule_command = add_schedule_command(app, schedule);
+  SimulateOptions simulate;
+  ValidateSimOptions validate_sim;
+  CLI::App* simulate_command = add_simulate_command(app, simulate);
+  CLI::App* validate_sim_command = add_validate_sim_command(app, validate_sim);
 
   try {
     app.parse(argc, argv);
@@ -59,6 +63,8 @@ int main(int argc, char** argv) {
     if (validate_command->parsed()) return run_validate(validate);
     if (describe_command->parsed()) return run_describe(describe);
     if (schedule_command->parsed()) return run_schedule(schedule);
+    if (simulate_command->parsed()) return run_simulate(simulate);
+    if (validate_sim_command->parsed()) return run_validate_sim(validate_sim);
   } catch (const strata::schemas::InputError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
     return kExitInvalidInput;

@@ -17,9 +17,12 @@ struct ModelStateBytesPerParameter {
 };
 
 // fp32 (and tf32): 4 weights + 4 gradients + 8 Adam moments = 16.
-// fp16/bf16 mixed precision (ZeRO paper's accounting): 2 + 2 + (4 master + 4 + 4) = 16.
-// fp8 (Transformer Engine): as bf16 — weights and gradients stay bf16 and the fp8 copies of the
-// weights are transient casts, counted with activations rather than here.
+// fp16 mixed precision (ZeRO paper's accounting): 2 + 2 + (4 master + 4 + 4) = 16.
+// bf16: 2 + 4 + 12 = 18 — Megatron-LM accumulates and reduces bf16 gradients in fp32 main-grad
+// buffers (bf16's 8-bit mantissa loses small updates), so its distributed optimizer costs
+// 6 + 12/dp bytes per parameter, as its documentation's table says.
+// fp8 (Transformer Engine): as bf16 — the fp8 copies of the weights are transient casts,
+// counted with activations rather than here.
 ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision);
 
 }  // namespace strata::costmodels

@@ -35,6 +35,13 @@ struct GpuProfile {
   double hbm_bandwidth_gb_per_s = 0;
   std::vector<EfficiencyPoint> gemm_efficiency_by_flops;  // achieved fraction of peak
   std::vector<EfficiencyPoint> hbm_efficiency_by_bytes;   // achieved fraction of HBM bandwidth
+  // GEMM tiles are spread over the SMs in waves; a partial last wave costs a whole one. Absent:
+  // no wave quantization.
+  std::optional<std::int64_t> streaming_multiprocessors;
+  // Achieved fraction of peak of fused attention kernels (absent: the GEMM curve's).
+  std::optional<double> attention_efficiency;
+  // Compute runs this fraction slower while a collective overlaps it (NCCL takes SMs and HBM).
+  double compute_slowdown_under_communication = 0;
   bool operator==(const GpuProfile&) const = default;
 };
 

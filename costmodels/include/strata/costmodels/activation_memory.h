@@ -1,0 +1,41 @@
+// Activation memory a rank keeps between a micro-batch's forward and its backward, per layer,
+// following Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models"
+// (2022), generalised to grouped-query attention, SwiGLU, dropout-free models and flash attention.
+//
+// Per layer, in bytes, with E-byte activations (2 in 16-bit), T local tokens, Tn = T/t under
+// sequence parallelism (else T), t = tp, h_r = heads/t, kv_r = ⌈kv/t⌉, f_r = ffn/t, g = 2 for
+// SwiGLU, mask = 1 byte per element when dropout is on:
+//   attention  norm input E·Tn·h, QKV input E·Tn·h, Q,K,V E·T·(h_r+2kv_r)·d,
+//              attention output (= projection input) E·T·h_r·d, dropout mask mask·Tn·h;
+//              unfused attention adds softmax E, dropout mask and dropout output per score:
+//              (2E+mask)·b·h_r·s·s_kv — flash attention stores its fp32 log-sum-exp instead.
+//   MLP        norm input E·Tn·h, fc1 input E·Tn·h, activation input E·T·g·f_r,
+//              fc2 input E·T·f_r, dropout mask mask·Tn·h.
+// With E = 2, dropout on, kv = heads, f = 4h, unfused attention and no sequence parallelism this
+// is Korthikanti's s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism s·b·h/t·(34 + 5as/h).
+//   selective recompute drops what the attention core recomputes (scores, or for flash its
+//   output and log-sum-exp); full recompute keeps only the layer input, E·Tn·h.
+#pragma once
+
+#include "strata/costmodels/layer_costs.h"
+
+namespace strata::costmodels {
+
+enum class AttentionKernel { flash, unfused };
+
+struct LayerActivationBytes {
+  double stored = 0;         // kept from forward to backward
+  double weight_inputs = 0;  // of `stored` plus output gradients: what a deferred W still needs
+  double working = 0;        // extra live while this layer's backward (or recompute) runs
+};
+
+LayerActivationBytes layer_activation_bytes(const LayerContext& context,
+                                            schemas::RecomputeGranularity recompute,
+                                            AttentionKernel kernel = AttentionKernel::flash);
+
+// The first stage's extra: the embedding's dropout mask. The last stage's: the final norm's and
+// LM head's inputs and the fp32 softmax the vocab-parallel cross-entropy keeps for backward.
+LayerActivationBytes embedding_activation_bytes(const LayerContext& context);
+LayerActivationBytes lm_head_activation_bytes(const LayerContext& context);
+
+}  // namespace strata::costmodels

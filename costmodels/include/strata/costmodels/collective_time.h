@@ -1,0 +1,61 @@
+// Time of NCCL collectives and point-to-point transfers on a cluster's network tiers.
+//
+// Conventions are nccl-tests': for a buffer of S bytes over n ranks at bus bandwidth B,
+//   all-reduce      t = 2(n−1)/n · S / B      (ring: reduce-scatter then all-gather)
+//   all-gather      t =  (n−1)/n · S / B      (S is the gathered, whole buffer)
+//   reduce-scatter  t =  (n−1)/n · S / B      (S is the whole input buffer)
+//   broadcast       t =            S / B      (pipelined ring or tree)
+//   all-to-all      t =  (n−1)/n · S / B
+//   send/recv       t =            S / B
+// plus a start-up latency: ring algorithms pay it once per step (2(n−1) steps for all-reduce,
+// n−1 for the others), trees 2·⌈log₂ n⌉ times; NCCL picks the faster, and so do we.
+//
+// A group spanning several tiers is reduced hierarchically, tier by tier from the inside out:
+// with n₀ members per innermost domain and n₁ domains, an all-reduce is a reduce-scatter over n₀
+// on the fast tier, an all-reduce of S/n₀ over n₁ on the slow tier (each member using its own
+// NIC, so the n₀ sub-rings run side by side), and an all-gather over n₀. This is what NCCL's
+// NVLS/tree and hierarchical rings achieve on DGX-class nodes with one NIC per GPU.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "strata/schemas/cluster_config.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::costmodels {
+
+enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, all_to_all };
+
+// How a group of ranks sits on the network: for each tier it crosses, the number of members that
+// tier connects (the fan-out at that level). A group inside one NVLink domain has one level;
+// a tp group of 8 across two 4-GPU nodes has {4 on nvlink, 2 on the fabric}.
+struct TierSpan {
+  int tier = 0;  // index into ClusterConfig::network_tiers
+  std::int64_t fan_out = 1;
+};
+struct GroupSpan {
+  std::int64_t size = 1;
+  std::vector<TierSpan> levels;  // inside out; empty for a group of one
+  int outermost_tier() const { return levels.empty() ? 0 : levels.back().tier; }
+  bool operator==(const GroupSpan&) const = default;
+};
+
+// Members must be distinct world ranks. Tier i's domains are runs of scope_gpus consecutive ranks.
+GroupSpan group_span(const schemas::ClusterConfig& cluster, const std::vector<std::int64_t>& ranks);
+
+// The group of rank 0 along the given mesh axes (e.g. {dp, cp} for gradient reduction). Groups
+// along the same axes are translates of one another, so one span serves all of them.
+std::vector<std::int64_t> first_group_ranks(const schemas::Mesh& mesh,
+                                            const std::vector<schemas::MeshAxis>& axes);
+
+double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
+                         Collective collective, double bytes);
+
+// One message between two ranks whose nearest common domain is `tier`.
+double point_to_point_time_s(const schemas::ClusterConfig& cluster, int tier, double bytes);
+
+// The tier joining two ranks: the innermost whose domain holds both.
+int tier_between(const schemas::ClusterConfig& cluster, std::int64_t rank_a, std::int64_t rank_b);
+
+}  // namespace strata::costmodels

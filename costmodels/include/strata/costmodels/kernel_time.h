@@ -1,0 +1,47 @@
+// Time of one GPU kernel from its size: GEMMs as a roofline with an achieved-efficiency curve and
+// wave quantization, fused (flash) attention, and memory-bound kernels as bytes over achievable
+// HBM bandwidth. Every other compute cost (layers, embedding, LM head, optimizer) is built from
+// these three.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "strata/schemas/cluster_config.h"
+#include "strata/schemas/dtype.h"
+
+namespace strata::costmodels {
+
+// Piecewise-linear interpolation of an efficiency curve in log(size), clamped at both ends.
+// An empty curve means 1 (the peak is reached).
+double interpolate_efficiency(const std::vector<schemas::EfficiencyPoint>& curve, double size);
+
+// Peak dense TFLOP/s for `dtype`; a GPU without that dtype (fp8 on an A100) runs it at the
+// 16-bit rate, as Transformer Engine falls back to bf16 there.
+double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype);
+
+// C[m×n] = A[m×k]·B[k×n] in `dtype`: FLOPs 2mnk. Time is the larger of
+//   compute: 2mnk / (peak · efficiency(2mnk) · wave_utilisation)
+//   memory:  (mk + kn + mn)·bytes / (HBM bandwidth · HBM efficiency)
+// where wave_utilisation = tiles / (waves · SMs) with 128×128 output tiles (cuBLAS's common
+// choice for large bf16 GEMMs): 132 SMs and 133 tiles take two waves, so half the second is idle.
+double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
+                   double k);
+double gemm_flops(double m, double n, double k);
+
+// Causal flash attention over `batch` sequences with `heads` query heads of `head_dim`, each query
+// of `query_tokens` attending to `key_tokens` keys, half of the score matrix skipped by causality
+// when the two are the whole sequence. Forward: QKᵀ and PV, 4·b·heads·q·k·d·½ FLOPs; backward
+// recomputes P and does four more products: 2.5× the forward (FlashAttention-2's accounting).
+struct AttentionFlops {
+  double forward = 0;
+  double backward = 0;
+};
+AttentionFlops causal_attention_flops(double batch, double heads, double query_tokens,
+                                      double key_tokens, double head_dim);
+double attention_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double flops);
+
+// A kernel limited by memory traffic: bytes read plus written over the achieved HBM bandwidth.
+double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes);
+
+}  // namespace strata::costmodels

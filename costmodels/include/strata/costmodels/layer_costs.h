@@ -1,0 +1,77 @@
+// Time of one transformer layer, of the embedding and of the LM head + loss, per micro-batch on
+// one rank, split the way pipeline schedules need it: forward, backward-input (the gradient sent
+// upstream), backward-weight (deferred by zero-bubble schedules) and recompute.
+//
+// Per layer, with T = micro_batch·seq/cp local tokens, t = tp, h_r = heads/t, kv_r = ⌈kv/t⌉:
+//   GEMMs (forward)  QKV [T × (h_r+2kv_r)d × h], out-proj [T × h × h_r·d],
+//                    fc1 [T × g·f/t × h] (g = 2 for SwiGLU), fc2 [T × h × f/t];
+//                    backward-input and backward-weight repeat each with permuted shapes.
+//   attention        causal flash attention (kernel_time.h), all in backward-input.
+//   memory-bound     two norms, two bias-dropout-adds, the activation, rotary — on T/t tokens
+//                    for the norms and adds under sequence parallelism; backward moves twice the
+//                    forward's bytes.
+//   tp communication two all-reduces of T·h activations forward and two backward (or an
+//                    all-gather + reduce-scatter pair each under sequence parallelism), on the
+//                    critical path as in Megatron-LM.
+//   cp communication ring attention passes K,V (forward) and K,V,dK,dV (backward) cp−1 times,
+//                    hidden behind the attention kernels; only the excess shows.
+//   recompute        full: the whole forward again; selective: the attention core's forward.
+#pragma once
+
+#include <cstdint>
+
+#include "strata/costmodels/collective_time.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::costmodels {
+
+struct PassTime {
+  double compute_s = 0;  // GEMMs, attention and memory-bound kernels
+  double tp_comm_s = 0;
+  double cp_comm_s = 0;  // the part ring attention does not hide
+  double total_s() const { return compute_s + tp_comm_s + cp_comm_s; }
+  PassTime& operator+=(const PassTime& other);
+  PassTime scaled(double factor) const;
+};
+
+struct PassCosts {
+  PassTime forward;
+  PassTime backward_input;
+  PassTime backward_weight;
+  PassTime recompute;          // run before backward-input when recomputation is on
+  double forward_flops = 0;    // model FLOPs of the forward (what MFU counts)
+  double recompute_flops = 0;  // hardware FLOPs added by recomputation
+  PassCosts& operator+=(const PassCosts& other);
+  PassCosts scaled(double factor) const;
+};
+
+// What a plan fixes for every layer: the model, the GPU, the shape of the work per rank and the
+// network spans of its tp and cp groups.
+struct LayerContext {
+  const schemas::ModelConfig* model = nullptr;
+  const schemas::ClusterConfig* cluster = nullptr;
+  schemas::Dtype precision = schemas::Dtype::bf16;
+  std::int64_t tp = 1;
+  std::int64_t cp = 1;
+  bool sequence_parallel = false;
+  std::int64_t micro_batch_size = 1;
+  std::int64_t seq_length = 0;
+  schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
+  GroupSpan tp_span;
+  int cp_tier = 0;  // the tier ring attention's neighbours talk over
+
+  double local_tokens() const;      // micro_batch · seq / cp
+  double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism
+  double activation_bytes() const;  // bytes per activation element: 4 in fp32, else 2
+};
+
+LayerContext layer_context(const schemas::Plan& plan);
+
+// One transformer layer; `recompute` chooses whether this layer is recomputed (a plan may
+// recompute only some layers of a stage fully).
+PassCosts transformer_layer_costs(const LayerContext& context,
+                                  schemas::RecomputeGranularity recompute);
+PassCosts embedding_costs(const LayerContext& context);
+PassCosts lm_head_costs(const LayerContext& context);  // final norm, LM head GEMM, cross-entropy
+
+}  // namespace strata::costmodels

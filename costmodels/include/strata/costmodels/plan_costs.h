@@ -1,0 +1,60 @@
+// Everything the simulator needs to know about a plan's costs, computed once per plan: per
+// virtual pipeline stage its pass times, activation bytes, parameters, point-to-point and
+// data-parallel communication; per pipeline rank its model-state memory and optimizer step.
+//
+// Model states per rank (P parameters on the rank, D = dp·cp ranks sharing them, w/g/o the bytes
+// per parameter of weights, gradients and optimizer state from model_state_memory.h):
+//   ZeRO 0   P·(w + g + o)
+//   ZeRO 1   P·(w + g) + P·o/D        (Megatron's distributed optimizer: 6 + 12/D in bf16)
+//   ZeRO 2   P·w + P·(g + o)/D
+//   ZeRO 3   P·(w + g + o)/D, plus each stage's gathered weights while the schedule holds them
+// Gradients are reduced in buckets of max(40M, 1M·D) parameters (Megatron-LM's default) at the
+// gradient dtype: an all-reduce for ZeRO 0, a reduce-scatter above it; ZeRO 1 and 2 all-gather
+// the updated weights after the optimizer step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "strata/costmodels/activation_memory.h"
+#include "strata/costmodels/layer_costs.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::costmodels {
+
+struct StageCosts {
+  PassCosts passes;                  // per micro-batch, the stage's layers plus embedding/head
+  LayerActivationBytes activations;  // per micro-batch
+  double parameters = 0;             // held by one rank (after tp sharding)
+  double send_forward_s = 0;         // activation to the next stage
+  double send_backward_s = 0;        // gradient to the previous stage
+  std::vector<double> gradient_buckets_s;
+  double unshard_s = 0;      // ZeRO-3: gathering the stage's weights
+  double unshard_bytes = 0;  // what the gathered weights occupy
+};
+
+struct RankStateMemory {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double total() const { return weights_bytes + gradients_bytes + optimizer_bytes; }
+};
+
+struct PlanCosts {
+  std::vector<StageCosts> stages;            // pp·vpp virtual stages
+  std::vector<RankStateMemory> rank_states;  // per pipeline rank
+  std::vector<double> optimizer_step_s;      // per pipeline rank, incl. the weight all-gather
+  double tied_embedding_grad_s = 0;
+  double model_flops_per_step = 0;     // whole job, Megatron's count (MFU's numerator)
+  double hardware_flops_per_step = 0;  // plus what recomputation runs again
+  double capacity_bytes = 0;           // GPU memory less the cluster's reserve
+  double dp_overlap_slowdown = 0;      // the GPU profile's compute slowdown under communication
+};
+
+PlanCosts plan_costs(const schemas::Plan& plan);
+
+// Bytes per parameter in which gradients are accumulated and reduced: fp32 for bf16 and fp8
+// (Megatron's main grads), else the training dtype.
+double gradient_bytes_per_parameter(schemas::Dtype precision);
+
+}  // namespace strata::costmodels

@@ -1,0 +1,95 @@
+#include "strata/costmodels/activation_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::costmodels {
+
+LayerActivationBytes layer_activation_bytes(const LayerContext& context,
+                                            schemas::RecomputeGranularity recompute,
+                                            AttentionKernel kernel) {
+  const schemas::ModelConfig& model = *context.model;
+  const double t = static_cast<double>(context.tp);
+  const double element = context.activation_bytes();
+  const double tokens = context.local_tokens();
+  const double norm_tokens = context.norm_tokens();
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double head_dim = static_cast<double>(model.head_dim);
+  const double heads = static_cast<double>(model.num_attention_heads) / t;
+  const double kv_heads = std::ceil(static_cast<double>(model.num_kv_heads) / t);
+  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
+  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  const double mask = model.dropout > 0 ? 1.0 : 0.0;
+  const double batch = static_cast<double>(context.micro_batch_size);
+  const double query_tokens =
+      static_cast<double>(context.seq_length) / static_cast<double>(context.cp);
+  const double key_tokens = static_cast<double>(context.seq_length);
+
+  const double qkv_input = element * norm_tokens * hidden;
+  const double qkv = element * tokens * (heads + 2 * kv_heads) * head_dim;
+  const double attention_output = element * tokens * heads * head_dim;
+  const double fc1_input = element * norm_tokens * hidden;
+  const double fc2_input = element * tokens * ffn;
+  // Unfused: the softmax output, and with dropout its mask and output, per score.
+  const double core_scores =
+      kernel == AttentionKernel::unfused
+          ? (element + mask + (mask > 0 ? element : 0.0)) * batch * heads * query_tokens *
+                key_tokens
+          : 4.0 * batch * heads * query_tokens;  // flash: the fp32 log-sum-exp per query
+  const double attention_block = element * norm_tokens * hidden + qkv_input + qkv +
+                                 attention_output + mask * norm_tokens * hidden;
+  const double mlp_block = element * norm_tokens * hidden + fc1_input +
+                           element * tokens * gate * ffn + fc2_input + mask * norm_tokens * hidden;
+  const double full_layer = attention_block + mlp_block + core_scores;
+
+  LayerActivationBytes bytes;
+  // Output gradients of the four GEMMs, produced by the input-gradient pass, live until W.
+  const double output_gradients = element * tokens * (heads + 2 * kv_heads) * head_dim +
+                                  element * norm_tokens * hidden + element * tokens * gate * ffn +
+                                  element * norm_tokens * hidden;
+  switch (recompute) {
+    case schemas::RecomputeGranularity::none:
+      bytes.stored = full_layer;
+      bytes.working = output_gradients;
+      break;
+    case schemas::RecomputeGranularity::selective:
+      // The attention core is recomputed from Q, K, V: its scores (unfused) or its output and
+      // log-sum-exp (flash) are not kept.
+      bytes.stored = kernel == AttentionKernel::unfused
+                         ? full_layer - core_scores
+                         : full_layer - core_scores - attention_output;
+      bytes.working = output_gradients + (full_layer - bytes.stored);
+      break;
+    case schemas::RecomputeGranularity::full:
+      bytes.stored = element * norm_tokens * hidden;
+      bytes.working = output_gradients + full_layer;
+      break;
+  }
+  bytes.weight_inputs =
+      std::min(bytes.stored, qkv_input + attention_output + fc1_input + fc2_input) +
+      output_gradients;
+  return bytes;
+}
+
+LayerActivationBytes embedding_activation_bytes(const LayerContext& context) {
+  const double mask = context.model->dropout > 0 ? 1.0 : 0.0;
+  return {.stored = mask * context.norm_tokens() * static_cast<double>(context.model->hidden_size),
+          .weight_inputs = 0,
+          .working = 0};
+}
+
+LayerActivationBytes lm_head_activation_bytes(const LayerContext& context) {
+  const double hidden = static_cast<double>(context.model->hidden_size);
+  const double element = context.activation_bytes();
+  const double tokens = context.local_tokens();
+  const double vocab =
+      static_cast<double>(context.model->vocab_size) / static_cast<double>(context.tp);
+  const double inputs = element * context.norm_tokens() * hidden + element * tokens * hidden;
+  const double softmax = 4.0 * tokens * vocab;
+  // While the loss runs, the 16-bit logits and their fp32 copy are live beside the kept softmax.
+  return {.stored = inputs + softmax,
+          .weight_inputs = element * tokens * hidden + element * tokens * vocab,
+          .working = (element + 4.0) * tokens * vocab};
+}
+
+}  // namespace strata::costmodels

@@ -1,0 +1,120 @@
+#include "strata/costmodels/collective_time.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "strata/costmodels/kernel_time.h"
+#include "strata/schemas/mesh_ranks.h"
+
+namespace strata::costmodels {
+namespace {
+
+// Bus bandwidth of a tier in bytes/s for messages of `bytes` (per GPU, per direction).
+double bus_bandwidth_bytes_per_s(const schemas::NetworkTier& tier, double bytes) {
+  const double efficiency = tier.efficiency_by_message_bytes.empty()
+                                ? tier.efficiency
+                                : interpolate_efficiency(tier.efficiency_by_message_bytes, bytes);
+  return tier.bandwidth_gb_per_s * 1e9 * efficiency;
+}
+
+// One level of a collective over n members on one tier. `volume_fraction` is the nccl-tests
+// factor (2(n−1)/n for all-reduce), `ring_steps` the steps a ring takes.
+double level_time_s(const schemas::NetworkTier& tier, std::int64_t n, double bytes,
+                    double volume_fraction, double ring_steps, double tree_rounds) {
+  if (n <= 1 || bytes <= 0) return 0;
+  const double latency_s = tier.latency_us * 1e-6;
+  const double transfer_s = volume_fraction * bytes / bus_bandwidth_bytes_per_s(tier, bytes);
+  const double ring_s = ring_steps * latency_s + transfer_s;
+  const double tree_s =
+      tree_rounds * std::ceil(std::log2(static_cast<double>(n))) * latency_s + transfer_s;
+  return std::min(ring_s, tree_s);
+}
+
+}  // namespace
+
+GroupSpan group_span(const schemas::ClusterConfig& cluster,
+                     const std::vector<std::int64_t>& ranks) {
+  GroupSpan span;
+  span.size = static_cast<std::int64_t>(ranks.size());
+  std::int64_t domains_below = span.size;
+  for (std::size_t tier = 0; tier < cluster.network_tiers.size() && domains_below > 1; ++tier) {
+    const std::int64_t scope = cluster.network_tiers[tier].scope_gpus;
+    std::set<std::int64_t> domains;
+    for (std::int64_t rank : ranks) domains.insert(rank / scope);
+    const bool outermost = tier + 1 == cluster.network_tiers.size();
+    const std::int64_t domains_here = outermost ? 1 : static_cast<std::int64_t>(domains.size());
+    const std::int64_t fan_out = domains_below / domains_here;
+    if (fan_out > 1) span.levels.push_back({static_cast<int>(tier), fan_out});
+    domains_below = domains_here;
+  }
+  return span;
+}
+
+std::vector<std::int64_t> first_group_ranks(const schemas::Mesh& mesh,
+                                            const std::vector<schemas::MeshAxis>& axes) {
+  std::vector<std::int64_t> ranks{0};
+  for (schemas::MeshAxis axis : axes) {
+    const std::int64_t stride = schemas::axis_stride(mesh, axis);
+    const std::int64_t size = mesh.size_of(axis);
+    std::vector<std::int64_t> grown;
+    grown.reserve(ranks.size() * static_cast<std::size_t>(size));
+    for (std::int64_t base : ranks) {
+      for (std::int64_t i = 0; i < size; ++i) grown.push_back(base + i * stride);
+    }
+    ranks = std::move(grown);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
+double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
+                         Collective collective, double bytes) {
+  if (span.size <= 1 || bytes <= 0) return 0;
+  double total_s = 0;
+  double level_bytes = bytes;  // what each level works on: shrinks by the fan-out going out
+  for (std::size_t i = 0; i < span.levels.size(); ++i) {
+    const schemas::NetworkTier& tier = cluster.network_tiers[span.levels[i].tier];
+    const std::int64_t n = span.levels[i].fan_out;
+    const double fraction = static_cast<double>(n - 1) / static_cast<double>(n);
+    const bool outermost = i + 1 == span.levels.size();
+    switch (collective) {
+      case Collective::all_reduce:
+        // Inner levels: reduce-scatter on the way out and all-gather on the way back; the
+        // outermost level all-reduces its shard.
+        total_s += outermost ? level_time_s(tier, n, level_bytes, 2 * fraction,
+                                            2.0 * static_cast<double>(n - 1), 2)
+                             : 2 * level_time_s(tier, n, level_bytes, fraction,
+                                                static_cast<double>(n - 1), 1);
+        break;
+      case Collective::all_gather:
+      case Collective::reduce_scatter:
+      case Collective::all_to_all:
+        total_s += level_time_s(tier, n, level_bytes, fraction, static_cast<double>(n - 1), 1);
+        break;
+      case Collective::broadcast:
+        total_s += level_time_s(tier, n, level_bytes, 1.0, static_cast<double>(n - 1), 1);
+        break;
+    }
+    // Broadcast forwards the whole buffer at every level; the others hand each outer level one
+    // shard per member.
+    if (collective != Collective::broadcast) level_bytes /= static_cast<double>(n);
+  }
+  return total_s;
+}
+
+double point_to_point_time_s(const schemas::ClusterConfig& cluster, int tier, double bytes) {
+  if (bytes <= 0) return 0;
+  const schemas::NetworkTier& link = cluster.network_tiers.at(static_cast<std::size_t>(tier));
+  return link.latency_us * 1e-6 + bytes / bus_bandwidth_bytes_per_s(link, bytes);
+}
+
+int tier_between(const schemas::ClusterConfig& cluster, std::int64_t rank_a, std::int64_t rank_b) {
+  for (std::size_t tier = 0; tier + 1 < cluster.network_tiers.size(); ++tier) {
+    const std::int64_t scope = cluster.network_tiers[tier].scope_gpus;
+    if (rank_a / scope == rank_b / scope) return static_cast<int>(tier);
+  }
+  return static_cast<int>(cluster.network_tiers.size()) - 1;
+}
+
+}  // namespace strata::costmodels

@@ -1,0 +1,80 @@
+#include "strata/costmodels/kernel_time.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace strata::costmodels {
+namespace {
+
+constexpr double kTileRows = 128;
+constexpr double kTileColumns = 128;
+
+}  // namespace
+
+double interpolate_efficiency(const std::vector<schemas::EfficiencyPoint>& curve, double size) {
+  if (curve.empty()) return 1.0;
+  if (size <= curve.front().size) return curve.front().fraction;
+  if (size >= curve.back().size) return curve.back().fraction;
+  const auto above = std::upper_bound(
+      curve.begin(), curve.end(), size,
+      [](double value, const schemas::EfficiencyPoint& point) { return value < point.size; });
+  const auto below = above - 1;
+  const double position = std::log(size / below->size) / std::log(above->size / below->size);
+  return below->fraction + position * (above->fraction - below->fraction);
+}
+
+double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype) {
+  using schemas::Dtype;
+  if (auto found = gpu.peak_dense_tflops.find(dtype); found != gpu.peak_dense_tflops.end()) {
+    return found->second;
+  }
+  for (Dtype fallback : {Dtype::bf16, Dtype::fp16, Dtype::tf32, Dtype::fp32}) {
+    if (auto found = gpu.peak_dense_tflops.find(fallback); found != gpu.peak_dense_tflops.end()) {
+      return found->second;
+    }
+  }
+  return 0;
+}
+
+double gemm_flops(double m, double n, double k) { return 2.0 * m * n * k; }
+
+double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
+                   double k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const double flops = gemm_flops(m, n, k);
+  double wave_utilisation = 1.0;
+  if (gpu.streaming_multiprocessors) {
+    const double tiles = std::ceil(m / kTileRows) * std::ceil(n / kTileColumns);
+    const double sms = static_cast<double>(*gpu.streaming_multiprocessors);
+    wave_utilisation = tiles / (std::ceil(tiles / sms) * sms);
+  }
+  const double compute_s =
+      flops / (peak_tflops(gpu, dtype) * 1e12 *
+               interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) * wave_utilisation);
+  const double bytes = (m * k + k * n + m * n) * static_cast<double>(schemas::dtype_bytes(dtype));
+  return std::max(compute_s, memory_bound_time_s(gpu, bytes));
+}
+
+AttentionFlops causal_attention_flops(double batch, double heads, double query_tokens,
+                                      double key_tokens, double head_dim) {
+  const double forward = 4.0 * batch * heads * query_tokens * key_tokens * head_dim * 0.5;
+  return {.forward = forward, .backward = 2.5 * forward};
+}
+
+double attention_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double flops) {
+  if (flops <= 0) return 0;
+  // Flash attention runs in 16 bits even in fp8 training (Transformer Engine's default).
+  const schemas::Dtype kernel_dtype = dtype == schemas::Dtype::fp8 ? schemas::Dtype::bf16 : dtype;
+  const double efficiency = gpu.attention_efficiency
+                                ? *gpu.attention_efficiency
+                                : interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops);
+  return flops / (peak_tflops(gpu, kernel_dtype) * 1e12 * efficiency);
+}
+
+double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes) {
+  if (bytes <= 0) return 0;
+  return bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 *
+                  interpolate_efficiency(gpu.hbm_efficiency_by_bytes, bytes));
+}
+
+}  // namespace strata::costmodels

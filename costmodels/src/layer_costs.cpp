@@ -1,0 +1,253 @@
+#include "strata/costmodels/layer_costs.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "strata/costmodels/kernel_time.h"
+#include "strata/schemas/mesh_ranks.h"
+
+namespace strata::costmodels {
+namespace {
+
+using schemas::Dtype;
+using schemas::RecomputeGranularity;
+
+struct GemmShape {
+  double m = 0, n = 0, k = 0;
+};
+
+// Forward, input-gradient and weight-gradient times of a list of forward GEMM shapes.
+struct GemmPassTimes {
+  double forward_s = 0, input_s = 0, weight_s = 0, forward_flops = 0;
+};
+
+GemmPassTimes gemm_pass_times(const LayerContext& context,
+                              std::initializer_list<GemmShape> shapes) {
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  GemmPassTimes times;
+  for (const GemmShape& shape : shapes) {
+    // Y[m×n] = X[m×k]·W[k×n];  dX[m×k] = dY·Wᵀ;  dW[k×n] = Xᵀ·dY.
+    times.forward_s += gemm_time_s(gpu, context.precision, shape.m, shape.n, shape.k);
+    times.input_s += gemm_time_s(gpu, context.precision, shape.m, shape.k, shape.n);
+    times.weight_s += gemm_time_s(gpu, context.precision, shape.k, shape.n, shape.m);
+    times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
+  }
+  return times;
+}
+
+// A layer pass's tensor-parallel collectives over T·h activations: one all-reduce per block
+// (attention, MLP), or under sequence parallelism an all-gather before and a reduce-scatter after
+// each block — the same bytes on the wire.
+double tp_layer_comm_s(const LayerContext& context, double bytes) {
+  if (context.tp <= 1) return 0;
+  if (context.sequence_parallel) {
+    return 2 *
+           (collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes) +
+            collective_time_s(*context.cluster, context.tp_span, Collective::reduce_scatter,
+                              bytes));
+  }
+  return 2 * collective_time_s(*context.cluster, context.tp_span, Collective::all_reduce, bytes);
+}
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+}  // namespace
+
+PassTime& PassTime::operator+=(const PassTime& other) {
+  compute_s += other.compute_s;
+  tp_comm_s += other.tp_comm_s;
+  cp_comm_s += other.cp_comm_s;
+  return *this;
+}
+
+PassTime PassTime::scaled(double factor) const {
+  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor};
+}
+
+PassCosts& PassCosts::operator+=(const PassCosts& other) {
+  forward += other.forward;
+  backward_input += other.backward_input;
+  backward_weight += other.backward_weight;
+  recompute += other.recompute;
+  forward_flops += other.forward_flops;
+  recompute_flops += other.recompute_flops;
+  return *this;
+}
+
+PassCosts PassCosts::scaled(double factor) const {
+  return {forward.scaled(factor),   backward_input.scaled(factor), backward_weight.scaled(factor),
+          recompute.scaled(factor), forward_flops * factor,        recompute_flops * factor};
+}
+
+double LayerContext::local_tokens() const {
+  return static_cast<double>(micro_batch_size) * static_cast<double>(seq_length) /
+         static_cast<double>(cp);
+}
+
+double LayerContext::norm_tokens() const {
+  return sequence_parallel ? local_tokens() / static_cast<double>(tp) : local_tokens();
+}
+
+double LayerContext::activation_bytes() const {
+  return precision == Dtype::fp32 || precision == Dtype::tf32 ? 4.0 : 2.0;
+}
+
+LayerContext layer_context(const schemas::Plan& plan) {
+  LayerContext context{
+      .model = &plan.model,
+      .cluster = &plan.cluster,
+      .precision = plan.precision,
+      .tp = plan.mesh.tp,
+      .cp = plan.mesh.cp,
+      .sequence_parallel = plan.sequence_parallel && plan.mesh.tp > 1,
+      .micro_batch_size = plan.batch.micro_batch_size,
+      .seq_length = plan.batch.seq_length,
+      .recompute = plan.recompute.granularity,
+      .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
+      .cp_tier = 0};
+  if (plan.mesh.cp > 1) {
+    context.cp_tier =
+        tier_between(plan.cluster, 0, schemas::axis_stride(plan.mesh, schemas::MeshAxis::cp));
+  }
+  return context;
+}
+
+PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranularity recompute) {
+  const schemas::ModelConfig& model = *context.model;
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double t = static_cast<double>(context.tp);
+  const double tokens = context.local_tokens();
+  const double norm_tokens = context.norm_tokens();
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double head_dim = static_cast<double>(model.head_dim);
+  const double heads = static_cast<double>(model.num_attention_heads) / t;
+  const double kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t);
+  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
+  const bool swiglu = model.mlp_activation == schemas::MlpActivation::swiglu;
+  const double element = context.activation_bytes();
+
+  const GemmPassTimes gemms =
+      gemm_pass_times(context, {{tokens, (heads + 2 * kv_heads) * head_dim, hidden},
+                                {tokens, hidden, heads * head_dim},
+                                {tokens, (swiglu ? 2 : 1) * ffn, hidden},
+                                {tokens, hidden, ffn}});
+
+  const AttentionFlops attention = causal_attention_flops(
+      static_cast<double>(context.micro_batch_size), heads,
+      static_cast<double>(context.seq_length) / static_cast<double>(context.cp),
+      static_cast<double>(context.seq_length), head_dim);
+  const double attention_forward_s = attention_time_s(gpu, context.precision, attention.forward);
+  const double attention_backward_s = attention_time_s(gpu, context.precision, attention.backward);
+
+  // Bytes moved by the memory-bound kernels of the forward.
+  const double mask_bytes = model.dropout > 0 ? 1.0 : 0.0;
+  double memory_bytes = 2 * (2 * element) * norm_tokens * hidden;         // two norms
+  memory_bytes += 2 * (3 * element + mask_bytes) * norm_tokens * hidden;  // bias-dropout-adds
+  memory_bytes += (swiglu ? 3.0 : 2.0) * element * tokens * ffn;          // activation
+  if (model.position_embedding == schemas::PositionEmbedding::rope) {
+    memory_bytes += 2 * element * tokens * (heads + kv_heads) * head_dim;  // rotary on q, k
+  }
+  const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes);
+  const double memory_backward_s = memory_bound_time_s(gpu, 2 * memory_bytes);
+
+  const double tp_bytes = tokens * hidden * element;
+  const double tp_s = tp_layer_comm_s(context, tp_bytes);
+
+  double cp_forward_s = 0;
+  double cp_backward_s = 0;
+  if (context.cp > 1) {
+    const double kv_bytes = 2 * tokens * kv_heads * head_dim * element;
+    const double steps = static_cast<double>(context.cp - 1);
+    cp_forward_s =
+        std::max(0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes) -
+                          attention_forward_s);
+    cp_backward_s = std::max(
+        0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, 2 * kv_bytes) -
+                 attention_backward_s);
+  }
+
+  PassCosts costs;
+  costs.forward = {gemms.forward_s + attention_forward_s + memory_forward_s, tp_s, cp_forward_s};
+  costs.backward_input = {gemms.input_s + attention_backward_s + memory_backward_s, tp_s,
+                          cp_backward_s};
+  costs.backward_weight = {gemms.weight_s, 0, 0};
+  costs.forward_flops = gemms.forward_flops + attention.forward;
+  if (recompute == RecomputeGranularity::full) {
+    costs.recompute = costs.forward;
+    costs.recompute_flops = costs.forward_flops;
+  } else if (recompute == RecomputeGranularity::selective) {
+    costs.recompute = {attention_forward_s, 0, 0};
+    costs.recompute_flops = attention.forward;
+  }
+  return costs;
+}
+
+PassCosts embedding_costs(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double tokens = context.local_tokens();
+  const double element = context.activation_bytes();
+  const bool learned = model.position_embedding == schemas::PositionEmbedding::learned;
+  // Gather the rows (and position rows), write the sum; backward scatter-adds into fp32 grads.
+  const double forward_bytes = tokens * hidden * element * (learned ? 3 : 2);
+  const double backward_bytes = tokens * hidden * (element + 8) * (learned ? 2 : 1);
+  PassCosts costs;
+  costs.forward.compute_s = memory_bound_time_s(gpu, forward_bytes);
+  costs.backward_weight.compute_s = memory_bound_time_s(gpu, backward_bytes);
+  if (context.tp > 1) {
+    // The vocab-parallel lookup ends in an all-reduce (a reduce-scatter under sequence
+    // parallelism); its backward is free or an all-gather.
+    const double bytes = tokens * hidden * element;
+    const Collective forward_collective =
+        context.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce;
+    costs.forward.tp_comm_s =
+        collective_time_s(*context.cluster, context.tp_span, forward_collective, bytes);
+    if (context.sequence_parallel) {
+      costs.backward_input.tp_comm_s =
+          collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes);
+    }
+  }
+  return costs;
+}
+
+PassCosts lm_head_costs(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double tokens = context.local_tokens();
+  const double vocab = static_cast<double>(model.vocab_size) / static_cast<double>(context.tp);
+  const double element = context.activation_bytes();
+  const GemmPassTimes gemm = gemm_pass_times(context, {{tokens, vocab, hidden}});
+  // Final norm, then Megatron's vocab-parallel cross-entropy in fp32: cast, max, exp-sum,
+  // normalise forward; softmax minus one-hot, cast back, backward.
+  const double norm_bytes = 2 * element * context.norm_tokens() * hidden;
+  const double loss_forward_bytes = tokens * vocab * (element + 3 * 4);
+  const double loss_backward_bytes = tokens * vocab * (2 * 4 + element);
+  PassCosts costs;
+  costs.forward.compute_s =
+      gemm.forward_s + memory_bound_time_s(gpu, norm_bytes + loss_forward_bytes);
+  costs.backward_input.compute_s =
+      gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes + loss_backward_bytes);
+  costs.backward_weight.compute_s = gemm.weight_s;
+  costs.forward_flops = gemm.forward_flops;
+  if (context.tp > 1) {
+    const double bytes = tokens * hidden * element;
+    // Sequence parallelism gathers the hidden states before the head and reduce-scatters their
+    // gradient; without it the head's input gradient is all-reduced. The loss's three small
+    // all-reduces (max, sum, target logit) are latency.
+    const double small = 3 * collective_time_s(*context.cluster, context.tp_span,
+                                               Collective::all_reduce, tokens * 4);
+    costs.forward.tp_comm_s =
+        small + (context.sequence_parallel ? collective_time_s(*context.cluster, context.tp_span,
+                                                               Collective::all_gather, bytes)
+                                           : 0);
+    costs.backward_input.tp_comm_s = collective_time_s(
+        *context.cluster, context.tp_span,
+        context.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce, bytes);
+  }
+  return costs;
+}
+
+}  // namespace strata::costmodels

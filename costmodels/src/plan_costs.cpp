@@ -1,0 +1,201 @@
+#include "strata/costmodels/plan_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/kernel_time.h"
+#include "strata/costmodels/model_flops.h"
+#include "strata/costmodels/model_state_memory.h"
+#include "strata/costmodels/parameter_count.h"
+#include "strata/schemas/mesh_ranks.h"
+
+namespace strata::costmodels {
+namespace {
+
+using schemas::MeshAxis;
+
+constexpr double kMinBucketParameters = 40e6;
+constexpr double kBucketParametersPerDpRank = 1e6;
+
+// Parameters of each virtual stage held by one tp rank. Norm scales (and LayerNorm biases) are
+// replicated across tp; everything else is split. Learned positions are replicated too.
+double stage_parameters(const schemas::Plan& plan, const ParameterBreakdown& counts,
+                        const schemas::PipelineStage& stage) {
+  const double tp = static_cast<double>(plan.mesh.tp);
+  const double layer = static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) / tp +
+                       static_cast<double>(counts.norms_per_layer);
+  double parameters = layer * static_cast<double>(stage.num_layers);
+  const double vocab_matrix =
+      static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
+  if (stage.embedding) {
+    parameters += vocab_matrix + static_cast<double>(counts.position_embedding) +
+                  static_cast<double>(counts.embedding_norm);
+  }
+  if (stage.lm_head) {
+    // A tied head is the embedding itself when one stage holds both, else a copy kept in sync.
+    const bool shared_with_embedding = plan.model.tied_embeddings && stage.embedding;
+    parameters +=
+        (shared_with_embedding ? 0.0 : vocab_matrix) + static_cast<double>(counts.final_norm);
+  }
+  return parameters;
+}
+
+RankStateMemory rank_state_memory(const schemas::Plan& plan, double parameters) {
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
+  const double shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+  const double w = static_cast<double>(bytes.weights) * parameters;
+  const double g = static_cast<double>(bytes.gradients) * parameters;
+  const double o = static_cast<double>(bytes.optimizer) * parameters;
+  switch (plan.zero_stage) {
+    case 0:
+      return {w, g, o};
+    case 1:
+      return {w, g, o / shards};
+    case 2:
+      return {w, g / shards, o / shards};
+    default:
+      return {w / shards, g / shards, o / shards};
+  }
+}
+
+}  // namespace
+
+double gradient_bytes_per_parameter(schemas::Dtype precision) {
+  return static_cast<double>(adam_model_state_bytes(precision).gradients);
+}
+
+PlanCosts plan_costs(const schemas::Plan& plan) {
+  const LayerContext context = layer_context(plan);
+  const ParameterBreakdown counts = count_parameters(plan.model);
+  const schemas::ClusterConfig& cluster = plan.cluster;
+  const std::int64_t pp = plan.mesh.pp;
+  const double element = context.activation_bytes();
+  const double dp_shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+
+  const GroupSpan dp_span =
+      group_span(cluster, first_group_ranks(plan.mesh, {MeshAxis::dp, MeshAxis::cp}));
+  const std::int64_t pp_stride = schemas::axis_stride(plan.mesh, MeshAxis::pp);
+  const int pp_tier = pp > 1 ? tier_between(cluster, 0, pp_stride) : 0;
+
+  PlanCosts costs;
+  costs.capacity_bytes = static_cast<double>(cluster.usable_memory_bytes());
+  costs.dp_overlap_slowdown = cluster.gpu.compute_slowdown_under_communication;
+
+  // Per-layer costs are the same for every layer: compute them once per recompute choice.
+  const PassCosts layer_plain =
+      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const PassCosts layer_recomputed = transformer_layer_costs(context, plan.recompute.granularity);
+  const LayerActivationBytes activations_plain =
+      layer_activation_bytes(context, schemas::RecomputeGranularity::none);
+  const LayerActivationBytes activations_recomputed =
+      layer_activation_bytes(context, plan.recompute.granularity);
+
+  // Activations cross a stage boundary split across tp (Megatron scatters them before the send
+  // and gathers after, or they are already split under sequence parallelism).
+  const double boundary_bytes = context.local_tokens() *
+                                static_cast<double>(plan.model.hidden_size) * element /
+                                static_cast<double>(plan.mesh.tp);
+  const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
+  const double gradient_bytes = gradient_bytes_per_parameter(plan.precision);
+  const double bucket_parameters =
+      std::max(kMinBucketParameters, kBucketParametersPerDpRank * dp_shards);
+  const Collective reduction =
+      plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+
+  const std::size_t num_stages = plan.stages.size();
+  costs.stages.resize(num_stages);
+  costs.rank_states.assign(static_cast<std::size_t>(pp), {});
+  costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> rank_parameters(static_cast<std::size_t>(pp), 0.0);
+  for (std::size_t s = 0; s < num_stages; ++s) {
+    const schemas::PipelineStage& stage = plan.stages[s];
+    StageCosts& stage_costs = costs.stages[s];
+    std::int64_t recomputed = 0;
+    if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
+      recomputed = plan.recompute.full_layers_per_stage.empty()
+                       ? stage.num_layers
+                       : std::min(stage.num_layers, plan.recompute.full_layers_per_stage[s]);
+    }
+    const double plain_layers = static_cast<double>(stage.num_layers - recomputed);
+    const double recomputed_layers = static_cast<double>(recomputed);
+    stage_costs.passes += layer_plain.scaled(plain_layers);
+    stage_costs.passes += layer_recomputed.scaled(recomputed_layers);
+    auto add_activations = [&](const LayerActivationBytes& bytes, double count) {
+      stage_costs.activations.stored += bytes.stored * count;
+      stage_costs.activations.weight_inputs += bytes.weight_inputs * count;
+      if (count > 0) {
+        stage_costs.activations.working = std::max(stage_costs.activations.working, bytes.working);
+      }
+    };
+    add_activations(activations_plain, plain_layers);
+    add_activations(activations_recomputed, recomputed_layers);
+    if (stage.embedding) {
+      stage_costs.passes += embedding_costs(context);
+      add_activations(embedding_activation_bytes(context), 1);
+    }
+    if (stage.lm_head) {
+      stage_costs.passes += lm_head_costs(context);
+      add_activations(lm_head_activation_bytes(context), 1);
+    }
+    stage_costs.parameters = stage_parameters(plan, counts, stage);
+    if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
+    if (s > 0) stage_costs.send_backward_s = send_s;
+
+    if (dp_shards > 1) {
+      double remaining = stage_costs.parameters;
+      while (remaining > 0) {
+        const double bucket = std::min(remaining, bucket_parameters);
+        stage_costs.gradient_buckets_s.push_back(
+            collective_time_s(cluster, dp_span, reduction, bucket * gradient_bytes));
+        remaining -= bucket;
+      }
+    }
+    if (plan.zero_stage == 3) {
+      stage_costs.unshard_bytes = stage_costs.parameters * element;
+      stage_costs.unshard_s =
+          collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);
+    }
+    rank_parameters[s % static_cast<std::size_t>(pp)] += stage_costs.parameters;
+  }
+
+  for (std::int64_t rank = 0; rank < pp; ++rank) {
+    const double parameters = rank_parameters[static_cast<std::size_t>(rank)];
+    costs.rank_states[static_cast<std::size_t>(rank)] = rank_state_memory(plan, parameters);
+    // Adam reads and writes fp32 master weights and both moments, reads the gradient and writes
+    // the 16-bit weights: 4·2·3 + g + w bytes per parameter of the optimizer's shard.
+    const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
+    const double shard = plan.zero_stage >= 1 ? parameters / dp_shards : parameters;
+    const double step_bytes =
+        shard * (24.0 + static_cast<double>(bytes.gradients) + static_cast<double>(bytes.weights));
+    double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
+    if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+      step_s += collective_time_s(cluster, dp_span, Collective::all_gather, parameters * element);
+    }
+    costs.optimizer_step_s[static_cast<std::size_t>(rank)] = step_s;
+  }
+
+  if (plan.model.tied_embeddings && pp > 1) {
+    const double bytes = static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) /
+                         static_cast<double>(plan.mesh.tp) * gradient_bytes;
+    const GroupSpan pair = group_span(cluster, {0, (pp - 1) * pp_stride});
+    costs.tied_embedding_grad_s = collective_time_s(cluster, pair, Collective::all_reduce, bytes);
+  }
+
+  // MFU's numerator is Megatron's model-FLOP count (model_flops.h: every GEMM incl. the LM head
+  // and the full s×s attention products) over every token of the step; recomputation adds what
+  // the stages really recompute, counted across all ranks doing the same work.
+  const double tokens_per_step =
+      static_cast<double>(plan.batch.global_batch_size * plan.batch.seq_length);
+  costs.model_flops_per_step =
+      model_flops_per_token(plan.model, plan.batch.seq_length).training() * tokens_per_step;
+  const double replicas = static_cast<double>(plan.mesh.tp * plan.mesh.cp * plan.mesh.dp);
+  double recompute_flops = 0;
+  for (const StageCosts& stage : costs.stages) recompute_flops += stage.passes.recompute_flops;
+  costs.hardware_flops_per_step =
+      costs.model_flops_per_step +
+      recompute_flops * static_cast<double>(plan.batch.num_micro_batches) * replicas;
+  return costs;
+}
+
+}  // namespace strata::costmodels

@@ -1,0 +1,29 @@
+// Builds a complete plan from its knobs (as `strata simulate` takes them on the command line, as
+// validation rows describe published runs, as the planner enumerates them): micro-batch count
+// from the fixed global batch, an even layer split over pp·vpp stages, then the plan's rules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "strata/schemas/plan.h"
+
+namespace strata::schemas {
+
+struct PlanKnobs {
+  Mesh mesh;
+  std::int64_t seq_length = 0;  // 0: the model's max_seq_length
+  std::int64_t micro_batch_size = 1;
+  std::int64_t global_batch_size = 1;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;
+  RecomputeGranularity recompute = RecomputeGranularity::none;
+  ScheduleType schedule = ScheduleType::one_f_one_b;
+  Dtype precision = Dtype::bf16;
+};
+
+// Errors name `source` (e.g. "command line") and the plan's JSON path of the offending knob.
+Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const PlanKnobs& knobs,
+                const std::string& source);
+
+}  // namespace strata::schemas

@@ -1,0 +1,40 @@
+#include "strata/schemas/plan_builder.h"
+
+#include <fmt/format.h>
+
+namespace strata::schemas {
+
+Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const PlanKnobs& knobs,
+                const std::string& source) {
+  const JsonLocation location(source);
+  Plan plan;
+  plan.model = model;
+  plan.cluster = cluster;
+  plan.mesh = knobs.mesh;
+  plan.batch.seq_length = knobs.seq_length > 0 ? knobs.seq_length : model.max_seq_length;
+  plan.batch.micro_batch_size = knobs.micro_batch_size;
+  plan.batch.global_batch_size = knobs.global_batch_size;
+  const std::int64_t per_step = knobs.micro_batch_size * knobs.mesh.dp;
+  if (per_step <= 0 || knobs.global_batch_size % per_step != 0) {
+    (location / "batch" / "global_batch_size")
+        .fail(fmt::format("{} is not a multiple of micro_batch_size × dp = {} × {}",
+                          knobs.global_batch_size, knobs.micro_batch_size, knobs.mesh.dp));
+  }
+  plan.batch.num_micro_batches = knobs.global_batch_size / per_step;
+  plan.sequence_parallel = knobs.sequence_parallel;
+  plan.zero_stage = knobs.zero_stage;
+  plan.recompute.granularity = knobs.recompute;
+  plan.schedule.type = knobs.schedule;
+  plan.precision = knobs.precision;
+  const std::int64_t num_stages = knobs.mesh.pp * knobs.mesh.vpp;
+  if (num_stages > model.num_layers) {
+    (location / "mesh" / "vpp")
+        .fail(
+            fmt::format("pp × vpp = {} stages exceed num_layers={}", num_stages, model.num_layers));
+  }
+  plan.stages = even_pipeline_stages(model.num_layers, num_stages);
+  validate_plan(plan, location);
+  return plan;
+}
+
+}  // namespace strata::schemas

@@ -1,0 +1,34 @@
+// Rows of published training runs (the format of ../shared/validation/README.md: model shape,
+// machine, parallel configuration, measured iteration time), turned into Strata plans so the
+// simulator's prediction can be set beside the measurement. `strata validate-sim` reads them.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/schemas/plan.h"
+
+namespace strata::simulator {
+
+struct PublishedRun {
+  std::string id;
+  std::string source;
+  std::string tier;
+  bool complete = false;
+  std::optional<double> measured_step_time_s;
+  std::optional<schemas::Plan> plan;  // absent for incomplete rows
+};
+
+// The machine a row names, as a cluster preset of its size with the row's inter-node bandwidth:
+// a100-sxm4-80gb → dgx-a100-80gb, a100-sxm4-40gb → dgx-a100-40gb, h100-sxm5-80gb → dgx-h100.
+schemas::ClusterConfig published_run_cluster(const std::string& gpu, std::int64_t num_gpus,
+                                             std::int64_t gpus_per_node,
+                                             std::optional<double> inter_node_gbps_per_gpu,
+                                             const schemas::JsonLocation& location);
+
+// One JSON object per line; blank lines skipped. Errors name the file and line.
+std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path);
+
+}  // namespace strata::simulator

@@ -1,0 +1,203 @@
+// `strata simulate`: predicts one training step of a plan — from a plan file or from the knobs
+// on the command line — and says where the time and the memory go; `--trace` writes the
+// simulated timeline for Perfetto.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+#include "strata/simulator/chrome_trace.h"
+#include "strata/simulator/plan_simulation.h"
+#include "text_format.h"
+
+namespace strata::tools {
+namespace {
+
+constexpr const char* kCommandLine = "command line";
+
+template <typename Enum, std::size_t N>
+Enum parse_choice(const std::string& name, const std::array<schemas::EnumName<Enum>, N>& names) {
+  // CLI11 has checked membership already.
+  return *schemas::value_of(name, names);
+}
+
+// The cluster the knobs need: a preset named without ":NODES" is sized to tp·cp·dp·pp GPUs.
+schemas::ClusterConfig knobs_cluster(const SimulateOptions& options) {
+  const std::string spec = *options.cluster;
+  const std::int64_t model_parallel = options.tp * options.cp * options.pp;
+  if (schemas::is_cluster_preset_spec(spec) && spec.find(':') == std::string::npos && options.dp) {
+    const schemas::ClusterConfig node = schemas::cluster_preset(spec);
+    const std::int64_t gpus = model_parallel * *options.dp;
+    if (gpus % node.gpus_per_node != 0) {
+      throw schemas::InputError(
+          "--dp", "",
+          fmt::format("tp·cp·pp·dp = {} GPUs is not a whole number of {}-GPU {} nodes", gpus,
+                      node.gpus_per_node, spec));
+    }
+    return schemas::cluster_preset(fmt::format("{}:{}", spec, gpus / node.gpus_per_node));
+  }
+  return schemas::resolve_cluster(spec);
+}
+
+schemas::Plan plan_from_knobs(const SimulateOptions& options) {
+  if (!options.model || !options.cluster || !options.global_batch) {
+    throw schemas::InputError(kCommandLine, "",
+                              "give --plan, or --model, --cluster and --global-batch");
+  }
+  const schemas::ModelConfig model = schemas::resolve_model(*options.model);
+  const schemas::ClusterConfig cluster = knobs_cluster(options);
+  schemas::PlanKnobs knobs;
+  knobs.mesh.tp = options.tp;
+  knobs.mesh.pp = options.pp;
+  knobs.mesh.cp = options.cp;
+  knobs.mesh.vpp = options.vpp;
+  const std::int64_t model_parallel = options.tp * options.cp * options.pp;
+  knobs.mesh.dp = options.dp ? *options.dp : cluster.world_size() / model_parallel;
+  knobs.seq_length = options.seq_length.value_or(0);
+  knobs.micro_batch_size = options.micro_batch;
+  knobs.global_batch_size = *options.global_batch;
+  knobs.sequence_parallel = options.sequence_parallel;
+  knobs.zero_stage = options.zero_stage;
+  knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
+  knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
+  knobs.precision = parse_choice(options.precision, schemas::kDtypeNames);
+  return schemas::build_plan(model, cluster, knobs, kCommandLine);
+}
+
+std::string seconds(double value) {
+  return value >= 1 ? fmt::format("{:.3f} s", value) : fmt::format("{:.2f} ms", value * 1e3);
+}
+
+std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulation& simulation) {
+  const simulator::StepMetrics& metrics = simulation.metrics;
+  const schemas::Mesh& mesh = plan.mesh;
+  std::string out = fmt::format(
+      "{} on {} × {} ({}): tp={} cp={} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
+      "recompute {}, sequence parallel {}, ZeRO {}, {}\n",
+      plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
+      mesh.cp, mesh.dp, mesh.pp, mesh.vpp,
+      schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
+      plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
+      schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
+      plan.sequence_parallel ? "on" : "off", plan.zero_stage,
+      schemas::name_of(plan.precision, schemas::kDtypeNames));
+  out += fmt::format("  step time             {}\n", seconds(metrics.step_time_s));
+  out += fmt::format("  tokens/s              {}\n",
+                     group_thousands(static_cast<std::int64_t>(metrics.tokens_per_s)));
+  out += fmt::format("  model TFLOP/s/GPU     {:.1f} (MFU {})\n", metrics.model_tflops_per_gpu,
+                     format_percent(metrics.mfu));
+  out += fmt::format("  hardware TFLOP/s/GPU  {:.1f} (with recomputation)\n",
+                     metrics.hardware_tflops_per_gpu);
+  out += fmt::format("  pipeline bubble       {}\n", format_percent(metrics.bubble_fraction));
+  out += "time per step (mean over pipeline ranks):\n";
+  const simulator::TimeBreakdown& time = metrics.breakdown;
+  TextTable breakdown({"part", "time", "share"}, {false, true, true});
+  const std::pair<const char*, double> parts[] = {
+      {"compute", time.compute_s},          {"recompute", time.recompute_s},
+      {"tp communication", time.tp_comm_s}, {"cp communication", time.cp_comm_s},
+      {"pp communication", time.pp_comm_s}, {"dp communication", time.dp_comm_s},
+      {"optimizer", time.optimizer_s},      {"pipeline bubble", time.bubble_s}};
+  for (const auto& [name, value] : parts) {
+    breakdown.add_row({name, seconds(value), format_percent(value / metrics.step_time_s)});
+  }
+  out += breakdown.render();
+  out += "memory per pipeline rank (peak):\n";
+  TextTable memory(
+      {"rank", "weights", "gradients", "optimizer", "activations", "peak", "capacity", "fits"},
+      {true, true, true, true, true, true, true, false});
+  for (std::size_t rank = 0; rank < simulation.result.memory.size(); ++rank) {
+    const simulator::RankMemory& m = simulation.result.memory[rank];
+    memory.add_row({std::to_string(rank), format_gib(m.weights_bytes),
+                    format_gib(m.gradients_bytes), format_gib(m.optimizer_bytes),
+                    format_gib(m.activations_peak_bytes), format_gib(m.peak_bytes),
+                    format_gib(m.capacity_bytes), m.fits() ? "yes" : "NO"});
+  }
+  out += memory.render();
+  return out;
+}
+
+}  // namespace
+
+CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "simulate", "Predict one training step of a plan: time, throughput, MFU, memory per stage");
+  CLI::Option* plan = command->add_option("--plan", options.plan, "Plan file");
+  const auto knob = [&](CLI::Option* option) { option->excludes(plan); };
+  knob(command->add_option("--model", options.model, "Model preset or file (instead of --plan)"));
+  knob(command->add_option("--cluster", options.cluster,
+                           "Cluster preset (NAME or NAME:NODES) or file"));
+  knob(command->add_option("--tp", options.tp, "Tensor-parallel size")->check(CLI::PositiveNumber));
+  knob(command->add_option("--pp", options.pp, "Pipeline-parallel size")
+           ->check(CLI::PositiveNumber));
+  knob(
+      command->add_option("--cp", options.cp, "Context-parallel size")->check(CLI::PositiveNumber));
+  knob(command
+           ->add_option("--dp", options.dp, "Data-parallel size (default: what the cluster leaves)")
+           ->check(CLI::PositiveNumber));
+  knob(command->add_option("--vpp", options.vpp, "Model chunks per pipeline rank")
+           ->check(CLI::PositiveNumber));
+  knob(command->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch")
+           ->check(CLI::PositiveNumber));
+  knob(command->add_option("--global-batch", options.global_batch, "Sequences per step")
+           ->check(CLI::PositiveNumber));
+  knob(
+      command->add_option("--seq-len", options.seq_length, "Sequence length (default: the model's)")
+          ->check(CLI::PositiveNumber));
+  knob(command->add_option("--recompute", options.recompute, "Activation recomputation")
+           ->check(CLI::IsMember({"none", "selective", "full"})));
+  knob(command->add_flag("--sequence-parallel", options.sequence_parallel,
+                         "Megatron sequence parallelism"));
+  knob(
+      command->add_option("--zero", options.zero_stage, "ZeRO stage 0-3 (1: distributed optimizer)")
+          ->check(CLI::Range(0, 3)));
+  knob(command->add_option("--schedule", options.schedule, "Pipeline schedule")
+           ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"})));
+  knob(command->add_option("--precision", options.precision, "Training dtype")
+           ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"})));
+  command
+      ->add_option("--mode", options.mode,
+                   "symmetric: one rank per pipeline stage (fast); full: every rank")
+      ->check(CLI::IsMember({"symmetric", "full"}));
+  command->add_option("--trace", options.trace_path,
+                      "Write the timeline as a Chrome trace (open in https://ui.perfetto.dev)");
+  add_format_option(command, options.format);
+  return command;
+}
+
+int run_simulate(const SimulateOptions& options) {
+  schemas::Plan plan;
+  std::filesystem::path plan_directory;
+  if (options.plan) {
+    plan = schemas::load_plan_file(*options.plan);
+    plan_directory = std::filesystem::path(*options.plan).parent_path();
+  } else {
+    plan = plan_from_knobs(options);
+  }
+  const simulator::SimulationOptions simulation_options{
+      .mode = options.mode == "full" ? simulator::SimulationMode::full
+                                     : simulator::SimulationMode::symmetric,
+      .record_timeline = options.trace_path.has_value()};
+  const simulator::PlanSimulation simulation =
+      simulator::simulate_plan(plan, plan_directory, simulation_options);
+  if (options.trace_path) {
+    schemas::write_file_atomically(
+        *options.trace_path, simulator::chrome_trace(simulation.result.timeline).dump() + "\n");
+  }
+  if (options.format == OutputFormat::json) {
+    std::cout << simulator::simulation_to_json(plan, simulation).dump(2) << "\n";
+  } else {
+    std::cout << render_table(plan, simulation);
+    if (options.trace_path) {
+      std::cout << fmt::format("trace written to {} (open it in https://ui.perfetto.dev)\n",
+                               *options.trace_path);
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata::tools
