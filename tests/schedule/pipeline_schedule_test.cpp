@@ -61,10 +61,13 @@ TEST(InterleavedOneFOneB, SmallCaseByHand) {
   EXPECT_EQ(joined(schedule.ranks[1]), "1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1");
 }
 
-// pp = 2, m = 3: rank 0 defers its weight gradients by one micro-batch, rank 1 not at all.
+// pp = 2, m = 3: 1F1B's warm-up, then F I W per micro-batch; rank 0's cool-down runs its last
+// input gradient before the weight gradient it may defer by pp − 0 − 1 = 1.
 TEST(ZbH1, SmallCaseByHand) {
   const PipelineSchedule schedule = zb_h1_schedule(2, 3);
-  EXPECT_EQ(joined(schedule.ranks[0]), "0F0 0F1 0I0 0F2 0I1 0W0 0I2 0W1 0W2");
+  EXPECT_EQ(joined(schedule.ranks[0]), "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2");
+  const PipelineSchedule longer = zb_h1_schedule(4, 5);
+  EXPECT_EQ(joined(longer.ranks[0]), "0F0 0F1 0F2 0F3 0I0 0W0 0F4 0I1 0W1 0I2 0I3 0I4 0W2 0W3 0W4");
   EXPECT_EQ(joined(schedule.ranks[1]), "1F0 1I0 1W0 1F1 1I1 1W1 1F2 1I2 1W2");
 }
 

@@ -1,0 +1,92 @@
+#include "strata/costmodels/collective_time.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/schemas/presets.h"
+
+namespace strata::costmodels {
+namespace {
+
+// Two tiers with round numbers: 8-GPU NVLink domains at 300 GB/s and a fabric at 25 GB/s per GPU,
+// full efficiency and no latency unless a test sets one.
+schemas::ClusterConfig two_tier_cluster(std::int64_t nodes) {
+  schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-a100-80gb");
+  cluster.nodes = nodes;
+  cluster.network_tiers = {{"nvlink", 8, 300, 0, 1, {}}, {"fabric", 8 * nodes, 25, 0, 1, {}}};
+  return cluster;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// A 1 GiB ring all-reduce over the 8 GPUs of one node at 300 GB/s bus bandwidth moves
+// 2·(8−1)/8 = 1.75 GiB per GPU: 1.75 × 1,073,741,824 / 300e9 = 6.2634e-3 s.
+TEST(CollectiveTime, OneGibRingAllReduceOverEightGpus) {
+  const schemas::ClusterConfig cluster = two_tier_cluster(1);
+  const GroupSpan span = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  ASSERT_EQ(span.levels.size(), 1u);
+  EXPECT_EQ(span.levels[0].fan_out, 8);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, kGiB), 6.2634e-3, 1e-7);
+  // All-gather and reduce-scatter move half of that: (8−1)/8 × 1 GiB / 300 GB/s.
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_gather, kGiB), 3.1317e-3, 1e-7);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::reduce_scatter, kGiB), 3.1317e-3, 1e-7);
+}
+
+// With 3 µs per step a ring pays 2·7 = 14 latencies (42 µs) and a tree 2·⌈log₂ 8⌉ = 6 (18 µs):
+// NCCL takes the tree, and so do we.
+TEST(CollectiveTime, LatencyPicksTheCheaperAlgorithm) {
+  schemas::ClusterConfig cluster = two_tier_cluster(1);
+  cluster.network_tiers[0].latency_us = 3;
+  const GroupSpan span = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, kGiB), 6.2634e-3 + 18e-6,
+              1e-7);
+}
+
+// 16 GPUs on two nodes: reduce-scatter and all-gather inside each node (2 × 7/8 × S / 300 GB/s)
+// around an all-reduce of each GPU's S/8 shard between the nodes (2 × 1/2 × S/8 / 25 GB/s).
+TEST(CollectiveTime, GroupsAcrossNodesReduceHierarchically) {
+  const schemas::ClusterConfig cluster = two_tier_cluster(2);
+  std::vector<std::int64_t> ranks(16);
+  for (std::int64_t r = 0; r < 16; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  const GroupSpan span = group_span(cluster, ranks);
+  ASSERT_EQ(span.levels.size(), 2u);
+  EXPECT_EQ(span.levels[0].fan_out, 8);
+  EXPECT_EQ(span.levels[1].fan_out, 2);
+  const double bytes = 1e9;
+  const double expected = 2 * 0.875 * bytes / 300e9 + 2 * 0.5 * (bytes / 8) / 25e9;
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, bytes), expected, 1e-9);
+
+  // One GPU per node (a dp group when tp fills the node): all traffic on the fabric.
+  const GroupSpan across = group_span(cluster, {0, 8});
+  ASSERT_EQ(across.levels.size(), 1u);
+  EXPECT_EQ(across.levels[0].tier, 1);
+  EXPECT_NEAR(collective_time_s(cluster, across, Collective::all_reduce, bytes), bytes / 25e9,
+              1e-9);
+  EXPECT_EQ(tier_between(cluster, 3, 5), 0);
+  EXPECT_EQ(tier_between(cluster, 3, 9), 1);
+}
+
+// The mesh order decides which tier a group spans: tp first keeps tp inside a node; dp first
+// spreads tp across nodes.
+TEST(CollectiveTime, MeshOrderDecidesTheTier) {
+  const schemas::ClusterConfig cluster = two_tier_cluster(2);
+  schemas::Mesh mesh;
+  mesh.tp = 8;
+  mesh.dp = 2;
+  EXPECT_EQ(group_span(cluster, first_group_ranks(mesh, {schemas::MeshAxis::tp})).outermost_tier(),
+            0);
+  mesh.order = {schemas::MeshAxis::dp, schemas::MeshAxis::tp, schemas::MeshAxis::cp,
+                schemas::MeshAxis::pp};
+  const std::vector<std::int64_t> tp_group = first_group_ranks(mesh, {schemas::MeshAxis::tp});
+  EXPECT_EQ(tp_group, (std::vector<std::int64_t>{0, 2, 4, 6, 8, 10, 12, 14}));
+  EXPECT_EQ(group_span(cluster, tp_group).outermost_tier(), 1);
+}
+
+TEST(CollectiveTime, PointToPointIsLatencyPlusBytesOverBandwidth) {
+  schemas::ClusterConfig cluster = two_tier_cluster(2);
+  cluster.network_tiers[1].latency_us = 6;
+  EXPECT_NEAR(point_to_point_time_s(cluster, 1, 25e6), 6e-6 + 1e-3, 1e-12);
+  EXPECT_EQ(point_to_point_time_s(cluster, 1, 0), 0);
+}
+
+}  // namespace
+}  // namespace strata::costmodels

@@ -1,0 +1,109 @@
+#include "strata/costmodels/layer_costs.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/costmodels/activation_memory.h"
+#include "strata/costmodels/kernel_time.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::costmodels {
+namespace {
+
+schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh.tp = tp;
+  knobs.mesh.dp = 8 / tp;
+  knobs.seq_length = 2048;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 8 / tp;
+  knobs.sequence_parallel = sequence_parallel;
+  knobs.precision = schemas::Dtype::fp16;
+  return schemas::build_plan(schemas::model_preset("gpt3-175b"),
+                             schemas::cluster_preset("dgx-a100-80gb"), knobs, "test");
+}
+
+// One GPT-3 175B layer (h = 12288, 96 heads of 128) on 2048 tokens, forward:
+//   GEMMs 24·s·h² = 24 × 2048 × 12288² = 7.421703487488e12 FLOP (QKV 6sh², projection 2sh²,
+//   MLP 16sh²), causal attention 2·s²·h = 2 × 2048² × 12288 = 1.03079215104e11 FLOP
+//   (QKᵀ and AV at 2·s²·h each, half of the score matrix skipped).
+TEST(LayerCosts, Gpt3LayerForwardFlops) {
+  const schemas::Plan plan = gpt3_plan(1, false);
+  const PassCosts costs =
+      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
+  EXPECT_DOUBLE_EQ(costs.forward_flops, 7.421703487488e12 + 1.03079215104e11);
+  // Split over tp = 8, each rank does an eighth.
+  const schemas::Plan split = gpt3_plan(8, false);
+  EXPECT_DOUBLE_EQ(
+      transformer_layer_costs(layer_context(split), schemas::RecomputeGranularity::none)
+          .forward_flops,
+      (7.421703487488e12 + 1.03079215104e11) / 8);
+}
+
+TEST(LayerCosts, BackwardSplitsIntoInputAndWeightGradients) {
+  const schemas::Plan plan = gpt3_plan(8, true);
+  const LayerContext context = layer_context(plan);
+  const PassCosts none = transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  // Both gradient GEMMs repeat the forward's FLOPs; W has no communication and no attention.
+  EXPECT_GT(none.backward_input.compute_s, none.backward_weight.compute_s);
+  EXPECT_EQ(none.backward_weight.tp_comm_s, 0);
+  EXPECT_GT(none.forward.tp_comm_s, 0);
+  EXPECT_EQ(none.recompute.total_s(), 0);
+  const PassCosts full = transformer_layer_costs(context, schemas::RecomputeGranularity::full);
+  EXPECT_DOUBLE_EQ(full.recompute.total_s(), full.forward.total_s());
+  const PassCosts selective =
+      transformer_layer_costs(context, schemas::RecomputeGranularity::selective);
+  EXPECT_GT(selective.recompute.total_s(), 0);
+  EXPECT_LT(selective.recompute.total_s(), 0.2 * full.recompute.total_s());
+}
+
+TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {
+  schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
+  gpu.gemm_efficiency_by_flops.clear();
+  gpu.streaming_multiprocessors = 132;
+  // 11 × 12 = 132 tiles of 128×128 fill one wave; 11 × 13 = 143 need two, the second 11/132
+  // full: 13/12 of the FLOPs at 143/264 utilisation take (13/12)·(264/143) = 2× as long.
+  const double k = 65536;
+  const double one_wave = gemm_time_s(gpu, schemas::Dtype::bf16, 128 * 11, 128 * 12, k);
+  const double two_waves = gemm_time_s(gpu, schemas::Dtype::bf16, 128 * 11, 128 * 13, k);
+  EXPECT_NEAR(two_waves / one_wave, 2.0, 1e-9);
+  EXPECT_NEAR(one_wave, 2.0 * (128 * 11) * (128 * 12) * k / 989.4e12, 1e-12);
+}
+
+TEST(KernelTime, EfficiencyCurveInterpolatesInLogSize) {
+  const std::vector<schemas::EfficiencyPoint> curve{{1e9, 0.2}, {1e11, 0.6}};
+  EXPECT_DOUBLE_EQ(interpolate_efficiency(curve, 1e8), 0.2);
+  EXPECT_DOUBLE_EQ(interpolate_efficiency(curve, 1e12), 0.6);
+  EXPECT_NEAR(interpolate_efficiency(curve, 1e10), 0.4, 1e-12);
+  EXPECT_DOUBLE_EQ(interpolate_efficiency({}, 5), 1.0);
+}
+
+// Korthikanti et al. 2022, GPT-3 175B (s = 2048, b = 1, h = 12288, a = 96) on t = 8, 16-bit, with
+// dropout and unfused attention — bytes per layer:
+//   tensor parallel only      s·b·h·(10 + 24/t + 5as/(ht)) = 25,165,824 × (13 + 10)  = 578,813,952
+//   + sequence parallelism    s·b·h/t·(34 + 5as/h)        = 3,145,728 × (34 + 80)   = 358,612,992
+//   + selective recompute     s·b·h/t·34                                            = 106,954,752
+//   full recompute (sp)       2·s·b·h/t                                             =   6,291,456
+TEST(ActivationMemory, KorthikantiBytesPerLayer) {
+  const schemas::Plan plan = gpt3_plan(8, false);
+  const LayerContext tp_only = layer_context(plan);
+  using schemas::RecomputeGranularity;
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(tp_only, RecomputeGranularity::none, AttentionKernel::unfused).stored,
+      578813952.0);
+  const LayerContext with_sp = layer_context(gpt3_plan(8, true));
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(with_sp, RecomputeGranularity::none, AttentionKernel::unfused).stored,
+      358612992.0);
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(with_sp, RecomputeGranularity::selective, AttentionKernel::unfused)
+          .stored,
+      106954752.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::full).stored, 6291456.0);
+  // Flash attention keeps the fp32 log-sum-exp (4·b·(a/t)·s = 98,304 bytes) instead of scores.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::none).stored,
+                   106954752.0 + 98304.0);
+}
+
+}  // namespace
+}  // namespace strata::costmodels

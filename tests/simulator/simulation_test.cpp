@@ -1,0 +1,131 @@
+#include "strata/simulator/simulation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "strata/schedule/pipeline_schedule.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::simulator {
+namespace {
+
+using schedule::PipelineSchedule;
+
+// Hand-made costs: forward F_s and backward B_s per micro-batch (as input-gradient 2/3 and
+// weight-gradient 1/3 of it), no communication, no optimizer, no memory.
+costmodels::PlanCosts pipeline_costs(const std::vector<double>& forward_s,
+                                     const std::vector<double>& backward_s, int pp) {
+  costmodels::PlanCosts costs;
+  for (std::size_t s = 0; s < forward_s.size(); ++s) {
+    costmodels::StageCosts stage;
+    stage.passes.forward.compute_s = forward_s[s];
+    stage.passes.backward_input.compute_s = backward_s[s] * 2 / 3;
+    stage.passes.backward_weight.compute_s = backward_s[s] / 3;
+    costs.stages.push_back(stage);
+  }
+  costs.rank_states.assign(static_cast<std::size_t>(pp), {});
+  costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
+  costs.capacity_bytes = 1;
+  return costs;
+}
+
+PipelineSchedule with_communication(PipelineSchedule schedule) {
+  schedule::add_communication(schedule);
+  schedule::add_step_actions(schedule, {});
+  return schedule;
+}
+
+schemas::Plan plan_with_pipeline(std::int64_t pp) {
+  schemas::Plan plan;
+  plan.mesh.pp = pp;
+  return plan;
+}
+
+// A balanced 1F1B pipeline with free communication idles p−1 slots of F+B on every rank:
+// step = (m + p − 1)·(F + B) and bubble = (p − 1)/(m + p − 1), exactly.
+TEST(Simulation, BalancedOneFOneBHasTheTextbookBubble) {
+  for (int pp : {2, 4, 8}) {
+    for (int m : {pp, 2 * pp, 4 * pp}) {
+      const std::vector<double> forward(static_cast<std::size_t>(pp), 1.0);
+      const std::vector<double> backward(static_cast<std::size_t>(pp), 2.0);
+      const SimulationResult result = simulate(
+          plan_with_pipeline(pp), with_communication(schedule::one_f_one_b_schedule(pp, m)),
+          pipeline_costs(forward, backward, pp), {});
+      EXPECT_DOUBLE_EQ(result.step_time_s, (m + pp - 1) * 3.0) << "pp=" << pp << " m=" << m;
+      EXPECT_NEAR(result.bubble_fraction, static_cast<double>(pp - 1) / (m + pp - 1), 1e-12)
+          << "pp=" << pp << " m=" << m;
+      // Stage i holds p − i micro-batches in flight.
+      for (int rank = 0; rank < pp; ++rank) {
+        EXPECT_EQ(result.peak_micro_batches_in_flight[static_cast<std::size_t>(rank)],
+                  std::min(m, pp - rank));
+      }
+    }
+  }
+}
+
+// A slow last stage (a heavy LM head) sets the pace: with per-stage F_i + B_i, 1F1B takes
+// Σ_i (F_i + B_i) + (m − 1)·max_i (F_i + B_i). Making the last of 4 stages slower by δ in forward
+// and 2δ in backward adds 3δ·m to the step.
+TEST(Simulation, ASlowStageMovesTheStepByItsExcessTimesMicroBatches) {
+  const int pp = 4;
+  const int m = 12;
+  const double delta = 0.25;
+  std::vector<double> forward(pp, 1.0);
+  std::vector<double> backward(pp, 2.0);
+  const PipelineSchedule schedule = with_communication(schedule::one_f_one_b_schedule(pp, m));
+  const double balanced =
+      simulate(plan_with_pipeline(pp), schedule, pipeline_costs(forward, backward, pp), {})
+          .step_time_s;
+  forward[pp - 1] += delta;
+  backward[pp - 1] += 2 * delta;
+  const SimulationResult slow =
+      simulate(plan_with_pipeline(pp), schedule, pipeline_costs(forward, backward, pp), {});
+  EXPECT_DOUBLE_EQ(balanced, (m + pp - 1) * 3.0);
+  EXPECT_DOUBLE_EQ(slow.step_time_s, balanced + 3 * delta * m);
+}
+
+// Zero-bubble H1 sends input gradients upstream without waiting for the weight gradients, so the
+// first backward reaches rank 0 (p − 1)·W earlier than in 1F1B and the cool-down fills its gaps
+// with deferred W. With F = 1, I = 4/3, W = 2/3, p = 4, m = 8: 1F1B takes (m + p − 1)·3 = 33;
+// this schedule 32⅓ (rank 0: I0 at 4F + 3I = 8, then 20 units of work, cool-down waits 4⅓).
+// It does not reach the paper's (p − 1)(F + I − W) bubble (29): see ARCHITECTURE.md.
+TEST(Simulation, ZeroBubbleH1BeatsOneFOneBWithTheSameMemory) {
+  const int pp = 4;
+  const int m = 8;
+  const std::vector<double> forward(pp, 1.0);
+  const std::vector<double> backward(pp, 2.0);
+  const costmodels::PlanCosts costs = pipeline_costs(forward, backward, pp);
+  const SimulationResult zb = simulate(
+      plan_with_pipeline(pp), with_communication(schedule::zb_h1_schedule(pp, m)), costs, {});
+  const SimulationResult one_f_one_b = simulate(
+      plan_with_pipeline(pp), with_communication(schedule::one_f_one_b_schedule(pp, m)), costs, {});
+  EXPECT_DOUBLE_EQ(one_f_one_b.step_time_s, 33.0);
+  EXPECT_NEAR(zb.step_time_s, 32.0 + 1.0 / 3, 1e-9);
+  EXPECT_EQ(zb.peak_micro_batches_in_flight, one_f_one_b.peak_micro_batches_in_flight);
+}
+
+// Send time on the critical path: with a p2p transfer of c per boundary, the first forward
+// reaches the last stage (p − 1)·c later and the last gradient returns (p − 1)·c later; in the
+// steady state each round trip to the next stage may wait for it too.
+TEST(Simulation, PointToPointLatencyLengthensThePipelineFillAndDrain) {
+  const int pp = 4;
+  const int m = 8;
+  costmodels::PlanCosts costs =
+      pipeline_costs(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), pp);
+  const double c = 0.01;
+  for (std::size_t s = 0; s < costs.stages.size(); ++s) {
+    if (s + 1 < costs.stages.size()) costs.stages[s].send_forward_s = c;
+    if (s > 0) costs.stages[s].send_backward_s = c;
+  }
+  const SimulationResult result = simulate(
+      plan_with_pipeline(pp), with_communication(schedule::one_f_one_b_schedule(pp, m)), costs, {});
+  // At least the fill and the drain pay it; at most every slot of the step does.
+  EXPECT_GE(result.step_time_s, (m + pp - 1) * 3.0 + 2 * (pp - 1) * c - 1e-9);
+  EXPECT_LE(result.step_time_s, (m + pp - 1) * (3.0 + 2 * c) + 1e-9);
+  EXPECT_GT(result.breakdown[pp - 1].pp_comm_s, 0);
+}
+
+}  // namespace
+}  // namespace strata::simulator
