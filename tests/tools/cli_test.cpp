@@ -200,3 +200,97 @@ TEST(Cli, SchedulePrintsEachRanksActions) {
 
 }  // namespace
 }  // namespace strata::tools
+
+namespace strata::tools {
+namespace {
+
+TEST(CliSimulate, PlanFilesAndFlagsGiveTheSameReport) {
+  const std::string plan = fixture("plan/valid/gpt3-175b-a100-interleaved.json").string();
+  const CommandResult from_file = strata("simulate --format json --plan " + plan);
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.err;
+  const nlohmann::json report = nlohmann::json::parse(from_file.out);
+  for (const char* key : {"step_time_s", "tokens_per_s", "model_tflops_per_gpu", "mfu",
+                          "hardware_tflops_per_gpu", "bubble_fraction"}) {
+    EXPECT_GT(report.at(key).get<double>(), 0) << key;
+  }
+  EXPECT_EQ(report.at("stages").size(), 16u);
+  EXPECT_TRUE(report.at("stages").at(0).contains("fits"));
+  double parts = 0;
+  for (const auto& [name, seconds] : report.at("breakdown").items()) parts += seconds.get<double>();
+  EXPECT_NEAR(parts, report.at("step_time_s").get<double>(), 1e-6);
+
+  const CommandResult from_flags = strata(
+      "simulate --format json --model gpt3-175b --cluster dgx-h100 --tp 8 --pp 8 --dp 4 "
+      "--vpp 2 --micro-batch 1 --global-batch 256 --seq-len 2048 --recompute selective "
+      "--sequence-parallel --zero 1 --schedule interleaved-1f1b --precision bf16");
+  ASSERT_EQ(from_flags.exit_code, 0) << from_flags.err;
+  const nlohmann::json flags = nlohmann::json::parse(from_flags.out);
+  EXPECT_EQ(flags.at("gpus"), 256);
+  EXPECT_EQ(flags.at("stages").size(), 8u);
+
+  const CommandResult table =
+      strata("simulate --model gpt2-124m --cluster dgx-h100 --global-batch 64 --seq-len 1024");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("step time"));
+  EXPECT_THAT(table.out, HasSubstr("pipeline bubble"));
+  EXPECT_THAT(table.out, HasSubstr("memory per pipeline rank"));
+}
+
+TEST(CliSimulate, WritesAPerfettoTrace) {
+  const std::filesystem::path trace = std::filesystem::path(::testing::TempDir()) /
+                                      ("strata-trace-" + std::to_string(::getpid()) + ".json");
+  const CommandResult run = strata(
+      "simulate --model gpt2-124m --cluster dgx-h100 --tp 2 --pp 2 --global-batch 16 "
+      "--seq-len 1024 --trace " +
+      trace.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("trace written to"));
+  std::ifstream file(trace);
+  const nlohmann::json events = nlohmann::json::parse(file).at("traceEvents");
+  EXPECT_GT(events.size(), 20u);
+  std::filesystem::remove(trace);
+}
+
+TEST(CliSimulate, BadKnobsAreOneLineErrors) {
+  const CommandResult heads = strata(
+      "simulate --model gpt3-175b --cluster dgx-h100:8 --tp 64 --global-batch 8 --seq-len 2048");
+  EXPECT_EQ(heads.exit_code, 1);
+  EXPECT_EQ(lines(heads.err), 1u);
+  EXPECT_THAT(heads.err, HasSubstr("command line: /mesh/tp"));
+  const CommandResult batch = strata(
+      "simulate --model gpt2-124m --cluster dgx-h100 --dp 8 --global-batch 12 --seq-len 1024");
+  EXPECT_EQ(batch.exit_code, 1);
+  EXPECT_THAT(batch.err, HasSubstr("/batch/global_batch_size: 12 is not a multiple"));
+  const CommandResult uneven =
+      strata("simulate --model gpt2-124m --cluster dgx-h100 --tp 3 --global-batch 8");
+  EXPECT_EQ(uneven.exit_code, 1);
+  EXPECT_THAT(uneven.err, HasSubstr("--tp: tp·cp·pp = 3 does not divide the cluster's 8 GPUs"));
+  const CommandResult both = strata("simulate --plan x.json --tp 2");
+  EXPECT_EQ(both.exit_code, 2);
+}
+
+TEST(CliValidateSim, ReportsEachRunAndTheErrorSummary) {
+  const CommandResult run = strata("validate-sim --format json " +
+                                   fixture("validation/published_runs_sample.jsonl").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  ASSERT_EQ(report.at("runs").size(), 3u);
+  EXPECT_FALSE(report.at("runs").at(2).at("complete"));
+  EXPECT_EQ(report.at("summary").at("complete_rows"), 2);
+  const nlohmann::json& first = report.at("runs").at(0);
+  EXPECT_NEAR(first.at("error").get<double>(),
+              first.at("predicted_step_time_s").get<double>() /
+                      first.at("measured_step_time_s").get<double>() -
+                  1,
+              1e-12);
+  EXPECT_GE(report.at("summary").at("worst_abs_error").get<double>(),
+            report.at("summary").at("mean_abs_error").get<double>());
+
+  const CommandResult bad = strata("validate-sim " + fixture("validation/bad_gpu.jsonl").string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(lines(bad.err), 1u);
+  EXPECT_THAT(bad.err, HasSubstr("bad_gpu.jsonl:1: /system/gpu: \"v100\" is not one of"));
+}
+
+}  // namespace
+}  // namespace strata::tools

@@ -57,6 +57,11 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options) {
   knobs.mesh.cp = options.cp;
   knobs.mesh.vpp = options.vpp;
   const std::int64_t model_parallel = options.tp * options.cp * options.pp;
+  if (!options.dp && cluster.world_size() % model_parallel != 0) {
+    throw schemas::InputError("--tp", "",
+                              fmt::format("tp·cp·pp = {} does not divide the cluster's {} GPUs",
+                                          model_parallel, cluster.world_size()));
+  }
   knobs.mesh.dp = options.dp ? *options.dp : cluster.world_size() / model_parallel;
   knobs.seq_length = options.seq_length.value_or(0);
   knobs.micro_batch_size = options.micro_batch;
