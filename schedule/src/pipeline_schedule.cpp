@@ -89,29 +89,29 @@ PipelineSchedule zb_h1_schedule(int pp, int num_micro_batches) {
   PipelineSchedule schedule = empty_schedule(pp, 1, num_micro_batches);
   for (int rank = 0; rank < pp; ++rank) {
     std::vector<Action>& actions = schedule.ranks[rank];
+    // 1F1B's warm-up, then F and I alternate; rank r runs the weight gradient of micro-batch
+    // k − r after the input gradient of k. The last rank thus answers its first p − 1 forwards
+    // with input gradients alone, so gradients reach rank 0 (p − 1)·W sooner than in 1F1B, and
+    // the deferred W fill the cool-down, where 1F1B idles. In-flight counts stay 1F1B's.
     const int warmup = std::min(pp - rank - 1, num_micro_batches);
+    const int deferral = rank;
     int next_forward = 0;
     int next_input = 0;
     int next_weight = 0;
+    auto input_then_weight = [&] {
+      actions.push_back(compute(ActionType::backward_input, rank, next_input++));
+      if (next_input - 1 - next_weight >= deferral) {
+        actions.push_back(compute(ActionType::backward_weight, rank, next_weight++));
+      }
+    };
     for (; next_forward < warmup; ++next_forward) {
       actions.push_back(compute(ActionType::forward, rank, next_forward));
     }
-    // Steady state: one forward, one input gradient, one weight gradient (1F1B1W).
     while (next_forward < num_micro_batches) {
       actions.push_back(compute(ActionType::forward, rank, next_forward++));
-      actions.push_back(compute(ActionType::backward_input, rank, next_input++));
-      actions.push_back(compute(ActionType::backward_weight, rank, next_weight++));
+      input_then_weight();
     }
-    // Cool-down: input gradients go upstream as soon as they arrive; the weight gradients wait
-    // and fill the gaps between them — where 1F1B idles. A weight gradient runs once the rank
-    // is p−r−1 input gradients past it, or at the end.
-    const int deferral = pp - rank - 1;
-    while (next_input < num_micro_batches) {
-      actions.push_back(compute(ActionType::backward_input, rank, next_input++));
-      if (next_input - next_weight > deferral) {
-        actions.push_back(compute(ActionType::backward_weight, rank, next_weight++));
-      }
-    }
+    while (next_input < num_micro_batches) input_then_weight();
     while (next_weight < num_micro_batches) {
       actions.push_back(compute(ActionType::backward_weight, rank, next_weight++));
     }

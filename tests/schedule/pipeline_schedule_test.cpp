@@ -61,14 +61,14 @@ TEST(InterleavedOneFOneB, SmallCaseByHand) {
   EXPECT_EQ(joined(schedule.ranks[1]), "1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1");
 }
 
-// pp = 2, m = 3: 1F1B's warm-up, then F I W per micro-batch; rank 0's cool-down runs its last
-// input gradient before the weight gradient it may defer by pp − 0 − 1 = 1.
+// pp = 2, m = 3: 1F1B's warm-up, then F and I alternate and rank r runs W of micro-batch k − r
+// after I of k (PyTorch's ZB1P order); the deferred W close the list.
 TEST(ZbH1, SmallCaseByHand) {
   const PipelineSchedule schedule = zb_h1_schedule(2, 3);
   EXPECT_EQ(joined(schedule.ranks[0]), "0F0 0F1 0I0 0W0 0F2 0I1 0W1 0I2 0W2");
+  EXPECT_EQ(joined(schedule.ranks[1]), "1F0 1I0 1F1 1I1 1W0 1F2 1I2 1W1 1W2");
   const PipelineSchedule longer = zb_h1_schedule(4, 5);
-  EXPECT_EQ(joined(longer.ranks[0]), "0F0 0F1 0F2 0F3 0I0 0W0 0F4 0I1 0W1 0I2 0I3 0I4 0W2 0W3 0W4");
-  EXPECT_EQ(joined(schedule.ranks[1]), "1F0 1I0 1W0 1F1 1I1 1W1 1F2 1I2 1W2");
+  EXPECT_EQ(joined(longer.ranks[3]), "3F0 3I0 3F1 3I1 3F2 3I2 3F3 3I3 3W0 3F4 3I4 3W1 3W2 3W3 3W4");
 }
 
 TEST(StepActions, SitAfterTheSendsOfTheLastGradient) {
