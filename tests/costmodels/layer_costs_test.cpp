@@ -91,7 +91,8 @@ TEST(ActivationMemory, KorthikantiBytesPerLayer) {
   EXPECT_DOUBLE_EQ(
       layer_activation_bytes(tp_only, RecomputeGranularity::none, AttentionKernel::unfused).stored,
       578813952.0);
-  const LayerContext with_sp = layer_context(gpt3_plan(8, true));
+  const schemas::Plan sequence_parallel_plan = gpt3_plan(8, true);  // the context points into it
+  const LayerContext with_sp = layer_context(sequence_parallel_plan);
   EXPECT_DOUBLE_EQ(
       layer_activation_bytes(with_sp, RecomputeGranularity::none, AttentionKernel::unfused).stored,
       358612992.0);

@@ -46,7 +46,8 @@ struct PassCosts {
 };
 
 // What a plan fixes for every layer: the model, the GPU, the shape of the work per rank and the
-// network spans of its tp and cp groups.
+// network spans of its tp and cp groups. It points into the plan (model, cluster): keep the plan
+// alive while the context is used.
 struct LayerContext {
   const schemas::ModelConfig* model = nullptr;
   const schemas::ClusterConfig* cluster = nullptr;
