@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 
 #include "strata/costmodels/kernel_time.h"
 #include "strata/schemas/mesh_ranks.h"
@@ -38,12 +37,16 @@ GroupSpan group_span(const schemas::ClusterConfig& cluster,
   GroupSpan span;
   span.size = static_cast<std::int64_t>(ranks.size());
   std::int64_t domains_below = span.size;
+  std::vector<std::int64_t> domains(ranks.size());
   for (std::size_t tier = 0; tier < cluster.network_tiers.size() && domains_below > 1; ++tier) {
     const std::int64_t scope = cluster.network_tiers[tier].scope_gpus;
-    std::set<std::int64_t> domains;
-    for (std::int64_t rank : ranks) domains.insert(rank / scope);
     const bool outermost = tier + 1 == cluster.network_tiers.size();
-    const std::int64_t domains_here = outermost ? 1 : static_cast<std::int64_t>(domains.size());
+    std::int64_t domains_here = 1;
+    if (!outermost) {
+      for (std::size_t i = 0; i < ranks.size(); ++i) domains[i] = ranks[i] / scope;
+      std::sort(domains.begin(), domains.end());
+      domains_here = std::unique(domains.begin(), domains.end()) - domains.begin();
+    }
     const std::int64_t fan_out = domains_below / domains_here;
     if (fan_out > 1) span.levels.push_back({static_cast<int>(tier), fan_out});
     domains_below = domains_here;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,5 +75,23 @@ struct ValidateSimOptions {
 };
 CLI::App* add_validate_sim_command(CLI::App& app, ValidateSimOptions& options);
 int run_validate_sim(const ValidateSimOptions& options);
+
+struct PlanOptions {
+  std::string model = "llama3.1-70b";
+  std::string cluster = "dgx-h100:8";
+  std::int64_t global_batch = 256;
+  std::optional<std::int64_t> seq_length;
+  std::size_t top_k = 5;
+  std::optional<std::filesystem::path> out_path;
+  double memory_reserve = 0;
+  std::optional<std::int64_t> max_tp;
+  std::vector<std::string> schedules;
+  std::string precision = "bf16";
+  std::string emit;
+  bool quiet = false;
+  OutputFormat format = OutputFormat::table;
+};
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
+int run_plan(const PlanOptions& options);
 
 }  // namespace strata::tools

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   ValidateSimOptions validate_sim;
   CLI::App* simulate_command = add_simulate_command(app, simulate);
   CLI::App* validate_sim_command = add_validate_sim_command(app, validate_sim);
+  PlanOptions plan;
+  CLI::App* plan_command = add_plan_command(app, plan);
 
   try {
     app.parse(argc, argv);
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
     if (schedule_command->parsed()) return run_schedule(schedule);
     if (simulate_command->parsed()) return run_simulate(simulate);
     if (validate_sim_command->parsed()) return run_validate_sim(validate_sim);
+    if (plan_command->parsed()) return run_plan(plan);
   } catch (const strata::schemas::InputError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
     return kExitInvalidInput;

@@ -33,6 +33,7 @@ enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, all_t
 struct TierSpan {
   int tier = 0;  // index into ClusterConfig::network_tiers
   std::int64_t fan_out = 1;
+  bool operator==(const TierSpan&) const = default;
 };
 struct GroupSpan {
   std::int64_t size = 1;

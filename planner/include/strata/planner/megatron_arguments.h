@@ -1,0 +1,15 @@
+// Megatron-LM command-line flags for a plan, so a plan Strata chose runs on the framework
+// people already use: model shape, parallel sizes, batch, precision, recomputation, the
+// distributed optimizer and uneven pipeline splits.
+#pragma once
+
+#include <string>
+
+#include "strata/schemas/plan.h"
+
+namespace strata::planner {
+
+// One flag per line, ending with " \" except the last, ready to paste after pretrain_gpt.py.
+std::string megatron_arguments(const schemas::Plan& plan);
+
+}  // namespace strata::planner

@@ -1,0 +1,77 @@
+// `strata plan`'s search: every layout of a model on a cluster (tp, cp, pp, dp, vpp, micro-batch,
+// ZeRO stage, recomputation, sequence parallelism, schedule, rank order onto the network tiers,
+// pipeline layer split), pruned by memory before any timing, ranked by a lower bound on the step
+// time, and the most promising simulated in full until no remaining bound can beat the K-th best.
+//
+// Because the bound never exceeds what the simulator predicts (layer_split.h and plan_search.cpp
+// say why), stopping when the next bound passes the K-th best simulated time returns exactly the
+// top K that simulating every candidate would — the estimate cannot reorder what simulation keeps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/schemas/plan.h"
+#include "strata/simulator/plan_simulation.h"
+
+namespace strata::planner {
+
+struct SearchOptions {
+  std::int64_t global_batch_size = 0;  // sequences per step; fixed whatever the layout
+  std::int64_t seq_length = 0;         // 0: the model's max_seq_length
+  std::size_t top_k = 5;
+  double memory_reserve_fraction = 0;  // of GPU memory, kept free beyond the cluster's reserve
+  std::int64_t max_tp = 0;             // 0: twice the GPUs of a node
+  std::vector<schemas::ScheduleType> schedules{
+      schemas::ScheduleType::one_f_one_b, schemas::ScheduleType::interleaved_one_f_one_b,
+      schemas::ScheduleType::zb_h1, schemas::ScheduleType::gpipe};
+  schemas::Dtype precision = schemas::Dtype::bf16;
+  unsigned threads = 0;  // 0: every core
+  // Called from the calling thread now and then with (candidates done, candidates in all).
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+struct RankedPlan {
+  schemas::Plan plan;  // complete, with `predicted` filled in
+  simulator::StepMetrics metrics;
+  std::vector<simulator::RankMemory> memory;
+  std::string bottleneck;  // in words, e.g. "pipeline bubble 11%"
+  double lower_bound_s = 0;
+};
+
+// A layout that does not fit, with how much memory its fullest GPU lacks.
+struct NearMiss {
+  schemas::Plan plan;
+  double peak_bytes = 0;
+  double capacity_bytes = 0;
+  std::string reason;
+};
+
+struct SearchStatistics {
+  std::int64_t enumerated = 0;
+  std::int64_t pruned_by_rules = 0;         // divisibility, batch, interleaving, sequence rules
+  std::int64_t pruned_by_model_states = 0;  // weights + gradients + optimizer alone exceed memory
+  std::int64_t pruned_by_activations = 0;   // no layer split fits with activations
+  std::int64_t estimated = 0;               // lower bound computed
+  std::int64_t simulated = 0;
+  std::int64_t over_memory_in_simulation = 0;
+  double seconds = 0;
+};
+
+struct SearchResult {
+  std::vector<RankedPlan> best;    // fastest first
+  std::vector<NearMiss> nearest;   // when nothing fits: the closest candidates
+  std::string binding_constraint;  // when nothing fits: what binds, in words
+  SearchStatistics statistics;
+};
+
+SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
+                          const SearchOptions& options);
+
+// The limiting part of a simulated plan, in words.
+std::string describe_bottleneck(const schemas::Plan& plan, const simulator::StepMetrics& metrics);
+
+}  // namespace strata::planner

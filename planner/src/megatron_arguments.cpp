@@ -1,0 +1,150 @@
+#include "strata/planner/megatron_arguments.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+namespace strata::planner {
+namespace {
+
+// Megatron-Core's --pipeline-model-parallel-layout: stages separated by '|', 'E' the embedding,
+// 't' a transformer layer, 'L' the LM head and loss ("Et*3|t*4|t*3L").
+std::string pipeline_layout(const schemas::Plan& plan) {
+  std::string layout;
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const schemas::PipelineStage& stage = plan.stages[s];
+    if (s > 0) layout += "|";
+    if (stage.embedding) layout += "E";
+    if (stage.num_layers == 1) layout += "t";
+    if (stage.num_layers > 1) layout += fmt::format("t*{}", stage.num_layers);
+    if (stage.lm_head) layout += "L";
+  }
+  return layout;
+}
+
+bool evenly_split(const schemas::Plan& plan) {
+  for (const schemas::PipelineStage& stage : plan.stages) {
+    if (stage.num_layers != plan.stages.front().num_layers) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string megatron_arguments(const schemas::Plan& plan) {
+  const schemas::ModelConfig& model = plan.model;
+  std::vector<std::string> flags{fmt::format("--num-layers {}", model.num_layers),
+                                 fmt::format("--hidden-size {}", model.hidden_size),
+                                 fmt::format("--ffn-hidden-size {}", model.ffn_hidden_size),
+                                 fmt::format("--num-attention-heads {}", model.num_attention_heads),
+                                 fmt::format("--seq-length {}", plan.batch.seq_length),
+                                 fmt::format("--max-position-embeddings {}", model.max_seq_length)};
+  if (model.num_kv_heads != model.num_attention_heads) {
+    flags.push_back("--group-query-attention");
+    flags.push_back(fmt::format("--num-query-groups {}", model.num_kv_heads));
+  }
+  if (model.head_dim * model.num_attention_heads != model.hidden_size) {
+    flags.push_back(fmt::format("--kv-channels {}", model.head_dim));
+  }
+  if (model.mlp_activation == schemas::MlpActivation::swiglu) flags.push_back("--swiglu");
+  if (model.mlp_activation == schemas::MlpActivation::squared_relu) {
+    flags.push_back("--squared-relu");
+  }
+  if (model.norm == schemas::NormKind::rmsnorm) flags.push_back("--normalization RMSNorm");
+  if (model.position_embedding == schemas::PositionEmbedding::rope) {
+    flags.push_back("--position-embedding-type rope");
+    if (model.rope_theta) flags.push_back(fmt::format("--rotary-base {:g}", *model.rope_theta));
+  }
+  if (!model.tied_embeddings) flags.push_back("--untie-embeddings-and-output-weights");
+  if (!model.mlp_bias && !model.qkv_bias && !model.attention_output_bias) {
+    flags.push_back("--disable-bias-linear");
+  }
+  if (model.dropout == 0) {
+    flags.push_back("--attention-dropout 0");
+    flags.push_back("--hidden-dropout 0");
+  }
+
+  const schemas::Mesh& mesh = plan.mesh;
+  flags.push_back(fmt::format("--tensor-model-parallel-size {}", mesh.tp));
+  flags.push_back(fmt::format("--pipeline-model-parallel-size {}", mesh.pp));
+  if (mesh.cp > 1) flags.push_back(fmt::format("--context-parallel-size {}", mesh.cp));
+  if (mesh.vpp > 1) {
+    flags.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}",
+                                model.num_layers / (mesh.pp * mesh.vpp)));
+  }
+  if (mesh.pp > 1 && !evenly_split(plan)) {
+    const std::size_t last = plan.stages.size() - 1;
+    bool middle_even = true;
+    for (std::size_t s = 1; s + 1 < last; ++s) {
+      middle_even = middle_even && plan.stages[s].num_layers == plan.stages[1].num_layers;
+    }
+    if (middle_even && plan.stages.size() > 2 && plan.stages[0].num_layers > 0 &&
+        plan.stages[last].num_layers > 0) {
+      flags.push_back(
+          fmt::format("--decoder-first-pipeline-num-layers {}", plan.stages[0].num_layers));
+      flags.push_back(
+          fmt::format("--decoder-last-pipeline-num-layers {}", plan.stages[last].num_layers));
+    } else {
+      flags.push_back(
+          fmt::format("--pipeline-model-parallel-layout \"{}\"", pipeline_layout(plan)));
+    }
+  }
+  if (plan.sequence_parallel) flags.push_back("--sequence-parallel");
+  flags.push_back(fmt::format("--micro-batch-size {}", plan.batch.micro_batch_size));
+  flags.push_back(fmt::format("--global-batch-size {}", plan.batch.global_batch_size));
+  if (plan.zero_stage == 1 || plan.zero_stage == 2) flags.push_back("--use-distributed-optimizer");
+  if (plan.zero_stage == 3) flags.push_back("--use-torch-fsdp2");
+  if (plan.zero_stage >= 1) {
+    flags.push_back("--overlap-grad-reduce");
+    flags.push_back("--overlap-param-gather");
+  }
+  switch (plan.recompute.granularity) {
+    case schemas::RecomputeGranularity::none:
+      break;
+    case schemas::RecomputeGranularity::selective:
+      flags.push_back("--recompute-granularity selective");
+      break;
+    case schemas::RecomputeGranularity::full: {
+      flags.push_back("--recompute-granularity full");
+      flags.push_back("--recompute-method block");
+      // Megatron takes one count for every stage: the largest the plan needs.
+      std::int64_t most = 0;
+      for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+        most = std::max(most, plan.recompute.full_layers_per_stage.empty()
+                                  ? plan.stages[s].num_layers
+                                  : plan.recompute.full_layers_per_stage[s]);
+      }
+      flags.push_back(fmt::format("--recompute-num-layers {}", most));
+      break;
+    }
+  }
+  switch (plan.precision) {
+    case schemas::Dtype::bf16:
+      flags.push_back("--bf16");
+      break;
+    case schemas::Dtype::fp16:
+      flags.push_back("--fp16");
+      break;
+    case schemas::Dtype::fp8:
+      flags.push_back("--bf16");
+      flags.push_back("--fp8-format hybrid");
+      break;
+    default:
+      break;
+  }
+  if (plan.schedule.type == schemas::ScheduleType::zb_h1) {
+    flags.push_back("# schedule zb-h1: upstream Megatron-LM runs 1F1B here; zero-bubble schedules");
+    flags.push_back(
+        "# need the authors' fork (github.com/sail-sg/zero-bubble-pipeline-parallelism)");
+  }
+  std::string text;
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    const bool comment = flags[i].starts_with("#");
+    text += flags[i];
+    const bool last_flag = i + 1 == flags.size() || flags[i + 1].starts_with("#");
+    text += (comment || last_flag) ? "\n" : " \\\n";
+  }
+  return text;
+}
+
+}  // namespace strata::planner

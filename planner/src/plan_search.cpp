@@ -1,0 +1,641 @@
+#include "strata/planner/plan_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include "strata/costmodels/activation_memory.h"
+#include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/model_state_memory.h"
+#include "strata/costmodels/parameter_count.h"
+#include "strata/costmodels/plan_costs.h"
+#include "strata/planner/layer_split.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/mesh_ranks.h"
+
+namespace strata::planner {
+namespace {
+
+using schemas::MeshAxis;
+using schemas::RecomputeGranularity;
+using schemas::ScheduleType;
+using MeshOrder = std::array<MeshAxis, 4>;
+
+// One candidate, small enough to keep hundreds of thousands of them.
+struct Knobs {
+  std::int32_t tp = 1, cp = 1, pp = 1, dp = 1, vpp = 1, micro_batch = 1;
+  std::int8_t zero = 0;
+  RecomputeGranularity recompute = RecomputeGranularity::none;
+  bool sequence_parallel = false;
+  ScheduleType schedule = ScheduleType::one_f_one_b;
+  std::int16_t order = 0;  // index into the search's distinct orders
+};
+
+enum class Verdict { ok, rules, model_states, activations };
+
+struct Scored {
+  double lower_bound_s = 0;
+  std::size_t index = 0;  // into the candidate list: ties break by it, so output is deterministic
+};
+
+struct Deficit {
+  double peak_bytes = 0;
+  std::size_t index = 0;
+  Verdict verdict = Verdict::ok;
+};
+
+std::vector<std::int64_t> divisors(std::int64_t n) {
+  std::vector<std::int64_t> found;
+  for (std::int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) found.push_back(d);
+  }
+  return found;
+}
+
+// The 24 orders of the mesh axes, the default (tp-cp-dp-pp, Megatron's) first.
+std::vector<MeshOrder> all_orders() {
+  MeshOrder order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
+  std::vector<MeshOrder> orders{order};
+  std::array<int, 4> index{0, 1, 2, 3};
+  while (std::next_permutation(index.begin(), index.end())) {
+    orders.push_back({order[index[0]], order[index[1]], order[index[2]], order[index[3]]});
+  }
+  return orders;
+}
+
+// In-flight micro-batches (model-chunk micro-batches for interleaving) a pipeline rank holds at
+// its peak under each generated schedule (schedule/ tests check these counts).
+std::int64_t in_flight(ScheduleType schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
+                       std::int64_t rank) {
+  switch (schedule) {
+    case ScheduleType::gpipe:
+      return m * vpp;
+    case ScheduleType::interleaved_one_f_one_b:
+      return std::min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp);
+    default:
+      return std::min(pp - rank, m);
+  }
+}
+
+class Evaluator {
+ public:
+  Evaluator(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
+            const SearchOptions& options, const std::vector<MeshOrder>& orders, double capacity)
+      : orders_(orders), capacity_(capacity), counts_(costmodels::count_parameters(model)) {
+    plan_.model = model;
+    plan_.cluster = cluster;
+    plan_.precision = options.precision;
+    plan_.batch.seq_length = options.seq_length;
+    plan_.batch.global_batch_size = options.global_batch_size;
+    bytes_ = costmodels::adam_model_state_bytes(options.precision);
+  }
+
+  // Sets the working plan to `knobs` with its best layer split. `peak_bytes` gets the memory
+  // lower bound of the fullest rank when memory is what fails.
+  Verdict build(const Knobs& knobs, double* peak_bytes) {
+    schemas::Plan& plan = plan_;
+    plan.mesh = {knobs.tp, knobs.cp, knobs.dp, knobs.pp, knobs.vpp, orders_[knobs.order]};
+    plan.batch.micro_batch_size = knobs.micro_batch;
+    plan.batch.num_micro_batches = plan.batch.global_batch_size / (knobs.micro_batch * knobs.dp);
+    plan.sequence_parallel = knobs.sequence_parallel;
+    plan.zero_stage = knobs.zero;
+    plan.recompute = {knobs.recompute, {}};
+    plan.schedule = {knobs.schedule, {}};
+
+    const std::int64_t pp = knobs.pp;
+    const std::int64_t vpp = knobs.vpp;
+    const std::int64_t m = plan.batch.num_micro_batches;
+    const std::int64_t layers = plan.model.num_layers;
+    const costmodels::LayerContext context = costmodels::layer_context(plan);
+    const costmodels::PassCosts layer =
+        costmodels::transformer_layer_costs(context, knobs.recompute);
+    const costmodels::LayerActivationBytes activations =
+        costmodels::layer_activation_bytes(context, knobs.recompute);
+    const costmodels::PassCosts embedding = costmodels::embedding_costs(context);
+    const costmodels::PassCosts head = costmodels::lm_head_costs(context);
+    const auto pass_s = [](const costmodels::PassCosts& costs) {
+      return costs.forward.total_s() + costs.recompute.total_s() + costs.backward_input.total_s() +
+             costs.backward_weight.total_s();
+    };
+
+    // Model-state bytes per parameter on a rank, after ZeRO sharding over dp·cp.
+    const double shards = static_cast<double>(knobs.dp * knobs.cp);
+    const double w = static_cast<double>(bytes_.weights);
+    const double g = static_cast<double>(bytes_.gradients);
+    const double o = static_cast<double>(bytes_.optimizer);
+    double state_bytes = w + g + o;
+    if (knobs.zero == 1) state_bytes = w + g + o / shards;
+    if (knobs.zero == 2) state_bytes = w + (g + o) / shards;
+    if (knobs.zero == 3) state_bytes = (w + g + o) / shards;
+    const double tp = static_cast<double>(knobs.tp);
+    const double layer_parameters =
+        static_cast<double>(counts_.attention_per_layer + counts_.mlp_per_layer) / tp +
+        static_cast<double>(counts_.norms_per_layer);
+    const double vocab_parameters =
+        static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
+    const double embedding_parameters = vocab_parameters +
+                                        static_cast<double>(counts_.position_embedding) +
+                                        static_cast<double>(counts_.embedding_norm);
+    const double head_parameters =
+        (plan.model.tied_embeddings && pp * vpp == 1 ? 0.0 : vocab_parameters) +
+        static_cast<double>(counts_.final_norm);
+    // ZeRO-3 holds a stage's gathered 16-bit weights while it runs.
+    const double gathered = knobs.zero == 3 ? context.activation_bytes() : 0.0;
+
+    // Model states alone, evenly spread, already too much: nothing below can fit.
+    const double total_parameters =
+        layer_parameters * static_cast<double>(layers) + embedding_parameters + head_parameters;
+    if (total_parameters * state_bytes / static_cast<double>(pp) > capacity_) {
+      *peak_bytes = total_parameters * state_bytes / static_cast<double>(pp);
+      return Verdict::model_states;
+    }
+
+    plan.stages.clear();
+    if (vpp == 1) {
+      std::vector<StageShape> shapes(static_cast<std::size_t>(pp));
+      for (std::int64_t s = 0; s < pp; ++s) {
+        StageShape& shape = shapes[static_cast<std::size_t>(s)];
+        const double held = static_cast<double>(in_flight(knobs.schedule, pp, 1, m, s));
+        shape.memory_per_layer_bytes =
+            layer_parameters * (state_bytes + gathered) + held * activations.stored;
+        shape.min_layers = (s == 0 || s == pp - 1) ? 0 : 1;
+        if (s == 0) {
+          shape.fixed_s += pass_s(embedding);
+          shape.memory_fixed_bytes += embedding_parameters * (state_bytes + gathered);
+        }
+        if (s == pp - 1) {
+          shape.fixed_s += pass_s(head);
+          shape.memory_fixed_bytes += head_parameters * (state_bytes + gathered);
+        }
+      }
+      if (pp == 1) shapes[0].min_layers = layers;
+      const std::optional<LayerSplit> split =
+          best_layer_split(layers, pass_s(layer), shapes, capacity_);
+      if (!split) {
+        // Report the even split's fullest stage.
+        double worst = 0;
+        for (std::int64_t s = 0; s < pp; ++s) {
+          const StageShape& shape = shapes[static_cast<std::size_t>(s)];
+          worst = std::max(worst, shape.memory_fixed_bytes + shape.memory_per_layer_bytes *
+                                                                 static_cast<double>(layers) /
+                                                                 static_cast<double>(pp));
+        }
+        *peak_bytes = worst;
+        return Verdict::activations;
+      }
+      std::int64_t next = 0;
+      for (std::int64_t s = 0; s < pp; ++s) {
+        const std::int64_t n = split->layers[static_cast<std::size_t>(s)];
+        plan.stages.push_back({next, n, s == 0, s == pp - 1});
+        next += n;
+      }
+      if (knobs.recompute == RecomputeGranularity::full) {
+        fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered), m,
+                                 context);
+      }
+    } else {
+      if (layers % (pp * vpp) != 0) return Verdict::rules;
+      plan.stages = schemas::even_pipeline_stages(layers, pp * vpp);
+      const double chunk_layers = static_cast<double>(layers / (pp * vpp));
+      double worst = 0;
+      for (std::int64_t r = 0; r < pp; ++r) {
+        double bytes =
+            chunk_layers * static_cast<double>(vpp) * layer_parameters * (state_bytes + gathered) +
+            static_cast<double>(in_flight(knobs.schedule, pp, vpp, m, r)) * chunk_layers *
+                activations.stored;
+        if (r == 0) bytes += embedding_parameters * (state_bytes + gathered);
+        if (r == pp - 1) bytes += head_parameters * (state_bytes + gathered);
+        worst = std::max(worst, bytes);
+      }
+      if (worst > capacity_) {
+        *peak_bytes = worst;
+        return Verdict::activations;
+      }
+    }
+    return Verdict::ok;
+  }
+
+  // A lower bound on the simulated step (see the header): every rank waits for its first input and
+  // then computes all its passes one after another; 1F1B and GPipe also wait for the last
+  // micro-batch's gradient to walk back to the first stage; TIED_GRAD and STEP come after.
+  double lower_bound(const costmodels::PlanCosts& costs) const {
+    const schemas::Plan& plan = plan_;
+    const std::size_t pp = static_cast<std::size_t>(plan.mesh.pp);
+    const double m = static_cast<double>(plan.batch.num_micro_batches);
+    std::vector<double> first_start(pp, 0.0);
+    std::vector<double> finish(pp, 0.0);
+    for (std::size_t s = 1; s < pp; ++s) {
+      const costmodels::StageCosts& before = costs.stages[s - 1];
+      first_start[s] = first_start[s - 1] + before.passes.forward.total_s() + before.send_forward_s;
+    }
+    std::vector<double> work(pp, 0.0);
+    for (std::size_t s = 0; s < costs.stages.size(); ++s) {
+      const costmodels::PassCosts& passes = costs.stages[s].passes;
+      work[s % pp] += m * (passes.forward.total_s() + passes.recompute.total_s() +
+                           passes.backward_input.total_s() + passes.backward_weight.total_s());
+    }
+    double bound = 0;
+    for (std::size_t r = 0; r < pp; ++r) {
+      finish[r] = first_start[r] + work[r];
+      bound = std::max(bound, finish[r]);
+    }
+    const ScheduleType type = plan.schedule.type;
+    if (plan.mesh.vpp == 1 && (type == ScheduleType::one_f_one_b || type == ScheduleType::gpipe)) {
+      double chain = finish[pp - 1];
+      for (std::size_t s = pp - 1; s-- > 0;) {
+        const costmodels::PassCosts& passes = costs.stages[s].passes;
+        chain += costs.stages[s + 1].send_backward_s + passes.recompute.total_s() +
+                 passes.backward_input.total_s() + passes.backward_weight.total_s();
+      }
+      bound = std::max(bound, chain);
+    }
+    if (costs.tied_embedding_grad_s > 0) {
+      bound = std::max(bound, std::max(finish[0], finish[pp - 1]) + costs.tied_embedding_grad_s);
+    }
+    return bound + *std::max_element(costs.optimizer_step_s.begin(), costs.optimizer_step_s.end());
+  }
+
+  schemas::Plan& plan() { return plan_; }
+
+ private:
+  // Full recomputation of only as many layers per stage as memory needs: the rest keep their
+  // activations and skip the extra forward.
+  void fewest_recomputed_layers(const Knobs& knobs, const std::vector<StageShape>& shapes,
+                                double state_per_layer, std::int64_t m,
+                                const costmodels::LayerContext& context) {
+    const costmodels::LayerActivationBytes plain =
+        costmodels::layer_activation_bytes(context, RecomputeGranularity::none);
+    const costmodels::LayerActivationBytes full =
+        costmodels::layer_activation_bytes(context, RecomputeGranularity::full);
+    std::vector<std::int64_t> recomputed;
+    bool partial = false;
+    for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
+      const std::int64_t n = plan_.stages[s].num_layers;
+      const double held = static_cast<double>(
+          in_flight(knobs.schedule, knobs.pp, 1, m, static_cast<std::int64_t>(s)));
+      const double base = shapes[s].memory_fixed_bytes + static_cast<double>(n) * state_per_layer +
+                          held * static_cast<double>(n) * plain.stored;
+      const double saved_per_layer = held * (plain.stored - full.stored);
+      std::int64_t k = 0;
+      if (base > capacity_ && saved_per_layer > 0) {
+        k = std::min(n, static_cast<std::int64_t>(std::ceil((base - capacity_) / saved_per_layer)));
+      } else if (base > capacity_) {
+        k = n;
+      }
+      partial = partial || k < n;
+      recomputed.push_back(k);
+    }
+    if (partial) plan_.recompute.full_layers_per_stage = std::move(recomputed);
+  }
+
+  const std::vector<MeshOrder>& orders_;
+  double capacity_;
+  costmodels::ParameterBreakdown counts_;
+  costmodels::ModelStateBytesPerParameter bytes_;
+  schemas::Plan plan_;
+};
+
+// The distinct network placements of a mesh: orders that put every group on the same tiers are
+// the same candidate, so only the first of them (the default order first) is kept.
+std::vector<std::int16_t> distinct_orders(const schemas::ClusterConfig& cluster,
+                                          const std::vector<MeshOrder>& orders, std::int64_t tp,
+                                          std::int64_t cp, std::int64_t dp, std::int64_t pp) {
+  std::vector<std::int16_t> kept;
+  std::vector<std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, int>> seen;
+  for (std::size_t i = 0; i < orders.size(); ++i) {
+    const schemas::Mesh mesh{tp, cp, dp, pp, 1, orders[i]};
+    const costmodels::GroupSpan tp_span =
+        costmodels::group_span(cluster, costmodels::first_group_ranks(mesh, {MeshAxis::tp}));
+    const int cp_tier =
+        cp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::cp))
+               : -1;
+    const costmodels::GroupSpan dp_span = costmodels::group_span(
+        cluster, costmodels::first_group_ranks(mesh, {MeshAxis::dp, MeshAxis::cp}));
+    const int pp_tier =
+        pp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::pp))
+               : -1;
+    auto signature = std::make_tuple(tp_span, cp_tier, dp_span, pp_tier);
+    if (std::find(seen.begin(), seen.end(), signature) == seen.end()) {
+      seen.push_back(std::move(signature));
+      kept.push_back(static_cast<std::int16_t>(i));
+    }
+  }
+  return kept;
+}
+
+std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
+                             const schemas::ClusterConfig& cluster, const SearchOptions& options,
+                             const std::vector<MeshOrder>& orders, std::int64_t* rule_pruned) {
+  const std::int64_t world = cluster.world_size();
+  const std::int64_t seq = options.seq_length;
+  const std::int64_t max_tp = options.max_tp > 0 ? options.max_tp : 2 * cluster.gpus_per_node;
+  const bool allowed[] = {
+      std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::gpipe) > 0,
+      std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::one_f_one_b) > 0,
+      std::count(options.schedules.begin(), options.schedules.end(),
+                 ScheduleType::interleaved_one_f_one_b) > 0,
+      std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::zb_h1) > 0};
+  std::vector<Knobs> candidates;
+  for (std::int64_t tp = 1; tp <= std::min(max_tp, world); tp *= 2) {
+    const bool tp_ok = model.num_attention_heads % tp == 0 && model.ffn_hidden_size % tp == 0 &&
+                       (model.num_kv_heads % tp == 0 || tp % model.num_kv_heads == 0);
+    for (std::int64_t cp = 1; cp <= 8 && tp * cp <= world; cp *= 2) {
+      if (world % (tp * cp) != 0) continue;
+      for (std::int64_t pp : divisors(world / (tp * cp))) {
+        if (pp > model.num_layers) break;
+        const std::int64_t dp = world / (tp * cp * pp);
+        const bool layout_ok =
+            tp_ok && (cp == 1 || seq % (2 * cp) == 0) && options.global_batch_size % dp == 0;
+        const std::vector<std::int16_t> placements =
+            layout_ok ? distinct_orders(cluster, orders, tp, cp, dp, pp)
+                      : std::vector<std::int16_t>{0};
+        for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
+          for (std::int16_t order : placements) {
+            for (int zero = 0; zero <= 3; ++zero) {
+              for (RecomputeGranularity recompute :
+                   {RecomputeGranularity::none, RecomputeGranularity::selective,
+                    RecomputeGranularity::full}) {
+                for (bool sp : {false, true}) {
+                  auto add = [&](ScheduleType schedule, std::int64_t vpp) {
+                    Knobs knobs{static_cast<std::int32_t>(tp),
+                                static_cast<std::int32_t>(cp),
+                                static_cast<std::int32_t>(pp),
+                                static_cast<std::int32_t>(dp),
+                                static_cast<std::int32_t>(vpp),
+                                static_cast<std::int32_t>(micro),
+                                static_cast<std::int8_t>(zero),
+                                recompute,
+                                sp,
+                                schedule,
+                                order};
+                    const std::int64_t per_step = micro * dp;
+                    const bool ok = layout_ok && options.global_batch_size % per_step == 0 &&
+                                    (!sp || (tp > 1 && (seq / cp) % tp == 0)) &&
+                                    (zero == 0 || dp * cp > 1) &&
+                                    (schedule != ScheduleType::interleaved_one_f_one_b ||
+                                     (options.global_batch_size / per_step) % pp == 0);
+                    if (!ok) {
+                      ++*rule_pruned;
+                      return;
+                    }
+                    candidates.push_back(knobs);
+                  };
+                  if (allowed[1]) add(ScheduleType::one_f_one_b, 1);
+                  if (pp > 1 && allowed[3]) add(ScheduleType::zb_h1, 1);
+                  if (pp > 1 && allowed[0]) add(ScheduleType::gpipe, 1);
+                  if (pp > 1 && allowed[2]) {
+                    for (std::int64_t vpp : divisors(model.num_layers / pp)) {
+                      if (vpp > 1 && model.num_layers % pp == 0) {
+                        add(ScheduleType::interleaved_one_f_one_b, vpp);
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return candidates;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+std::string describe_bottleneck(const schemas::Plan& plan, const simulator::StepMetrics& metrics) {
+  const simulator::TimeBreakdown& time = metrics.breakdown;
+  const double step = metrics.step_time_s;
+  const auto crosses = [&](std::vector<MeshAxis> axes) {
+    const costmodels::GroupSpan span = costmodels::group_span(
+        plan.cluster, costmodels::first_group_ranks(plan.mesh, std::move(axes)));
+    return span.outermost_tier() > 0 ? " crosses nodes" : "";
+  };
+  struct Part {
+    double seconds;
+    std::string words;
+  };
+  const std::vector<Part> parts{
+      {time.bubble_s, "pipeline bubble"},
+      {time.tp_comm_s,
+       fmt::format("tp {}{}", plan.sequence_parallel ? "all-gather/reduce-scatter" : "all-reduce",
+                   crosses({MeshAxis::tp}))},
+      {time.cp_comm_s, fmt::format("cp ring exchange{}", crosses({MeshAxis::cp}))},
+      {time.pp_comm_s, "pipeline sends"},
+      {time.dp_comm_s,
+       fmt::format("dp gradient reduction{}", crosses({MeshAxis::dp, MeshAxis::cp}))},
+      {time.recompute_s, "recomputation"},
+      {time.optimizer_s, "optimizer step"}};
+  const Part* largest = &parts[0];
+  for (const Part& part : parts) {
+    if (part.seconds > largest->seconds) largest = &part;
+  }
+  if (largest->seconds < 0.03 * step) return "compute-bound";
+  return fmt::format("{} {:.0f}%", largest->words, 100 * largest->seconds / step);
+}
+
+SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
+                          const SearchOptions& given) {
+  const auto started = std::chrono::steady_clock::now();
+  SearchOptions options = given;
+  if (options.seq_length <= 0) options.seq_length = model.max_seq_length;
+  if (options.top_k == 0) options.top_k = 1;
+  const double capacity =
+      static_cast<double>(cluster.usable_memory_bytes()) -
+      options.memory_reserve_fraction * static_cast<double>(cluster.gpu.memory_bytes);
+  const std::vector<MeshOrder> orders = all_orders();
+
+  SearchResult result;
+  SearchStatistics& stats = result.statistics;
+  std::vector<Knobs> candidates =
+      enumerate(model, cluster, options, orders, &stats.pruned_by_rules);
+  stats.enumerated = static_cast<std::int64_t>(candidates.size()) + stats.pruned_by_rules;
+
+  const unsigned threads =
+      std::max(1u, options.threads > 0 ? options.threads : std::thread::hardware_concurrency());
+  // Each thread scores an interleaved share of the candidates into its own lists; merging sorts
+  // by (bound, index), so the result does not depend on the number of threads.
+  struct Share {
+    std::vector<Scored> scored;
+    std::vector<Deficit> deficits;
+    std::int64_t rules = 0, model_states = 0, activations = 0;
+  };
+  std::vector<Share> shares(threads);
+  std::atomic<std::size_t> done{0};
+  auto score = [&](unsigned thread) {
+    Evaluator evaluator(model, cluster, options, orders, capacity);
+    Share& share = shares[thread];
+    for (std::size_t i = thread; i < candidates.size(); i += threads) {
+      double peak = 0;
+      const Verdict verdict = evaluator.build(candidates[i], &peak);
+      if (verdict == Verdict::ok) {
+        const costmodels::PlanCosts costs = costmodels::plan_costs(evaluator.plan());
+        share.scored.push_back({evaluator.lower_bound(costs), i});
+      } else if (verdict == Verdict::rules) {
+        ++share.rules;
+      } else {
+        (verdict == Verdict::model_states ? share.model_states : share.activations)++;
+        share.deficits.push_back({peak, i, verdict});
+        // Keep only the nearest few.
+        if (share.deficits.size() > 64) {
+          std::nth_element(share.deficits.begin(), share.deficits.begin() + 16,
+                           share.deficits.end(), [](const Deficit& a, const Deficit& b) {
+                             return std::tie(a.peak_bytes, a.index) <
+                                    std::tie(b.peak_bytes, b.index);
+                           });
+          share.deficits.resize(16);
+        }
+      }
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  {
+    // Workers score; this thread only reports progress (when asked) and waits.
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t) workers.emplace_back(score, t);
+    while (options.progress && done.load() < candidates.size()) {
+      options.progress(done.load(), candidates.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (std::thread& worker : workers) worker.join();
+    if (options.progress) options.progress(candidates.size(), candidates.size());
+  }
+  std::vector<Scored> scored;
+  std::vector<Deficit> deficits;
+  for (Share& share : shares) {
+    scored.insert(scored.end(), share.scored.begin(), share.scored.end());
+    deficits.insert(deficits.end(), share.deficits.begin(), share.deficits.end());
+    stats.pruned_by_rules += share.rules;
+    stats.pruned_by_model_states += share.model_states;
+    stats.pruned_by_activations += share.activations;
+  }
+  stats.estimated = static_cast<std::int64_t>(scored.size());
+  std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+    return std::tie(a.lower_bound_s, a.index) < std::tie(b.lower_bound_s, b.index);
+  });
+
+  // Branch and bound: simulate in order of the bound, a batch at a time across the threads, until
+  // the next bound cannot beat the K-th best simulated step.
+  std::vector<RankedPlan> kept;
+  std::vector<NearMiss> over_memory;
+  const std::size_t batch = static_cast<std::size_t>(threads) * 4;
+  for (std::size_t next = 0; next < scored.size();) {
+    if (kept.size() >= options.top_k &&
+        scored[next].lower_bound_s >= kept[options.top_k - 1].metrics.step_time_s) {
+      break;
+    }
+    const std::size_t end = std::min(scored.size(), next + batch);
+    std::vector<std::optional<RankedPlan>> simulated(end - next);
+    std::vector<std::optional<NearMiss>> misses(end - next);
+    auto simulate_share = [&](unsigned thread) {
+      Evaluator evaluator(model, cluster, options, orders, capacity);
+      for (std::size_t i = next + thread; i < end; i += threads) {
+        double peak = 0;
+        evaluator.build(candidates[scored[i].index], &peak);
+        schemas::Plan plan = evaluator.plan();
+        schemas::validate_plan(plan, schemas::JsonLocation("planner"));
+        const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, {});
+        double peak_bytes = 0;
+        for (const simulator::RankMemory& memory : simulation.result.memory) {
+          peak_bytes = std::max(peak_bytes, memory.peak_bytes);
+        }
+        if (peak_bytes > capacity) {
+          misses[i - next] = NearMiss{std::move(plan), peak_bytes, capacity, "activations"};
+          continue;
+        }
+        plan.predicted = schemas::PredictedMetrics{simulation.metrics.step_time_s,
+                                                   simulation.metrics.tokens_per_s,
+                                                   simulation.metrics.mfu,
+                                                   {},
+                                                   std::string("strata plan")};
+        for (const simulator::RankMemory& memory : simulation.result.memory) {
+          plan.predicted->peak_memory_bytes_per_pipeline_rank.push_back(
+              static_cast<std::int64_t>(std::ceil(memory.peak_bytes)));
+        }
+        RankedPlan ranked{std::move(plan), simulation.metrics, simulation.result.memory, "",
+                          scored[i].lower_bound_s};
+        ranked.bottleneck = describe_bottleneck(ranked.plan, ranked.metrics);
+        simulated[i - next] = std::move(ranked);
+      }
+    };
+    {
+      std::vector<std::thread> workers;
+      for (unsigned t = 1; t < threads; ++t) workers.emplace_back(simulate_share, t);
+      simulate_share(0);
+      for (std::thread& worker : workers) worker.join();
+    }
+    for (std::size_t i = 0; i < simulated.size(); ++i) {
+      ++stats.simulated;
+      if (simulated[i]) kept.push_back(std::move(*simulated[i]));
+      if (misses[i]) {
+        ++stats.over_memory_in_simulation;
+        over_memory.push_back(std::move(*misses[i]));
+      }
+    }
+    // Stable: equal times keep the bound order, which is deterministic.
+    std::stable_sort(kept.begin(), kept.end(), [](const RankedPlan& a, const RankedPlan& b) {
+      return a.metrics.step_time_s < b.metrics.step_time_s;
+    });
+    if (kept.size() > options.top_k) kept.resize(options.top_k);
+    next = end;
+  }
+  result.best = std::move(kept);
+
+  if (result.best.empty()) {
+    std::sort(deficits.begin(), deficits.end(), [](const Deficit& a, const Deficit& b) {
+      return std::tie(a.peak_bytes, a.index) < std::tie(b.peak_bytes, b.index);
+    });
+    Evaluator evaluator(model, cluster, options, orders, capacity);
+    for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
+    for (const Deficit& deficit : deficits) {
+      if (result.nearest.size() >= 5) break;
+      double peak = 0;
+      evaluator.build(candidates[deficit.index], &peak);
+      schemas::Plan plan = evaluator.plan();
+      if (plan.stages.empty()) {
+        plan.stages = schemas::even_pipeline_stages(model.num_layers, plan.mesh.pp * plan.mesh.vpp);
+      }
+      result.nearest.push_back(
+          NearMiss{std::move(plan), deficit.peak_bytes, capacity,
+                   deficit.verdict == Verdict::model_states ? "model states" : "activations"});
+    }
+    std::stable_sort(
+        result.nearest.begin(), result.nearest.end(),
+        [](const NearMiss& a, const NearMiss& b) { return a.peak_bytes < b.peak_bytes; });
+    if (result.nearest.size() > 5) result.nearest.resize(5);
+    const bool states_bind = stats.pruned_by_activations == 0 && stats.estimated == 0 &&
+                             stats.over_memory_in_simulation == 0;
+    if (candidates.empty()) {
+      result.binding_constraint =
+          "no layout satisfies the divisibility rules (heads, ffn, kv heads, sequence, global "
+          "batch against the cluster's GPU count)";
+    } else if (states_bind) {
+      const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
+      const double bytes =
+          static_cast<double>(costmodels::adam_model_state_bytes(options.precision).total()) *
+          static_cast<double>(counts.total());
+      result.binding_constraint = fmt::format(
+          "memory for model states: weights, gradients and Adam state need {:.1f} GiB in all; "
+          "the best sharding still leaves the fullest GPU above its {:.1f} GiB",
+          bytes / kGiB, capacity / kGiB);
+    } else {
+      result.binding_constraint = fmt::format(
+          "memory for activations: model states fit when sharded, but no layout's activations "
+          "fit the {:.1f} GiB per GPU (micro-batch 1 and full recomputation included)",
+          capacity / kGiB);
+    }
+  }
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+}  // namespace strata::planner

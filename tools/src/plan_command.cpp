@@ -1,0 +1,296 @@
+// `strata plan`: searches every layout of a model on a cluster for a fixed global batch and
+// prints the fastest plans that fit, why each is as fast as it is, and how the search went;
+// `--out` writes them as plan files, `--emit megatron` as Megatron-LM flags.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "strata/planner/megatron_arguments.h"
+#include "strata/planner/plan_search.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "text_format.h"
+
+namespace strata::tools {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// "E+9, 10×6, 9+L": stages with the embedding (E) and the LM head (L), equal neighbours grouped.
+std::string split_text(const schemas::Plan& plan) {
+  if (plan.mesh.vpp > 1) {
+    return fmt::format("{}×{} chunks of {}", plan.mesh.pp, plan.mesh.vpp,
+                       plan.stages.front().num_layers);
+  }
+  std::vector<std::string> parts;
+  for (std::size_t s = 0; s < plan.stages.size();) {
+    const schemas::PipelineStage& stage = plan.stages[s];
+    if (stage.embedding || stage.lm_head) {
+      std::string text = stage.embedding ? "E" : "";
+      if (stage.num_layers > 0)
+        text += (text.empty() ? "" : "+") + std::to_string(stage.num_layers);
+      if (stage.lm_head) text += stage.num_layers > 0 || stage.embedding ? "+L" : "L";
+      parts.push_back(text);
+      ++s;
+      continue;
+    }
+    std::size_t run = s;
+    while (run < plan.stages.size() && !plan.stages[run].lm_head &&
+           plan.stages[run].num_layers == stage.num_layers) {
+      ++run;
+    }
+    parts.push_back(run - s > 1 ? fmt::format("{}×{}", stage.num_layers, run - s)
+                                : std::to_string(stage.num_layers));
+    s = run;
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string recompute_text(const schemas::Plan& plan) {
+  const std::string name(
+      schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames));
+  if (plan.recompute.full_layers_per_stage.empty()) return name;
+  return fmt::format("full {}", fmt::join(plan.recompute.full_layers_per_stage, "/"));
+}
+
+double peak_bytes(const std::vector<simulator::RankMemory>& memory) {
+  double peak = 0;
+  for (const simulator::RankMemory& rank : memory) peak = std::max(peak, rank.peak_bytes);
+  return peak;
+}
+
+nlohmann::json layout_json(const schemas::Plan& plan) {
+  return {{"tp", plan.mesh.tp},
+          {"cp", plan.mesh.cp},
+          {"pp", plan.mesh.pp},
+          {"dp", plan.mesh.dp},
+          {"vpp", plan.mesh.vpp},
+          {"micro_batch_size", plan.batch.micro_batch_size},
+          {"zero_stage", plan.zero_stage},
+          {"recompute", recompute_text(plan)},
+          {"sequence_parallel", plan.sequence_parallel},
+          {"schedule", schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
+          {"order", schemas::mesh_order_to_string(plan.mesh.order)},
+          {"split", split_text(plan)}};
+}
+
+std::filesystem::path numbered(const std::filesystem::path& path, std::size_t rank) {
+  if (rank == 0) return path;
+  std::filesystem::path result = path;
+  result.replace_filename(
+      fmt::format("{}.{}{}", path.stem().string(), rank + 1, path.extension().string()));
+  return result;
+}
+
+void print_progress(std::size_t done, std::size_t total) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(width * done / total) : width;
+  std::fprintf(stderr, "\r[%s%s] %3d%% %zu/%zu candidates", std::string(filled, '#').c_str(),
+               std::string(width - filled, ' ').c_str(),
+               total ? static_cast<int>(100 * done / total) : 100, done, total);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "plan", "Search every tp/cp/pp/dp layout, schedule and split; print the fastest that fit");
+  command->add_option("--model", options.model, "Model preset, model file or HF config.json")
+      ->capture_default_str();
+  command->add_option("--cluster", options.cluster, "Cluster preset (NAME:NODES) or file")
+      ->capture_default_str();
+  command->add_option("--global-batch", options.global_batch, "Sequences per optimizer step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command->add_option("--seq-len", options.seq_length, "Sequence length (default: the model's)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--top", options.top_k, "How many plans to show")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  command->add_option("--out", options.out_path,
+                      "Write the plans as plan files: FILE, then FILE's stem .2, .3, ...");
+  command
+      ->add_option("--memory-reserve", options.memory_reserve,
+                   "Fraction of GPU memory to keep free beyond the cluster's reserve")
+      ->check(CLI::Range(0.0, 0.9));
+  command
+      ->add_option("--max-tp", options.max_tp,
+                   "Largest tensor-parallel size (default: 2 nodes' GPUs)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--schedules", options.schedules, "Schedules to consider")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}));
+  command->add_option("--precision", options.precision, "Training dtype")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}))
+      ->capture_default_str();
+  command->add_option("--emit", options.emit, "Also print the best plan for: megatron")
+      ->check(CLI::IsMember({"megatron"}));
+  command->add_flag("--quiet", options.quiet, "No progress bar");
+  add_format_option(command, options.format);
+  return command;
+}
+
+int run_plan(const PlanOptions& options) {
+  const schemas::ModelConfig model = schemas::resolve_model(options.model);
+  const schemas::ClusterConfig cluster = schemas::resolve_cluster(options.cluster);
+  planner::SearchOptions search;
+  search.global_batch_size = options.global_batch;
+  search.seq_length = options.seq_length.value_or(0);
+  search.top_k = options.top_k;
+  search.memory_reserve_fraction = options.memory_reserve;
+  search.max_tp = options.max_tp.value_or(0);
+  search.precision = *schemas::value_of(options.precision, schemas::kDtypeNames);
+  if (!options.schedules.empty()) {
+    search.schedules.clear();
+    for (const std::string& name : options.schedules) {
+      search.schedules.push_back(*schemas::value_of(name, schemas::kScheduleTypeNames));
+    }
+  }
+  const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
+  if (seq > model.max_seq_length) {
+    throw schemas::InputError("--seq-len", "",
+                              fmt::format("{} is more than {}'s max_seq_length={}", seq, model.name,
+                                          model.max_seq_length));
+  }
+  if (!options.quiet && isatty(STDERR_FILENO)) {
+    const auto started = std::chrono::steady_clock::now();
+    search.progress = [started](std::size_t done, std::size_t total) {
+      if (std::chrono::steady_clock::now() - started > std::chrono::seconds(1) || done == total) {
+        if (done == total && std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
+          return;
+        }
+        print_progress(done, total);
+      }
+    };
+  }
+  const planner::SearchResult result = planner::search_plans(model, cluster, search);
+  const planner::SearchStatistics& stats = result.statistics;
+
+  if (options.out_path) {
+    for (std::size_t i = 0; i < result.best.size(); ++i) {
+      schemas::write_json_document(numbered(*options.out_path, i),
+                                   schemas::plan_to_json(result.best[i].plan));
+    }
+  }
+  const nlohmann::json statistics = {{"candidates_enumerated", stats.enumerated},
+                                     {"pruned_by_rules", stats.pruned_by_rules},
+                                     {"pruned_by_model_state_memory", stats.pruned_by_model_states},
+                                     {"pruned_by_activation_memory", stats.pruned_by_activations},
+                                     {"estimated", stats.estimated},
+                                     {"simulated", stats.simulated},
+                                     {"over_memory_in_simulation", stats.over_memory_in_simulation},
+                                     {"search_seconds", stats.seconds}};
+
+  if (options.format == OutputFormat::json) {
+    nlohmann::json plans = nlohmann::json::array();
+    for (const planner::RankedPlan& ranked : result.best) {
+      plans.push_back({{"layout", layout_json(ranked.plan)},
+                       {"step_time_s", ranked.metrics.step_time_s},
+                       {"tokens_per_s", ranked.metrics.tokens_per_s},
+                       {"mfu", ranked.metrics.mfu},
+                       {"peak_memory_bytes", peak_bytes(ranked.memory)},
+                       {"capacity_bytes", ranked.memory.front().capacity_bytes},
+                       {"bottleneck", ranked.bottleneck},
+                       {"plan", schemas::plan_to_json(ranked.plan)}});
+    }
+    nlohmann::json nearest = nlohmann::json::array();
+    for (const planner::NearMiss& miss : result.nearest) {
+      nearest.push_back({{"layout", layout_json(miss.plan)},
+                         {"peak_memory_bytes", miss.peak_bytes},
+                         {"capacity_bytes", miss.capacity_bytes},
+                         {"lacking_bytes", miss.peak_bytes - miss.capacity_bytes},
+                         {"limited_by", miss.reason}});
+    }
+    nlohmann::json report = {{"model", model.name},
+                             {"cluster", cluster.name},
+                             {"gpus", cluster.world_size()},
+                             {"global_batch_size", options.global_batch},
+                             {"seq_length", seq},
+                             {"plans", plans},
+                             {"statistics", statistics}};
+    if (!options.emit.empty() && !result.best.empty()) {
+      report["megatron_arguments"] = planner::megatron_arguments(result.best.front().plan);
+    }
+    if (result.best.empty()) {
+      report["binding_constraint"] = result.binding_constraint;
+      report["nearest"] = nearest;
+    }
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}\n", model.name,
+                             cluster.world_size(), cluster.gpu.name, cluster.name,
+                             options.global_batch, seq, options.precision);
+    if (!result.best.empty()) {
+      TextTable table(
+          {"#", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp", "schedule", "order",
+           "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
+          {true, true, true, true, true, true, true, true, false, false, false, false, false, true,
+           true, true, true, false});
+      for (std::size_t i = 0; i < result.best.size(); ++i) {
+        const planner::RankedPlan& ranked = result.best[i];
+        const schemas::Plan& plan = ranked.plan;
+        table.add_row(
+            {std::to_string(i + 1), std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
+             std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
+             std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
+             std::to_string(plan.zero_stage), recompute_text(plan),
+             plan.sequence_parallel ? "on" : "off",
+             std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
+             schemas::mesh_order_to_string(plan.mesh.order), split_text(plan),
+             fmt::format("{:.3f} s", ranked.metrics.step_time_s),
+             group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
+             format_percent(ranked.metrics.mfu),
+             fmt::format("{:.1f}/{:.1f} GiB", peak_bytes(ranked.memory) / kGiB,
+                         ranked.memory.front().capacity_bytes / kGiB),
+             ranked.bottleneck});
+      }
+      std::cout << table.render();
+    } else {
+      std::cout << "No plan fits. Binding constraint: " << result.binding_constraint << "\n";
+      if (!result.nearest.empty()) {
+        std::cout << "Nearest candidates:\n";
+        TextTable table({"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
+                         "limited by"},
+                        {true, true, true, true, true, true, true, false, true, true, false});
+        for (const planner::NearMiss& miss : result.nearest) {
+          const schemas::Plan& plan = miss.plan;
+          table.add_row({std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
+                         std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
+                         std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
+                         std::to_string(plan.zero_stage), recompute_text(plan),
+                         format_gib(miss.peak_bytes),
+                         format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason});
+        }
+        std::cout << table.render();
+      }
+    }
+    std::cout << fmt::format(
+        "search: {} candidates; pruned {} by layout rules, {} by model-state memory, {} by "
+        "activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
+        group_thousands(stats.enumerated), group_thousands(stats.pruned_by_rules),
+        group_thousands(stats.pruned_by_model_states), group_thousands(stats.pruned_by_activations),
+        group_thousands(stats.estimated), group_thousands(stats.simulated),
+        group_thousands(stats.over_memory_in_simulation), stats.seconds);
+    if (options.out_path && !result.best.empty()) {
+      std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
+                               result.best.size() == 1 ? "" : "s", options.out_path->string());
+    }
+    if (!options.emit.empty() && !result.best.empty()) {
+      std::cout << "Megatron-LM flags for plan 1:\n"
+                << planner::megatron_arguments(result.best.front().plan);
+    }
+  }
+  if (result.best.empty()) {
+    std::fprintf(stderr, "strata: no plan fits: %s\n", result.binding_constraint.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace strata::tools
