@@ -38,7 +38,7 @@ struct Knobs {
   std::int16_t order = 0;  // index into the search's distinct orders
 };
 
-enum class Verdict { ok, rules, model_states, activations };
+enum class Verdict { ok, rules, duplicate, model_states, activations };
 
 struct Scored {
   double lower_bound_s = 0;
@@ -196,9 +196,10 @@ class Evaluator {
         plan.stages.push_back({next, n, s == 0, s == pp - 1});
         next += n;
       }
-      if (knobs.recompute == RecomputeGranularity::full) {
-        fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered), m,
-                                 context);
+      if (knobs.recompute == RecomputeGranularity::full &&
+          !fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered), m,
+                                    context)) {
+        return Verdict::duplicate;  // recomputing nothing is the candidate without recompute
       }
     } else {
       if (layers % (pp * vpp) != 0) return Verdict::rules;
@@ -264,10 +265,16 @@ class Evaluator {
 
   schemas::Plan& plan() { return plan_; }
 
+  void use_even_split() {
+    plan_.stages =
+        schemas::even_pipeline_stages(plan_.model.num_layers, plan_.mesh.pp * plan_.mesh.vpp);
+    plan_.recompute.full_layers_per_stage.clear();
+  }
+
  private:
   // Full recomputation of only as many layers per stage as memory needs: the rest keep their
-  // activations and skip the extra forward.
-  void fewest_recomputed_layers(const Knobs& knobs, const std::vector<StageShape>& shapes,
+  // activations and skip the extra forward. False when no layer needs it.
+  bool fewest_recomputed_layers(const Knobs& knobs, const std::vector<StageShape>& shapes,
                                 double state_per_layer, std::int64_t m,
                                 const costmodels::LayerContext& context) {
     const costmodels::LayerActivationBytes plain =
@@ -276,6 +283,7 @@ class Evaluator {
         costmodels::layer_activation_bytes(context, RecomputeGranularity::full);
     std::vector<std::int64_t> recomputed;
     bool partial = false;
+    bool any = false;
     for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
       const std::int64_t n = plan_.stages[s].num_layers;
       const double held = static_cast<double>(
@@ -290,9 +298,11 @@ class Evaluator {
         k = n;
       }
       partial = partial || k < n;
+      any = any || k > 0;
       recomputed.push_back(k);
     }
     if (partial) plan_.recompute.full_layers_per_stage = std::move(recomputed);
+    return any;
   }
 
   const std::vector<MeshOrder>& orders_;
@@ -467,7 +477,7 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
   struct Share {
     std::vector<Scored> scored;
     std::vector<Deficit> deficits;
-    std::int64_t rules = 0, model_states = 0, activations = 0;
+    std::int64_t rules = 0, duplicates = 0, model_states = 0, activations = 0;
   };
   std::vector<Share> shares(threads);
   std::atomic<std::size_t> done{0};
@@ -480,8 +490,13 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
       if (verdict == Verdict::ok) {
         const costmodels::PlanCosts costs = costmodels::plan_costs(evaluator.plan());
         share.scored.push_back({evaluator.lower_bound(costs), i});
+      } else if (options.exhaustive &&
+                 (verdict == Verdict::model_states || verdict == Verdict::activations)) {
+        share.scored.push_back({0.0, i});  // simulated anyway: the test of the pruning
       } else if (verdict == Verdict::rules) {
         ++share.rules;
+      } else if (verdict == Verdict::duplicate) {
+        ++share.duplicates;
       } else {
         (verdict == Verdict::model_states ? share.model_states : share.activations)++;
         share.deficits.push_back({peak, i, verdict});
@@ -515,6 +530,7 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
     scored.insert(scored.end(), share.scored.begin(), share.scored.end());
     deficits.insert(deficits.end(), share.deficits.begin(), share.deficits.end());
     stats.pruned_by_rules += share.rules;
+    stats.pruned_as_duplicates += share.duplicates;
     stats.pruned_by_model_states += share.model_states;
     stats.pruned_by_activations += share.activations;
   }
@@ -527,9 +543,10 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
   // the next bound cannot beat the K-th best simulated step.
   std::vector<RankedPlan> kept;
   std::vector<NearMiss> over_memory;
-  const std::size_t batch = static_cast<std::size_t>(threads) * 4;
+  // A fixed batch size (not the thread count) keeps even the statistics independent of threads.
+  const std::size_t batch = 8;
   for (std::size_t next = 0; next < scored.size();) {
-    if (kept.size() >= options.top_k &&
+    if (!options.exhaustive && kept.size() >= options.top_k &&
         scored[next].lower_bound_s >= kept[options.top_k - 1].metrics.step_time_s) {
       break;
     }
@@ -540,7 +557,9 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
       Evaluator evaluator(model, cluster, options, orders, capacity);
       for (std::size_t i = next + thread; i < end; i += threads) {
         double peak = 0;
-        evaluator.build(candidates[scored[i].index], &peak);
+        if (evaluator.build(candidates[scored[i].index], &peak) != Verdict::ok) {
+          evaluator.use_even_split();  // exhaustive mode: a candidate the pruning dropped
+        }
         schemas::Plan plan = evaluator.plan();
         schemas::validate_plan(plan, schemas::JsonLocation("planner"));
         const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, {});
@@ -596,8 +615,18 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
     });
     Evaluator evaluator(model, cluster, options, orders, capacity);
     for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
+    std::vector<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t>>
+        shown_states;
     for (const Deficit& deficit : deficits) {
       if (result.nearest.size() >= 5) break;
+      const Knobs& knobs = candidates[deficit.index];
+      if (deficit.verdict == Verdict::model_states) {
+        // Micro-batch, recomputation and schedule do not change model states: show each mesh once.
+        const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero);
+        if (std::find(shown_states.begin(), shown_states.end(), key) != shown_states.end())
+          continue;
+        shown_states.push_back(key);
+      }
       double peak = 0;
       evaluator.build(candidates[deficit.index], &peak);
       schemas::Plan plan = evaluator.plan();

@@ -294,3 +294,48 @@ TEST(CliValidateSim, ReportsEachRunAndTheErrorSummary) {
 
 }  // namespace
 }  // namespace strata::tools
+
+namespace strata::tools {
+namespace {
+
+TEST(CliPlan, WritesPlansThatSimulateAsTheyAre) {
+  const std::filesystem::path out = std::filesystem::path(::testing::TempDir()) /
+                                    ("strata-plan-" + std::to_string(::getpid())) / "best.json";
+  std::filesystem::create_directories(out.parent_path());
+  const CommandResult run = strata(
+      "plan --model gpt2-350m --cluster dgx-h100 --global-batch 64 --seq-len 1024 --top 3 "
+      "--format json --emit megatron --out " +
+      out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");  // no progress bar when stderr is not a terminal
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  ASSERT_EQ(report.at("plans").size(), 3u);
+  EXPECT_GT(report.at("statistics").at("candidates_enumerated").get<int>(), 1000);
+  EXPECT_NE(report.at("megatron_arguments").get<std::string>().find("--global-batch-size 64"),
+            std::string::npos);
+  const double best = report.at("plans").at(0).at("step_time_s");
+  const CommandResult simulated = strata("simulate --format json --plan " + out.string());
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_NEAR(nlohmann::json::parse(simulated.out).at("step_time_s").get<double>(), best,
+              1e-9 * best);
+  for (const char* name : {"best.2.json", "best.3.json"}) {
+    EXPECT_EQ(strata("validate " + (out.parent_path() / name).string()).exit_code, 0) << name;
+  }
+  std::filesystem::remove_all(out.parent_path());
+}
+
+TEST(CliPlan, NothingFitsExitsOneWithTheBindingConstraint) {
+  const CommandResult run =
+      strata("plan --model gpt3-1t --cluster dgx-h100 --global-batch 64 --seq-len 2048");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(lines(run.err), 1u);
+  EXPECT_THAT(run.err, HasSubstr("strata: no plan fits: memory for model states"));
+  EXPECT_THAT(run.out, HasSubstr("Nearest candidates"));
+  const CommandResult too_long = strata("plan --model gpt2-124m --seq-len 4096");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_THAT(too_long.err,
+              HasSubstr("--seq-len: 4096 is more than gpt2-124m's max_seq_length=1024"));
+}
+
+}  // namespace
+}  // namespace strata::tools

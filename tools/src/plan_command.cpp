@@ -108,7 +108,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
   command->add_option("--global-batch", options.global_batch, "Sequences per optimizer step")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  command->add_option("--seq-len", options.seq_length, "Sequence length (default: the model's)")
+  command
+      ->add_option("--seq-len", options.seq_length,
+                   "Sequence length (default: the model's, at most 8192)")
       ->check(CLI::PositiveNumber);
   command->add_option("--top", options.top_k, "How many plans to show")
       ->check(CLI::Range(1, 100))
@@ -141,7 +143,10 @@ int run_plan(const PlanOptions& options) {
   const schemas::ClusterConfig cluster = schemas::resolve_cluster(options.cluster);
   planner::SearchOptions search;
   search.global_batch_size = options.global_batch;
-  search.seq_length = options.seq_length.value_or(0);
+  // Long-context maxima (131,072 for Llama 3.1) are for fine-tuning; pre-training plans default
+  // to at most 8,192 tokens.
+  search.seq_length =
+      options.seq_length.value_or(std::min<std::int64_t>(8192, model.max_seq_length));
   search.top_k = options.top_k;
   search.memory_reserve_fraction = options.memory_reserve;
   search.max_tp = options.max_tp.value_or(0);
@@ -180,6 +185,7 @@ int run_plan(const PlanOptions& options) {
   }
   const nlohmann::json statistics = {{"candidates_enumerated", stats.enumerated},
                                      {"pruned_by_rules", stats.pruned_by_rules},
+                                     {"pruned_as_duplicates", stats.pruned_as_duplicates},
                                      {"pruned_by_model_state_memory", stats.pruned_by_model_states},
                                      {"pruned_by_activation_memory", stats.pruned_by_activations},
                                      {"estimated", stats.estimated},
@@ -271,12 +277,13 @@ int run_plan(const PlanOptions& options) {
       }
     }
     std::cout << fmt::format(
-        "search: {} candidates; pruned {} by layout rules, {} by model-state memory, {} by "
-        "activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
+        "search: {} candidates; pruned {} by layout rules, {} as duplicates, {} by model-state "
+        "memory, {} by activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
         group_thousands(stats.enumerated), group_thousands(stats.pruned_by_rules),
-        group_thousands(stats.pruned_by_model_states), group_thousands(stats.pruned_by_activations),
-        group_thousands(stats.estimated), group_thousands(stats.simulated),
-        group_thousands(stats.over_memory_in_simulation), stats.seconds);
+        group_thousands(stats.pruned_as_duplicates), group_thousands(stats.pruned_by_model_states),
+        group_thousands(stats.pruned_by_activations), group_thousands(stats.estimated),
+        group_thousands(stats.simulated), group_thousands(stats.over_memory_in_simulation),
+        stats.seconds);
     if (options.out_path && !result.best.empty()) {
       std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
                                result.best.size() == 1 ? "" : "s", options.out_path->string());

@@ -30,6 +30,9 @@ struct SearchOptions {
       schemas::ScheduleType::zb_h1, schemas::ScheduleType::gpipe};
   schemas::Dtype precision = schemas::Dtype::bf16;
   unsigned threads = 0;  // 0: every core
+  // Tests only: no memory pruning and no bound, every candidate simulated — the reference the
+  // pruning and the branch and bound are checked against.
+  bool exhaustive = false;
   // Called from the calling thread now and then with (candidates done, candidates in all).
   std::function<void(std::size_t, std::size_t)> progress;
 };
@@ -53,6 +56,7 @@ struct NearMiss {
 struct SearchStatistics {
   std::int64_t enumerated = 0;
   std::int64_t pruned_by_rules = 0;         // divisibility, batch, interleaving, sequence rules
+  std::int64_t pruned_as_duplicates = 0;    // full recompute that needs no recomputed layer
   std::int64_t pruned_by_model_states = 0;  // weights + gradients + optimizer alone exceed memory
   std::int64_t pruned_by_activations = 0;   // no layer split fits with activations
   std::int64_t estimated = 0;               // lower bound computed

@@ -1,0 +1,125 @@
+#include "strata/planner/plan_search.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/planner/megatron_arguments.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::planner {
+namespace {
+
+SearchOptions options_for(std::int64_t global_batch, std::int64_t seq_length) {
+  SearchOptions options;
+  options.global_batch_size = global_batch;
+  options.seq_length = seq_length;
+  options.top_k = 5;
+  return options;
+}
+
+std::vector<nlohmann::json> plans_of(const SearchResult& result) {
+  std::vector<nlohmann::json> plans;
+  for (const RankedPlan& ranked : result.best) plans.push_back(schemas::plan_to_json(ranked.plan));
+  return plans;
+}
+
+// A tight case on 8 A100-40GB: GPT-3 7.5B at 2,048 tokens, where memory rules out many layouts.
+// Simulating every candidate (no memory pruning, no bound) must give the same top 5: the pruning
+// drops nothing feasible and the bound reorders nothing.
+TEST(PlanSearch, PruningAndBoundKeepExactlyTheExhaustiveTopK) {
+  const schemas::ModelConfig model = schemas::model_preset("gpt3-7.5b");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-a100-40gb");
+  SearchOptions options = options_for(16, 2048);
+  options.schedules = {schemas::ScheduleType::one_f_one_b, schemas::ScheduleType::zb_h1,
+                       schemas::ScheduleType::interleaved_one_f_one_b};
+  const SearchResult pruned = search_plans(model, cluster, options);
+  options.exhaustive = true;
+  const SearchResult exhaustive = search_plans(model, cluster, options);
+  ASSERT_EQ(pruned.best.size(), 5u);
+  EXPECT_GT(pruned.statistics.pruned_by_model_states + pruned.statistics.pruned_by_activations, 0);
+  EXPECT_LT(pruned.statistics.simulated, exhaustive.statistics.simulated / 4);
+  ASSERT_EQ(exhaustive.best.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_DOUBLE_EQ(pruned.best[i].metrics.step_time_s, exhaustive.best[i].metrics.step_time_s)
+        << "rank " << i;
+    EXPECT_LE(pruned.best[i].lower_bound_s, pruned.best[i].metrics.step_time_s);
+  }
+}
+
+TEST(PlanSearch, SameAnswerOnOneThreadOrTwo) {
+  const schemas::ModelConfig model = schemas::model_preset("gpt3-3.6b");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100:2");
+  SearchOptions options = options_for(64, 2048);
+  options.threads = 1;
+  const SearchResult one = search_plans(model, cluster, options);
+  options.threads = 2;
+  const SearchResult two = search_plans(model, cluster, options);
+  EXPECT_EQ(plans_of(one), plans_of(two));
+  EXPECT_EQ(one.statistics.estimated, two.statistics.estimated);
+  EXPECT_EQ(one.statistics.simulated, two.statistics.simulated);
+}
+
+// A small model on one node at a modest batch: replicate it, no model parallelism.
+TEST(PlanSearch, Gpt2SmallOnOneNodeIsPureDataParallel) {
+  const SearchResult result =
+      search_plans(schemas::model_preset("gpt2-124m"), schemas::cluster_preset("dgx-h100"),
+                   options_for(64, 1024));
+  ASSERT_FALSE(result.best.empty());
+  const schemas::Mesh& mesh = result.best.front().plan.mesh;
+  EXPECT_EQ(mesh.tp * mesh.cp * mesh.pp, 1);
+  EXPECT_EQ(mesh.dp, 8);
+}
+
+TEST(PlanSearch, NothingFitsNamesTheBindingConstraintAndTheNearest) {
+  const SearchResult result = search_plans(
+      schemas::model_preset("gpt3-1t"), schemas::cluster_preset("dgx-h100"), options_for(64, 2048));
+  EXPECT_TRUE(result.best.empty());
+  EXPECT_NE(result.binding_constraint.find("model states"), std::string::npos);
+  ASSERT_FALSE(result.nearest.empty());
+  EXPECT_GT(result.nearest.front().peak_bytes, result.nearest.front().capacity_bytes);
+}
+
+TEST(PlanSearch, EmittedPlansAreCompleteValidAndFit) {
+  const SearchResult result =
+      search_plans(schemas::model_preset("llama3.1-8b"), schemas::cluster_preset("dgx-h100:2"),
+                   options_for(64, 8192));
+  ASSERT_FALSE(result.best.empty());
+  for (const RankedPlan& ranked : result.best) {
+    EXPECT_NO_THROW(schemas::validate_plan(ranked.plan, schemas::JsonLocation("test")));
+    ASSERT_TRUE(ranked.plan.predicted);
+    for (const simulator::RankMemory& memory : ranked.memory) EXPECT_TRUE(memory.fits());
+    EXPECT_FALSE(ranked.bottleneck.empty());
+  }
+  for (std::size_t i = 1; i < result.best.size(); ++i) {
+    EXPECT_LE(result.best[i - 1].metrics.step_time_s, result.best[i].metrics.step_time_s);
+  }
+}
+
+TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
+  schemas::Plan plan;
+  plan.model = schemas::model_preset("llama3.1-8b");
+  plan.cluster = schemas::cluster_preset("dgx-h100:2");
+  plan.mesh = {.tp = 4, .cp = 1, .dp = 1, .pp = 4, .vpp = 1};
+  plan.batch = {8192, 1, 64, 64};
+  plan.sequence_parallel = true;
+  plan.zero_stage = 1;
+  plan.recompute = {schemas::RecomputeGranularity::full, {2, 1, 0, 0}};
+  plan.stages = {
+      {0, 9, true, false}, {9, 8, false, false}, {17, 8, false, false}, {25, 7, false, true}};
+  const std::string flags = megatron_arguments(plan);
+  EXPECT_NE(flags.find("--tensor-model-parallel-size 4 \\\n"), std::string::npos);
+  EXPECT_NE(flags.find("--decoder-first-pipeline-num-layers 9"), std::string::npos);
+  EXPECT_NE(flags.find("--decoder-last-pipeline-num-layers 7"), std::string::npos);
+  EXPECT_NE(flags.find("--use-distributed-optimizer"), std::string::npos);
+  EXPECT_NE(flags.find("--sequence-parallel"), std::string::npos);
+  EXPECT_NE(flags.find("--recompute-num-layers 2"), std::string::npos);
+  EXPECT_NE(flags.find("--group-query-attention"), std::string::npos);
+  EXPECT_EQ(flags.back(), '\n');
+  plan.stages = {
+      {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};
+  plan.recompute = {};
+  EXPECT_NE(megatron_arguments(plan).find("--pipeline-model-parallel-layout \"E|t*11|t*11|t*10L\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace strata::planner
