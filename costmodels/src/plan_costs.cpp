@@ -65,7 +65,18 @@ double gradient_bytes_per_parameter(schemas::Dtype precision) {
   return static_cast<double>(adam_model_state_bytes(precision).gradients);
 }
 
-PlanCosts plan_costs(const schemas::Plan& plan) {
+LayerCostSet layer_cost_set(const LayerContext& context) {
+  return {.plain = transformer_layer_costs(context, schemas::RecomputeGranularity::none),
+          .recomputed = transformer_layer_costs(context, context.recompute),
+          .plain_activations = layer_activation_bytes(context, schemas::RecomputeGranularity::none),
+          .recomputed_activations = layer_activation_bytes(context, context.recompute),
+          .embedding = embedding_costs(context),
+          .lm_head = lm_head_costs(context),
+          .embedding_activations = embedding_activation_bytes(context),
+          .lm_head_activations = lm_head_activation_bytes(context)};
+}
+
+PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers) {
   const LayerContext context = layer_context(plan);
   const ParameterBreakdown counts = count_parameters(plan.model);
   const schemas::ClusterConfig& cluster = plan.cluster;
@@ -82,14 +93,14 @@ PlanCosts plan_costs(const schemas::Plan& plan) {
   costs.capacity_bytes = static_cast<double>(cluster.usable_memory_bytes());
   costs.dp_overlap_slowdown = cluster.gpu.compute_slowdown_under_communication;
 
-  // Per-layer costs are the same for every layer: compute them once per recompute choice.
-  const PassCosts layer_plain =
-      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
-  const PassCosts layer_recomputed = transformer_layer_costs(context, plan.recompute.granularity);
-  const LayerActivationBytes activations_plain =
-      layer_activation_bytes(context, schemas::RecomputeGranularity::none);
-  const LayerActivationBytes activations_recomputed =
-      layer_activation_bytes(context, plan.recompute.granularity);
+  // Per-layer costs are the same for every layer: computed once (or handed in by a caller that
+  // caches them across plans).
+  const LayerCostSet computed = given_layers ? LayerCostSet{} : layer_cost_set(context);
+  const LayerCostSet& layers = given_layers ? *given_layers : computed;
+  const PassCosts& layer_plain = layers.plain;
+  const PassCosts& layer_recomputed = layers.recomputed;
+  const LayerActivationBytes& activations_plain = layers.plain_activations;
+  const LayerActivationBytes& activations_recomputed = layers.recomputed_activations;
 
   // Activations cross a stage boundary split across tp (Megatron scatters them before the send
   // and gathers after, or they are already split under sequence parallelism).
@@ -131,12 +142,12 @@ PlanCosts plan_costs(const schemas::Plan& plan) {
     add_activations(activations_plain, plain_layers);
     add_activations(activations_recomputed, recomputed_layers);
     if (stage.embedding) {
-      stage_costs.passes += embedding_costs(context);
-      add_activations(embedding_activation_bytes(context), 1);
+      stage_costs.passes += layers.embedding;
+      add_activations(layers.embedding_activations, 1);
     }
     if (stage.lm_head) {
-      stage_costs.passes += lm_head_costs(context);
-      add_activations(lm_head_activation_bytes(context), 1);
+      stage_costs.passes += layers.lm_head;
+      add_activations(layers.lm_head_activations, 1);
     }
     stage_costs.parameters = stage_parameters(plan, counts, stage);
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;

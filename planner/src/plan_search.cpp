@@ -114,12 +114,11 @@ class Evaluator {
     const std::int64_t m = plan.batch.num_micro_batches;
     const std::int64_t layers = plan.model.num_layers;
     const costmodels::LayerContext context = costmodels::layer_context(plan);
-    const costmodels::PassCosts layer =
-        costmodels::transformer_layer_costs(context, knobs.recompute);
-    const costmodels::LayerActivationBytes activations =
-        costmodels::layer_activation_bytes(context, knobs.recompute);
-    const costmodels::PassCosts embedding = costmodels::embedding_costs(context);
-    const costmodels::PassCosts head = costmodels::lm_head_costs(context);
+    const costmodels::LayerCostSet& costs = layer_costs(context);
+    const costmodels::PassCosts& layer = costs.recomputed;
+    const costmodels::LayerActivationBytes& activations = costs.recomputed_activations;
+    const costmodels::PassCosts& embedding = costs.embedding;
+    const costmodels::PassCosts& head = costs.lm_head;
     const auto pass_s = [](const costmodels::PassCosts& costs) {
       return costs.forward.total_s() + costs.recompute.total_s() + costs.backward_input.total_s() +
              costs.backward_weight.total_s();
@@ -197,8 +196,8 @@ class Evaluator {
         next += n;
       }
       if (knobs.recompute == RecomputeGranularity::full &&
-          !fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered), m,
-                                    context)) {
+          !fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered),
+                                    m)) {
         return Verdict::duplicate;  // recomputing nothing is the candidate without recompute
       }
     } else {
@@ -265,6 +264,24 @@ class Evaluator {
 
   schemas::Plan& plan() { return plan_; }
 
+  // The working plan's layer costs, from the cache filled by build().
+  const costmodels::LayerCostSet& current_layer_costs() const { return *current_; }
+
+  // Layer costs depend only on the context (tp, cp, sequence parallelism, micro-batch,
+  // recompute, and where the tp and cp groups sit on the network): computed once per distinct
+  // context and reused by every candidate that shares it.
+  const costmodels::LayerCostSet& layer_costs(const costmodels::LayerContext& context) {
+    auto key =
+        std::make_tuple(context.tp, context.cp, context.sequence_parallel, context.micro_batch_size,
+                        context.recompute, context.tp_span, context.cp_tier);
+    auto found = cache_.find(key);
+    if (found == cache_.end()) {
+      found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
+    }
+    current_ = &found->second;
+    return found->second;
+  }
+
   void use_even_split() {
     plan_.stages =
         schemas::even_pipeline_stages(plan_.model.num_layers, plan_.mesh.pp * plan_.mesh.vpp);
@@ -275,12 +292,9 @@ class Evaluator {
   // Full recomputation of only as many layers per stage as memory needs: the rest keep their
   // activations and skip the extra forward. False when no layer needs it.
   bool fewest_recomputed_layers(const Knobs& knobs, const std::vector<StageShape>& shapes,
-                                double state_per_layer, std::int64_t m,
-                                const costmodels::LayerContext& context) {
-    const costmodels::LayerActivationBytes plain =
-        costmodels::layer_activation_bytes(context, RecomputeGranularity::none);
-    const costmodels::LayerActivationBytes full =
-        costmodels::layer_activation_bytes(context, RecomputeGranularity::full);
+                                double state_per_layer, std::int64_t m) {
+    const costmodels::LayerActivationBytes& plain = current_->plain_activations;
+    const costmodels::LayerActivationBytes& full = current_->recomputed_activations;
     std::vector<std::int64_t> recomputed;
     bool partial = false;
     bool any = false;
@@ -310,6 +324,11 @@ class Evaluator {
   costmodels::ParameterBreakdown counts_;
   costmodels::ModelStateBytesPerParameter bytes_;
   schemas::Plan plan_;
+  std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
+                      costmodels::GroupSpan, int>,
+           costmodels::LayerCostSet>
+      cache_;
+  const costmodels::LayerCostSet* current_ = nullptr;
 };
 
 // The distinct network placements of a mesh: orders that put every group on the same tiers are
@@ -488,7 +507,8 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
       double peak = 0;
       const Verdict verdict = evaluator.build(candidates[i], &peak);
       if (verdict == Verdict::ok) {
-        const costmodels::PlanCosts costs = costmodels::plan_costs(evaluator.plan());
+        const costmodels::PlanCosts costs =
+            costmodels::plan_costs(evaluator.plan(), &evaluator.current_layer_costs());
         share.scored.push_back({evaluator.lower_bound(costs), i});
       } else if (options.exhaustive &&
                  (verdict == Verdict::model_states || verdict == Verdict::activations)) {

@@ -13,9 +13,9 @@ namespace {
 // For every complete published run: planning the same model on the same machine and global batch
 // finds a plan at least as fast as the simulator's prediction for the published configuration.
 TEST(PlanQuality, NeverWorseThanThePublishedConfigurations) {
+  // A snapshot of shared/validation/published_runs.jsonl, so that a clean clone has it.
   const std::vector<simulator::PublishedRun> runs =
-      simulator::read_published_runs(std::filesystem::path(STRATA_SOURCE_DIR) / ".." / "shared" /
-                                     "validation" / "published_runs.jsonl");
+      simulator::read_published_runs(strata::testing::fixture("validation/published_runs.jsonl"));
   int planned = 0;
   for (const simulator::PublishedRun& run : runs) {
     if (!run.plan) continue;

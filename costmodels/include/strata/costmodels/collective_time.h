@@ -17,6 +17,7 @@
 // NVLS/tree and hierarchical rings achieve on DGX-class nodes with one NIC per GPU.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <vector>
 
@@ -33,13 +34,13 @@ enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, all_t
 struct TierSpan {
   int tier = 0;  // index into ClusterConfig::network_tiers
   std::int64_t fan_out = 1;
-  bool operator==(const TierSpan&) const = default;
+  auto operator<=>(const TierSpan&) const = default;
 };
 struct GroupSpan {
   std::int64_t size = 1;
   std::vector<TierSpan> levels;  // inside out; empty for a group of one
   int outermost_tier() const { return levels.empty() ? 0 : levels.back().tier; }
-  bool operator==(const GroupSpan&) const = default;
+  auto operator<=>(const GroupSpan&) const = default;
 };
 
 // Members must be distinct world ranks. Tier i's domains are runs of scope_gpus consecutive ranks.

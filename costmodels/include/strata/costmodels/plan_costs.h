@@ -51,7 +51,23 @@ struct PlanCosts {
   double dp_overlap_slowdown = 0;      // the GPU profile's compute slowdown under communication
 };
 
-PlanCosts plan_costs(const schemas::Plan& plan);
+// What one layer, the embedding and the LM head cost for a LayerContext (tp, cp, sequence
+// parallelism, micro-batch, sequence, recompute, precision, tp and cp placement): the same for
+// every plan that shares them, so the planner computes it once per distinct context.
+struct LayerCostSet {
+  PassCosts plain;       // a layer without recomputation
+  PassCosts recomputed;  // a layer under the context's recompute granularity
+  LayerActivationBytes plain_activations;
+  LayerActivationBytes recomputed_activations;
+  PassCosts embedding;
+  PassCosts lm_head;
+  LayerActivationBytes embedding_activations;
+  LayerActivationBytes lm_head_activations;
+};
+LayerCostSet layer_cost_set(const LayerContext& context);
+
+// `layers`, when given, must be layer_cost_set(layer_context(plan)).
+PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr);
 
 // Bytes per parameter in which gradients are accumulated and reduced: fp32 for bf16 and fp8
 // (Megatron's main grads), else the training dtype.
