@@ -18,36 +18,35 @@ using schemas::MeshAxis;
 constexpr double kMinBucketParameters = 40e6;
 constexpr double kBucketParametersPerDpRank = 1e6;
 
-// Parameters of each virtual stage held by one tp rank. Norm scales (and LayerNorm biases) are
-// replicated across tp; everything else is split. Learned positions are replicated too.
-double stage_parameters(const schemas::Plan& plan, const ParameterBreakdown& counts,
-                        const schemas::PipelineStage& stage) {
-  const double tp = static_cast<double>(plan.mesh.tp);
+}  // namespace
+
+double stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
+                        std::int64_t tensor_parallel, const schemas::PipelineStage& stage) {
+  const double tp = static_cast<double>(tensor_parallel);
   const double layer = static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) / tp +
                        static_cast<double>(counts.norms_per_layer);
   double parameters = layer * static_cast<double>(stage.num_layers);
-  const double vocab_matrix =
-      static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
+  const double vocab_matrix = static_cast<double>(model.vocab_size * model.hidden_size) / tp;
   if (stage.embedding) {
     parameters += vocab_matrix + static_cast<double>(counts.position_embedding) +
                   static_cast<double>(counts.embedding_norm);
   }
   if (stage.lm_head) {
     // A tied head is the embedding itself when one stage holds both, else a copy kept in sync.
-    const bool shared_with_embedding = plan.model.tied_embeddings && stage.embedding;
+    const bool shared_with_embedding = model.tied_embeddings && stage.embedding;
     parameters +=
         (shared_with_embedding ? 0.0 : vocab_matrix) + static_cast<double>(counts.final_norm);
   }
   return parameters;
 }
 
-RankStateMemory rank_state_memory(const schemas::Plan& plan, double parameters) {
-  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
-  const double shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_stage, double shards,
+                                  double parameters) {
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision);
   const double w = static_cast<double>(bytes.weights) * parameters;
   const double g = static_cast<double>(bytes.gradients) * parameters;
   const double o = static_cast<double>(bytes.optimizer) * parameters;
-  switch (plan.zero_stage) {
+  switch (zero_stage) {
     case 0:
       return {w, g, o};
     case 1:
@@ -58,8 +57,6 @@ RankStateMemory rank_state_memory(const schemas::Plan& plan, double parameters) 
       return {w / shards, g / shards, o / shards};
   }
 }
-
-}  // namespace
 
 double gradient_bytes_per_parameter(schemas::Dtype precision) {
   return static_cast<double>(adam_model_state_bytes(precision).gradients);
@@ -149,7 +146,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       stage_costs.passes += layers.lm_head;
       add_activations(layers.lm_head_activations, 1);
     }
-    stage_costs.parameters = stage_parameters(plan, counts, stage);
+    stage_costs.parameters = stage_parameters(plan.model, counts, plan.mesh.tp, stage);
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
@@ -172,7 +169,8 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
 
   for (std::int64_t rank = 0; rank < pp; ++rank) {
     const double parameters = rank_parameters[static_cast<std::size_t>(rank)];
-    costs.rank_states[static_cast<std::size_t>(rank)] = rank_state_memory(plan, parameters);
+    costs.rank_states[static_cast<std::size_t>(rank)] =
+        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, parameters);
     // Adam reads and writes fp32 master weights and both moments, reads the gradient and writes
     // the 16-bit weights: 4·2·3 + g + w bytes per parameter of the optimizer's shard.
     const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);

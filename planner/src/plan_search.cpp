@@ -94,7 +94,7 @@ class Evaluator {
     plan_.precision = options.precision;
     plan_.batch.seq_length = options.seq_length;
     plan_.batch.global_batch_size = options.global_batch_size;
-    bytes_ = costmodels::adam_model_state_bytes(options.precision);
+    options_precision_ = options.precision;
   }
 
   // Sets the working plan to `knobs` with its best layer split. `peak_bytes` gets the memory
@@ -124,27 +124,21 @@ class Evaluator {
              costs.backward_weight.total_s();
     };
 
-    // Model-state bytes per parameter on a rank, after ZeRO sharding over dp·cp.
-    const double shards = static_cast<double>(knobs.dp * knobs.cp);
-    const double w = static_cast<double>(bytes_.weights);
-    const double g = static_cast<double>(bytes_.gradients);
-    const double o = static_cast<double>(bytes_.optimizer);
-    double state_bytes = w + g + o;
-    if (knobs.zero == 1) state_bytes = w + g + o / shards;
-    if (knobs.zero == 2) state_bytes = w + (g + o) / shards;
-    if (knobs.zero == 3) state_bytes = (w + g + o) / shards;
-    const double tp = static_cast<double>(knobs.tp);
-    const double layer_parameters =
-        static_cast<double>(counts_.attention_per_layer + counts_.mlp_per_layer) / tp +
-        static_cast<double>(counts_.norms_per_layer);
-    const double vocab_parameters =
-        static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
-    const double embedding_parameters = vocab_parameters +
-                                        static_cast<double>(counts_.position_embedding) +
-                                        static_cast<double>(counts_.embedding_norm);
-    const double head_parameters =
-        (plan.model.tied_embeddings && pp * vpp == 1 ? 0.0 : vocab_parameters) +
-        static_cast<double>(counts_.final_norm);
+    // Model-state bytes per parameter on a rank, after ZeRO sharding over dp·cp, and the
+    // parameters a rank holds per layer and with the embedding or the LM head.
+    const double state_bytes =
+        costmodels::rank_state_memory(options_precision_, knobs.zero,
+                                      static_cast<double>(knobs.dp * knobs.cp), 1.0)
+            .total();
+    const auto parameters_of = [&](std::int64_t layers_held, bool embedding, bool head) {
+      return costmodels::stage_parameters(plan.model, counts_, knobs.tp,
+                                          {0, layers_held, embedding, head});
+    };
+    const double layer_parameters = parameters_of(1, false, false);
+    const double embedding_parameters = parameters_of(0, true, false);
+    const double head_parameters = pp * vpp == 1
+                                       ? parameters_of(0, true, true) - embedding_parameters
+                                       : parameters_of(0, false, true);
     // ZeRO-3 holds a stage's gathered 16-bit weights while it runs.
     const double gathered = knobs.zero == 3 ? context.activation_bytes() : 0.0;
 
@@ -322,7 +316,7 @@ class Evaluator {
   const std::vector<MeshOrder>& orders_;
   double capacity_;
   costmodels::ParameterBreakdown counts_;
-  costmodels::ModelStateBytesPerParameter bytes_;
+  schemas::Dtype options_precision_ = schemas::Dtype::bf16;
   schemas::Plan plan_;
   std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
                       costmodels::GroupSpan, int>,

@@ -18,6 +18,7 @@
 
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/layer_costs.h"
+#include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::costmodels {
@@ -68,6 +69,16 @@ LayerCostSet layer_cost_set(const LayerContext& context);
 
 // `layers`, when given, must be layer_cost_set(layer_context(plan)).
 PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr);
+
+// Parameters of one virtual stage held by one tp rank. Norm scales (and LayerNorm biases) and
+// learned positions are replicated across tp; everything else is split. A tied LM head is the
+// embedding itself when the stage holds both, else a copy kept in sync.
+double stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
+                        std::int64_t tensor_parallel, const schemas::PipelineStage& stage);
+
+// Model states of `parameters` under a ZeRO stage with `shards` = dp·cp ranks sharing them.
+RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_stage, double shards,
+                                  double parameters);
 
 // Bytes per parameter in which gradients are accumulated and reduced: fp32 for bf16 and fp8
 // (Megatron's main grads), else the training dtype.
