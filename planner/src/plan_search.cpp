@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -494,6 +496,22 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
   };
   std::vector<Share> shares(threads);
   std::atomic<std::size_t> done{0};
+  // An exception in a worker (an internal error: every plan is built by rules checked above)
+  // must reach the caller, not terminate the program: keep the first and rethrow after joining.
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  std::atomic<bool> failed{false};
+  auto guarded = [&](auto work) {
+    return [&, work](unsigned thread) {
+      try {
+        work(thread);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        failed = true;
+      }
+    };
+  };
   auto score = [&](unsigned thread) {
     Evaluator evaluator(model, cluster, options, orders, capacity);
     Share& share = shares[thread];
@@ -530,12 +548,13 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
   {
     // Workers score; this thread only reports progress (when asked) and waits.
     std::vector<std::thread> workers;
-    for (unsigned t = 0; t < threads; ++t) workers.emplace_back(score, t);
-    while (options.progress && done.load() < candidates.size()) {
+    for (unsigned t = 0; t < threads; ++t) workers.emplace_back(guarded(score), t);
+    while (options.progress && !failed && done.load() < candidates.size()) {
       options.progress(done.load(), candidates.size());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     for (std::thread& worker : workers) worker.join();
+    if (failure) std::rethrow_exception(failure);
     if (options.progress) options.progress(candidates.size(), candidates.size());
   }
   std::vector<Scored> scored;
@@ -602,9 +621,10 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
     };
     {
       std::vector<std::thread> workers;
-      for (unsigned t = 1; t < threads; ++t) workers.emplace_back(simulate_share, t);
-      simulate_share(0);
+      for (unsigned t = 1; t < threads; ++t) workers.emplace_back(guarded(simulate_share), t);
+      guarded(simulate_share)(0);
       for (std::thread& worker : workers) worker.join();
+      if (failure) std::rethrow_exception(failure);
     }
     for (std::size_t i = 0; i < simulated.size(); ++i) {
       ++stats.simulated;
