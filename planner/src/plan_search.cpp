@@ -121,10 +121,6 @@ class Evaluator {
     const costmodels::LayerActivationBytes& activations = costs.recomputed_activations;
     const costmodels::PassCosts& embedding = costs.embedding;
     const costmodels::PassCosts& head = costs.lm_head;
-    const auto pass_s = [](const costmodels::PassCosts& costs) {
-      return costs.forward.total_s() + costs.recompute.total_s() + costs.backward_input.total_s() +
-             costs.backward_weight.total_s();
-    };
 
     // Model-state bytes per parameter on a rank, after ZeRO sharding over dp·cp, and the
     // parameters a rank holds per layer and with the embedding or the LM head.
@@ -162,17 +158,17 @@ class Evaluator {
             layer_parameters * (state_bytes + gathered) + held * activations.stored;
         shape.min_layers = (s == 0 || s == pp - 1) ? 0 : 1;
         if (s == 0) {
-          shape.fixed_s += pass_s(embedding);
+          shape.fixed_s += embedding.forward_backward_s();
           shape.memory_fixed_bytes += embedding_parameters * (state_bytes + gathered);
         }
         if (s == pp - 1) {
-          shape.fixed_s += pass_s(head);
+          shape.fixed_s += head.forward_backward_s();
           shape.memory_fixed_bytes += head_parameters * (state_bytes + gathered);
         }
       }
       if (pp == 1) shapes[0].min_layers = layers;
       const std::optional<LayerSplit> split =
-          best_layer_split(layers, pass_s(layer), shapes, capacity_);
+          best_layer_split(layers, layer.forward_backward_s(), shapes, capacity_);
       if (!split) {
         // Report the even split's fullest stage.
         double worst = 0;
@@ -233,9 +229,7 @@ class Evaluator {
     }
     std::vector<double> work(pp, 0.0);
     for (std::size_t s = 0; s < costs.stages.size(); ++s) {
-      const costmodels::PassCosts& passes = costs.stages[s].passes;
-      work[s % pp] += m * (passes.forward.total_s() + passes.recompute.total_s() +
-                           passes.backward_input.total_s() + passes.backward_weight.total_s());
+      work[s % pp] += m * costs.stages[s].passes.forward_backward_s();
     }
     double bound = 0;
     for (std::size_t r = 0; r < pp; ++r) {
@@ -246,9 +240,7 @@ class Evaluator {
     if (plan.mesh.vpp == 1 && (type == ScheduleType::one_f_one_b || type == ScheduleType::gpipe)) {
       double chain = finish[pp - 1];
       for (std::size_t s = pp - 1; s-- > 0;) {
-        const costmodels::PassCosts& passes = costs.stages[s].passes;
-        chain += costs.stages[s + 1].send_backward_s + passes.recompute.total_s() +
-                 passes.backward_input.total_s() + passes.backward_weight.total_s();
+        chain += costs.stages[s + 1].send_backward_s + costs.stages[s].passes.backward_s();
       }
       bound = std::max(bound, chain);
     }

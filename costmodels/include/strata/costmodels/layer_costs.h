@@ -43,6 +43,12 @@ struct PassCosts {
   double recompute_flops = 0;  // hardware FLOPs added by recomputation
   PassCosts& operator+=(const PassCosts& other);
   PassCosts scaled(double factor) const;
+  // Everything a backward runs: recompute, input and weight gradients.
+  double backward_s() const {
+    return recompute.total_s() + backward_input.total_s() + backward_weight.total_s();
+  }
+  // One micro-batch through forward and backward.
+  double forward_backward_s() const { return forward.total_s() + backward_s(); }
 };
 
 // What a plan fixes for every layer: the model, the GPU, the shape of the work per rank and the
