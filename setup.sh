@@ -11,7 +11,7 @@ build_packages=(
   nlohmann-json3-dev libeigen3-dev libboost-graph-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  libcli11-dev libfmt-dev
+  libcli11-dev libfmt-dev librandom123-dev
 )
 test_packages=(python3-jsonschema python3-torch)
 

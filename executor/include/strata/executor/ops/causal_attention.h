@@ -1,0 +1,35 @@
+// Causal self-attention with grouped-query attention, forward and backward, in a memory-efficient
+// (flash-attention style) formulation. Used by every transformer layer.
+//
+// What is stored between forward and backward: the output [b, t, heads·d] and one log-sum-exp per
+// (batch, head, query) — never the t×t probability matrix. Backward recomputes the probabilities a
+// block of 64 queries at a time from q, k and the log-sum-exp (Dao et al. 2022, algorithm 2).
+// Attention-probability dropout is not applied (Llama and most modern recipes train without it).
+//
+// Row layout of qkv, as the fused projection writes it:
+//   [ q head 0 | … | q head H−1 | k head 0 | … | k head G−1 | v head 0 | … | v head G−1 ]
+// Query head h reads key/value head h / (H / G).
+#pragma once
+
+#include <cstdint>
+
+#include "strata/executor/tensor/tensor.h"
+
+namespace strata::executor {
+
+struct AttentionShape {
+  std::int64_t num_heads = 1;
+  std::int64_t num_kv_heads = 1;
+  std::int64_t head_dim = 1;
+  std::int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
+  std::int64_t output_width() const { return num_heads * head_dim; }
+};
+
+// qkv [batch, seq, qkv_width] → out [batch, seq, heads·d], lse [batch, heads, seq]; scale 1/√d.
+void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out,
+                              Tensor& lse);
+// Accumulates dqkv (same layout as qkv) from dout.
+void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                               const Tensor& lse, const AttentionShape& shape, Tensor& dqkv);
+
+}  // namespace strata::executor

@@ -1,0 +1,19 @@
+// Linear layer: y = x·weightᵀ + bias, forward and backward. Used by every projection of the model.
+// weight is [out, in] (PyTorch's and llm.c's layout), so that part 2 shards its rows
+// (column-parallel) or its columns (row-parallel) without transposing.
+#pragma once
+
+#include "strata/executor/tensor/tensor.h"
+
+namespace strata::executor {
+
+// x is read as [n, in] (leading dimensions flattened), y as [n, out]; bias may be null.
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y);
+
+// Accumulates (+=), so gradient accumulation and residual branches need no extra buffers:
+//   dx += dy·weight,  dweight += dyᵀ·x,  dbias += Σ_rows dy.
+// dx may be null where the input needs no gradient; dbias is null iff the layer has no bias.
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, Tensor* dx,
+                     Tensor& dweight, Tensor* dbias);
+
+}  // namespace strata::executor

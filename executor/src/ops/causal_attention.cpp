@@ -1,0 +1,142 @@
+#include "strata/executor/ops/causal_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "eigen_maps.h"
+#include "strata/executor/ops/dispatch.h"
+
+namespace strata::executor {
+namespace {
+
+constexpr std::int64_t kQueryBlock = 64;
+
+template <class T>
+using StridedMap = Eigen::Map<cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using ConstStridedMap = Eigen::Map<const cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
+
+void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape,
+                  const Tensor& out, const Tensor& lse) {
+  STRATA_CHECK(shape.num_heads % shape.num_kv_heads == 0, "{}: {} heads over {} kv heads", op,
+               shape.num_heads, shape.num_kv_heads);
+  STRATA_CHECK(qkv.dim() == 3 && qkv.size(2) == shape.qkv_width(), "{}: qkv {} for width {}", op,
+               shape_to_string(qkv.shape()), shape.qkv_width());
+  const std::int64_t tokens = qkv.size(0) * qkv.size(1);
+  STRATA_CHECK(out.numel() == tokens * shape.output_width() &&
+                   lse.numel() == tokens * shape.num_heads,
+               "{}: out {} lse {}", op, shape_to_string(out.shape()), shape_to_string(lse.shape()));
+}
+
+// Scores of queries [first, first + rows) against keys [0, first + rows), masked above the
+// diagonal, scaled.
+template <class T>
+cpu::RowMatrix<T> block_scores(const ConstStridedMap<T>& q, const ConstStridedMap<T>& k,
+                               std::int64_t first, std::int64_t rows, T scale) {
+  const std::int64_t keys = first + rows;
+  cpu::RowMatrix<T> scores = (q.middleRows(first, rows) * k.topRows(keys).transpose()) * scale;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = first + i + 1; j < keys; ++j) {
+      scores(i, j) = -std::numeric_limits<T>::infinity();
+    }
+  }
+  return scores;
+}
+
+}  // namespace
+
+void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out,
+                              Tensor& lse) {
+  check_cpu_same_type("causal_attention_forward", {&qkv, &out, &lse});
+  check_shapes("causal_attention_forward", qkv, shape, out, lse);
+  const std::int64_t batch = qkv.size(0);
+  const std::int64_t seq = qkv.size(1);
+  const std::int64_t width = shape.qkv_width();
+  const std::int64_t d = shape.head_dim;
+  const std::int64_t group = shape.num_heads / shape.num_kv_heads;
+  dispatch_floating(qkv.scalar_type(), "causal_attention_forward", [&]<class T>() {
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const T* rows = qkv.data<T>() + b * seq * width;
+      for (std::int64_t h = 0; h < shape.num_heads; ++h) {
+        const std::int64_t kv = h / group;
+        const ConstStridedMap<T> q(rows + h * d, seq, d, Eigen::OuterStride<>(width));
+        const ConstStridedMap<T> k(rows + (shape.num_heads + kv) * d, seq, d,
+                                   Eigen::OuterStride<>(width));
+        const ConstStridedMap<T> v(rows + (shape.num_heads + shape.num_kv_heads + kv) * d, seq, d,
+                                   Eigen::OuterStride<>(width));
+        StridedMap<T> o(out.data<T>() + b * seq * shape.output_width() + h * d, seq, d,
+                        Eigen::OuterStride<>(shape.output_width()));
+        T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
+        for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
+          const std::int64_t count = std::min(kQueryBlock, seq - first);
+          cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
+          for (std::int64_t i = 0; i < count; ++i) {
+            const T row_max = p.row(i).maxCoeff();
+            p.row(i) = (p.row(i).array() - row_max).exp().matrix();
+            const T row_sum = p.row(i).sum();
+            p.row(i) /= row_sum;
+            lse_row[first + i] = row_max + std::log(row_sum);
+          }
+          o.middleRows(first, count).noalias() = p * v.topRows(first + count);
+        }
+      }
+    }
+  });
+}
+
+void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                               const Tensor& lse, const AttentionShape& shape, Tensor& dqkv) {
+  check_cpu_same_type("causal_attention_backward", {&dout, &qkv, &out, &lse, &dqkv});
+  check_shapes("causal_attention_backward", qkv, shape, out, lse);
+  check_same_numel("causal_attention_backward", qkv, dqkv);
+  const std::int64_t batch = qkv.size(0);
+  const std::int64_t seq = qkv.size(1);
+  const std::int64_t width = shape.qkv_width();
+  const std::int64_t d = shape.head_dim;
+  const std::int64_t group = shape.num_heads / shape.num_kv_heads;
+  dispatch_floating(qkv.scalar_type(), "causal_attention_backward", [&]<class T>() {
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const T* rows = qkv.data<T>() + b * seq * width;
+      T* grad_rows = dqkv.data<T>() + b * seq * width;
+      for (std::int64_t h = 0; h < shape.num_heads; ++h) {
+        const std::int64_t kv = h / group;
+        const std::int64_t k_column = (shape.num_heads + kv) * d;
+        const std::int64_t v_column = (shape.num_heads + shape.num_kv_heads + kv) * d;
+        const Eigen::OuterStride<> row_stride(width);
+        const ConstStridedMap<T> q(rows + h * d, seq, d, row_stride);
+        const ConstStridedMap<T> k(rows + k_column, seq, d, row_stride);
+        const ConstStridedMap<T> v(rows + v_column, seq, d, row_stride);
+        StridedMap<T> dq(grad_rows + h * d, seq, d, row_stride);
+        StridedMap<T> dk(grad_rows + k_column, seq, d, row_stride);
+        StridedMap<T> dv(grad_rows + v_column, seq, d, row_stride);
+        const Eigen::OuterStride<> out_stride(shape.output_width());
+        const std::int64_t out_offset = b * seq * shape.output_width() + h * d;
+        const ConstStridedMap<T> o(out.data<T>() + out_offset, seq, d, out_stride);
+        const ConstStridedMap<T> d_o(dout.data<T>() + out_offset, seq, d, out_stride);
+        const T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
+        // D_i = Σ_d dO·O: the softmax backward's row term, from the stored output.
+        const cpu::RowMatrix<T> output_dot = (d_o.array() * o.array()).rowwise().sum();
+        for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
+          const std::int64_t count = std::min(kQueryBlock, seq - first);
+          const std::int64_t keys = first + count;
+          cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
+          for (std::int64_t i = 0; i < count; ++i) {
+            p.row(i) = (p.row(i).array() - lse_row[first + i]).exp().matrix();
+          }
+          dv.topRows(keys).noalias() += p.transpose() * d_o.middleRows(first, count);
+          cpu::RowMatrix<T> ds = d_o.middleRows(first, count) * v.topRows(keys).transpose();
+          for (std::int64_t i = 0; i < count; ++i) {
+            ds.row(i) = (p.row(i).array() * (ds.row(i).array() - output_dot(first + i, 0))).matrix();
+          }
+          dq.middleRows(first, count).noalias() += (ds * k.topRows(keys)) * scale;
+          dk.topRows(keys).noalias() += (ds.transpose() * q.middleRows(first, count)) * scale;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace strata::executor

@@ -1,0 +1,45 @@
+#include "strata/executor/ops/embedding.h"
+
+#include "eigen_maps.h"
+#include "strata/executor/ops/dispatch.h"
+
+namespace strata::executor {
+namespace {
+
+void check_ids(const Tensor& ids, std::int64_t vocab) {
+  const std::int32_t* id = ids.data<std::int32_t>();
+  for (std::int64_t n = 0; n < ids.numel(); ++n) {
+    STRATA_CHECK(id[n] >= 0 && id[n] < vocab, "embedding: token {} outside vocabulary {}", id[n],
+                 vocab);
+  }
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
+  check_cpu_same_type("embedding_forward", {&table, &out});
+  const std::int64_t hidden = table.size(1);
+  STRATA_CHECK(out.numel() == ids.numel() * hidden, "embedding_forward: out {} for {} ids",
+               shape_to_string(out.shape()), ids.numel());
+  check_ids(ids, table.size(0));
+  dispatch_floating(table.scalar_type(), "embedding_forward", [&]<class T>() {
+    const auto rows = cpu::as_matrix<T>(table, hidden);
+    auto out_rows = cpu::as_matrix<T>(out, hidden);
+    const std::int32_t* id = ids.data<std::int32_t>();
+    for (std::int64_t n = 0; n < ids.numel(); ++n) out_rows.row(n) = rows.row(id[n]);
+  });
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+  check_cpu_same_type("embedding_backward", {&dout, &dtable});
+  const std::int64_t hidden = dtable.size(1);
+  check_ids(ids, dtable.size(0));
+  dispatch_floating(dtable.scalar_type(), "embedding_backward", [&]<class T>() {
+    auto rows = cpu::as_matrix<T>(dtable, hidden);
+    const auto dout_rows = cpu::as_matrix<T>(dout, hidden);
+    const std::int32_t* id = ids.data<std::int32_t>();
+    for (std::int64_t n = 0; n < ids.numel(); ++n) rows.row(id[n]) += dout_rows.row(n);
+  });
+}
+
+}  // namespace strata::executor

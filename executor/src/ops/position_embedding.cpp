@@ -1,0 +1,35 @@
+#include "strata/executor/ops/position_embedding.h"
+
+#include "eigen_maps.h"
+#include "strata/executor/ops/dispatch.h"
+
+namespace strata::executor {
+
+void position_embedding_forward(const Tensor& table, Tensor& x) {
+  check_cpu_same_type("position_embedding_forward", {&table, &x});
+  const std::int64_t seq = x.size(1);
+  const std::int64_t hidden = x.size(2);
+  STRATA_CHECK(seq <= table.size(0) && hidden == table.size(1),
+               "position_embedding_forward: x {} table {}", shape_to_string(x.shape()),
+               shape_to_string(table.shape()));
+  dispatch_floating(x.scalar_type(), "position_embedding_forward", [&]<class T>() {
+    const auto positions = cpu::as_matrix<T>(table, hidden).topRows(seq);
+    for (std::int64_t b = 0; b < x.size(0); ++b) {
+      cpu::MatrixMap<T>(x.data<T>() + b * seq * hidden, seq, hidden) += positions;
+    }
+  });
+}
+
+void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
+  check_cpu_same_type("position_embedding_backward", {&dx, &dtable});
+  const std::int64_t seq = dx.size(1);
+  const std::int64_t hidden = dx.size(2);
+  dispatch_floating(dx.scalar_type(), "position_embedding_backward", [&]<class T>() {
+    auto positions = cpu::as_matrix<T>(dtable, hidden).topRows(seq);
+    for (std::int64_t b = 0; b < dx.size(0); ++b) {
+      positions += cpu::ConstMatrixMap<T>(dx.data<T>() + b * seq * hidden, seq, hidden);
+    }
+  });
+}
+
+}  // namespace strata::executor

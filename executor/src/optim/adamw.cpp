@@ -1,0 +1,39 @@
+#include "strata/executor/optim/adamw.h"
+
+#include <cmath>
+
+#include "strata/executor/ops/dispatch.h"
+
+namespace strata::executor {
+
+void adamw_update(Tensor& parameter, const Tensor& gradient, Tensor& first_moment,
+                  Tensor& second_moment, double learning_rate, double weight_decay,
+                  std::int64_t step, const AdamWConfig& config) {
+  check_cpu_same_type("adamw_update", {&parameter, &gradient, &first_moment, &second_moment});
+  check_same_numel("adamw_update", parameter, gradient);
+  check_same_numel("adamw_update", parameter, first_moment);
+  check_same_numel("adamw_update", parameter, second_moment);
+  STRATA_CHECK(step >= 1, "adamw_update: step {} (steps count from 1)", step);
+  dispatch_floating(parameter.scalar_type(), "adamw_update", [&]<class T>() {
+    const double bias1 = 1.0 - std::pow(config.beta1, static_cast<double>(step));
+    const double bias2 = 1.0 - std::pow(config.beta2, static_cast<double>(step));
+    const T decay = static_cast<T>(1.0 - learning_rate * weight_decay);
+    const T beta1 = static_cast<T>(config.beta1);
+    const T beta2 = static_cast<T>(config.beta2);
+    const T step_size = static_cast<T>(learning_rate / bias1);
+    const T bias2_root = static_cast<T>(std::sqrt(bias2));
+    const T epsilon = static_cast<T>(config.epsilon);
+    T* p = parameter.data<T>();
+    const T* g = gradient.data<T>();
+    T* m = first_moment.data<T>();
+    T* v = second_moment.data<T>();
+    for (std::int64_t i = 0; i < parameter.numel(); ++i) {
+      p[i] *= decay;
+      m[i] = beta1 * m[i] + (T(1) - beta1) * g[i];
+      v[i] = beta2 * v[i] + (T(1) - beta2) * g[i] * g[i];
+      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_root + epsilon);
+    }
+  });
+}
+
+}  // namespace strata::executor

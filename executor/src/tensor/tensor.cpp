@@ -1,0 +1,106 @@
+#include "strata/executor/tensor/tensor.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+
+namespace strata::executor {
+
+std::size_t scalar_bytes(ScalarType type) {
+  switch (type) {
+    case ScalarType::float32:
+    case ScalarType::int32:
+      return 4;
+    case ScalarType::float64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* scalar_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::float32:
+      return "float32";
+    case ScalarType::float64:
+      return "float64";
+    case ScalarType::int32:
+      return "int32";
+  }
+  return "?";
+}
+
+std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t count = 1;
+  for (std::int64_t extent : shape) {
+    STRATA_CHECK(extent >= 0, "negative extent in shape {}", shape_to_string(shape));
+    count *= extent;
+  }
+  return count;
+}
+
+Tensor Tensor::zeros(Shape shape, ScalarType type, Device device) {
+  Tensor tensor;
+  tensor.numel_ = shape_numel(shape);
+  tensor.shape_ = std::move(shape);
+  tensor.type_ = type;
+  tensor.device_ = device;
+  const std::size_t bytes = tensor.bytes();
+  // Value-initialised: zeros. 64-byte alignment keeps Eigen's vectorised loads aligned.
+  tensor.owner_ = std::shared_ptr<std::byte[]>(
+      new (std::align_val_t{64}) std::byte[bytes > 0 ? bytes : 1](),
+      [](std::byte* pointer) { ::operator delete[](pointer, std::align_val_t{64}); });
+  tensor.data_ = tensor.owner_.get();
+  return tensor;
+}
+
+Tensor Tensor::borrow(void* data, Shape shape, ScalarType type, Device device) {
+  Tensor tensor;
+  tensor.numel_ = shape_numel(shape);
+  tensor.shape_ = std::move(shape);
+  tensor.type_ = type;
+  tensor.device_ = device;
+  tensor.data_ = data;
+  return tensor;
+}
+
+std::int64_t Tensor::size(std::int64_t axis) const {
+  const std::int64_t rank = dim();
+  const std::int64_t index = axis < 0 ? axis + rank : axis;
+  STRATA_CHECK(index >= 0 && index < rank, "axis {} out of range for shape {}", axis,
+               shape_to_string(shape_));
+  return shape_[static_cast<std::size_t>(index)];
+}
+
+Tensor Tensor::reshaped(Shape shape) const { return view(0, std::move(shape)); }
+
+Tensor Tensor::view(std::int64_t offset, Shape shape) const {
+  const std::int64_t count = shape_numel(shape);
+  STRATA_CHECK(offset >= 0 && offset + count <= numel_, "view of {} elements at {} outside {}",
+               count, offset, shape_to_string(shape_));
+  Tensor result = *this;
+  result.shape_ = std::move(shape);
+  result.numel_ = count;
+  result.data_ = static_cast<std::byte*>(data_) + static_cast<std::size_t>(offset) * scalar_bytes(type_);
+  return result;
+}
+
+void Tensor::fill_zero() {
+  if (numel_ > 0) std::memset(data_, 0, bytes());
+}
+
+void Tensor::copy_from(const Tensor& source) {
+  STRATA_CHECK(source.type_ == type_ && source.numel_ == numel_, "copy of {} {} into {} {}",
+               scalar_type_name(source.type_), shape_to_string(source.shape_),
+               scalar_type_name(type_), shape_to_string(shape_));
+  if (numel_ > 0) std::memcpy(data_, source.data_, bytes());
+}
+
+void Tensor::check_type(ScalarType wanted) const {
+  STRATA_CHECK(type_ == wanted, "tensor {} holds {}, read as {}", shape_to_string(shape_),
+               scalar_type_name(type_), scalar_type_name(wanted));
+}
+
+}  // namespace strata::executor
