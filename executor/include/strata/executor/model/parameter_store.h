@@ -1,0 +1,65 @@
+// ParameterStore: a model's named parameters as views into one flat value buffer and one flat
+// gradient buffer, in a fixed order. Used by the model (views per layer), the optimizer (one pass
+// over the flat buffers), checkpoints (the buffers are the file) and the PyTorch reference export.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/executor/tensor/tensor.h"
+
+namespace strata::executor {
+
+// How a parameter starts: N(0, std²) from the counter-based generator, or a constant.
+enum class InitKind { normal, zeros, ones };
+struct InitRule {
+  InitKind kind = InitKind::normal;
+  double std = 0.02;
+};
+
+struct ParameterSpec {
+  std::string name;  // e.g. "layers.3.attention.qkv.weight"; keys init, checkpoints, reference
+  Shape shape;
+  InitRule init;
+  bool weight_decay = false;  // AdamW decays matrices and embeddings, not biases or norm gains
+};
+
+struct ParameterEntry {
+  ParameterSpec spec;
+  std::int64_t offset = 0;  // first element in the flat buffers
+  Tensor value;
+  Tensor gradient;
+};
+
+class ParameterStore {
+ public:
+  ParameterStore(std::vector<ParameterSpec> specs, ScalarType type);
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+
+  const std::vector<ParameterEntry>& entries() const { return entries_; }
+  std::vector<ParameterEntry>& entries() { return entries_; }
+  // The entry of `name`; a missing name is a bug in the model that asks.
+  ParameterEntry& entry(const std::string& name);
+  const ParameterEntry& entry(const std::string& name) const;
+  bool contains(const std::string& name) const;
+
+  Tensor& values() { return values_; }
+  const Tensor& values() const { return values_; }
+  Tensor& gradients() { return gradients_; }
+  const Tensor& gradients() const { return gradients_; }
+  std::int64_t total_elements() const { return values_.numel(); }
+  void zero_gradients() { gradients_.fill_zero(); }
+
+  // Sets every value from its init rule: element i of parameter P is a pure function of
+  // (seed, P's name, i) (see parameter_init.h), so any shard can be made on its own.
+  void initialize(std::uint64_t seed);
+
+ private:
+  std::vector<ParameterEntry> entries_;
+  Tensor values_;
+  Tensor gradients_;
+};
+
+}  // namespace strata::executor
