@@ -94,4 +94,37 @@ struct PlanOptions {
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
 int run_plan(const PlanOptions& options);
 
+struct DataOptions {
+  std::string text_path;
+  std::string out_path;
+};
+CLI::App* add_data_command(CLI::App& app, DataOptions& options);
+int run_data(const DataOptions& options);
+
+enum class LogFormat { text, json };
+struct TrainOptions {
+  std::optional<std::string> plan;
+  std::optional<std::string> model;
+  std::int64_t micro_batch = 4;
+  std::optional<std::int64_t> global_batch;
+  std::optional<std::int64_t> seq_length;
+  std::optional<std::string> write_plan;
+  std::string data;
+  std::int64_t steps = 100;
+  std::optional<std::uint64_t> seed;
+  double learning_rate = 3e-4;
+  double min_lr_fraction = 0.1;
+  std::int64_t warmup_steps = 0;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  std::optional<std::string> checkpoint_dir;
+  std::int64_t checkpoint_every = 0;
+  bool resume = false;
+  std::optional<std::string> init_llmc;
+  std::optional<std::string> save_llmc;
+  LogFormat log_format = LogFormat::text;
+};
+CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
+int run_train(const TrainOptions& options);
+
 }  // namespace strata::tools

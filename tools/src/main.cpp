@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
   CLI::App* validate_sim_command = add_validate_sim_command(app, validate_sim);
   PlanOptions plan;
   CLI::App* plan_command = add_plan_command(app, plan);
+  DataOptions data;
+  CLI::App* data_command = add_data_command(app, data);
+  TrainOptions train;
+  CLI::App* train_command = add_train_command(app, train);
 
   try {
     app.parse(argc, argv);
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
     if (simulate_command->parsed()) return run_simulate(simulate);
     if (validate_sim_command->parsed()) return run_validate_sim(validate_sim);
     if (plan_command->parsed()) return run_plan(plan);
+    if (data_command->parsed()) return run_data(data);
+    if (train_command->parsed()) return run_train(train);
   } catch (const strata::schemas::InputError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
     return kExitInvalidInput;

@@ -1,0 +1,51 @@
+// Training checkpoints: the model's parameters, AdamW's moments, the step, the seed (which with
+// the step fixes the data position and every dropout mask) and the model they belong to. Used by
+// the training loop for --checkpoint-dir, --checkpoint-every and --resume.
+//
+//   DIR/step_00000100/state.json     step, seed, tokens seen, model, parameter layout, and per
+//                                    file its size and CRC-32
+//   DIR/step_00000100/model.bin      parameters, flat, in ParameterStore order (float32)
+//   DIR/step_00000100/optimizer.bin  AdamW first moments, then second moments
+//
+// A checkpoint is written under DIR/.step_00000100.tmp.PID and renamed when complete, so a crash
+// leaves either the previous checkpoint or the new one, never half of one.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+
+#include "strata/executor/model/parameter_store.h"
+#include "strata/schemas/model_config.h"
+
+namespace strata::executor {
+
+struct TrainingState {
+  std::int64_t step = 0;  // optimizer steps completed; the next step's data and dropout follow
+  std::uint64_t seed = 0;
+  std::int64_t tokens_seen = 0;
+};
+
+struct OptimizerMoments {
+  Tensor first;   // AdamW m, same layout as the parameters
+  Tensor second;  // AdamW v
+};
+
+// Writes DIR/step_<step> atomically and returns its path.
+std::filesystem::path write_checkpoint(const std::filesystem::path& directory,
+                                       const schemas::ModelConfig& model,
+                                       const ParameterStore& parameters,
+                                       const OptimizerMoments& moments,
+                                       const TrainingState& state);
+
+// The complete checkpoint with the highest step in `directory`, if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& directory);
+
+// Loads a checkpoint into `parameters` and `moments`, refusing (schemas::InputError naming the
+// file and the reason) a missing file, a size or CRC-32 that differs from state.json (truncated
+// or corrupted), and a model or parameter layout that differs from `model`'s.
+TrainingState read_checkpoint(const std::filesystem::path& checkpoint,
+                              const schemas::ModelConfig& model, ParameterStore& parameters,
+                              OptimizerMoments& moments);
+
+}  // namespace strata::executor

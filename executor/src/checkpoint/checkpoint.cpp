@@ -1,0 +1,179 @@
+#include "strata/executor/checkpoint/checkpoint.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/crc.hpp>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
+
+namespace strata::executor {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kFormat = "strata-checkpoint";
+constexpr int kVersion = 1;
+
+std::uint32_t crc32_of(const void* data, std::size_t bytes) {
+  boost::crc_32_type crc;
+  crc.process_bytes(data, bytes);
+  return crc.checksum();
+}
+
+std::string hex(std::uint32_t value) { return fmt::format("{:08x}", value); }
+
+json file_entry(const void* data, std::size_t bytes) {
+  return json{{"bytes", bytes}, {"crc32", hex(crc32_of(data, bytes))}};
+}
+
+void write_binary(const fs::path& path, std::initializer_list<const Tensor*> tensors) {
+  std::string contents;
+  for (const Tensor* tensor : tensors) {
+    contents.append(static_cast<const char*>(tensor->raw()), tensor->bytes());
+  }
+  schemas::write_file_atomically(path, contents);
+}
+
+json parameter_layout(const ParameterStore& parameters) {
+  json layout = json::array();
+  for (const ParameterEntry& entry : parameters.entries()) {
+    layout.push_back(json{{"name", entry.spec.name}, {"shape", entry.spec.shape}});
+  }
+  return layout;
+}
+
+// Reads `name` from the checkpoint into `tensors` (in order), after checking size and CRC.
+void read_binary(const fs::path& checkpoint, const json& state, const char* name,
+                 std::initializer_list<Tensor*> tensors) {
+  const fs::path path = checkpoint / name;
+  const std::string source = path.string();
+  if (!fs::exists(path)) throw schemas::InputError(source, "", "missing from the checkpoint");
+  const json& entry = state.at("files").at(name);
+  const std::size_t expected_bytes = entry.at("bytes").get<std::size_t>();
+  std::size_t wanted = 0;
+  for (const Tensor* tensor : tensors) wanted += tensor->bytes();
+  const std::size_t actual = fs::file_size(path);
+  if (actual != expected_bytes) {
+    throw schemas::InputError(source, "",
+                              fmt::format("{} bytes, state.json says {} (truncated or replaced)",
+                                          actual, expected_bytes));
+  }
+  if (actual != wanted) {
+    throw schemas::InputError(source, "",
+                              fmt::format("{} bytes, the model's parameters need {}", actual, wanted));
+  }
+  std::string contents = schemas::read_text_file(path);
+  const std::string crc = hex(crc32_of(contents.data(), contents.size()));
+  if (crc != entry.at("crc32").get<std::string>()) {
+    throw schemas::InputError(source, "",
+                              fmt::format("CRC-32 {} differs from state.json's {} (corrupted)", crc,
+                                          entry.at("crc32").get<std::string>()));
+  }
+  std::size_t offset = 0;
+  for (Tensor* tensor : tensors) {
+    std::memcpy(tensor->raw(), contents.data() + offset, tensor->bytes());
+    offset += tensor->bytes();
+  }
+}
+
+}  // namespace
+
+fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig& model,
+                          const ParameterStore& parameters, const OptimizerMoments& moments,
+                          const TrainingState& state) {
+  std::error_code error;
+  fs::create_directories(directory, error);
+  if (error) {
+    throw schemas::InputError(directory.string(), "", "cannot create: " + error.message());
+  }
+  const std::string name = fmt::format("step_{:08d}", state.step);
+  const fs::path final_path = directory / name;
+  const fs::path temporary = directory / fmt::format(".{}.tmp.{}", name, static_cast<long>(::getpid()));
+  fs::remove_all(temporary);
+  fs::create_directory(temporary);
+  write_binary(temporary / "model.bin", {&parameters.values()});
+  write_binary(temporary / "optimizer.bin", {&moments.first, &moments.second});
+  std::string optimizer_bytes(static_cast<const char*>(moments.first.raw()), moments.first.bytes());
+  optimizer_bytes.append(static_cast<const char*>(moments.second.raw()), moments.second.bytes());
+  const json document{
+      {"format", kFormat},
+      {"version", kVersion},
+      {"step", state.step},
+      {"seed", state.seed},
+      {"tokens_seen", state.tokens_seen},
+      {"data", {{"next_step", state.step},
+                {"sampler", "window starts drawn from (seed, step, sample index)"}}},
+      {"model", schemas::model_to_json(model)},
+      {"parameters", {{"count", parameters.total_elements()},
+                      {"dtype", scalar_type_name(parameters.values().scalar_type())},
+                      {"layout", parameter_layout(parameters)}}},
+      {"files",
+       {{"model.bin", file_entry(parameters.values().raw(), parameters.values().bytes())},
+        {"optimizer.bin", file_entry(optimizer_bytes.data(), optimizer_bytes.size())}}}};
+  schemas::write_file_atomically(temporary / "state.json", document.dump(2) + "\n");
+  fs::remove_all(final_path);
+  fs::rename(temporary, final_path, error);
+  if (error) {
+    fs::remove_all(temporary);
+    throw schemas::InputError(final_path.string(), "", "cannot rename into place: " + error.message());
+  }
+  return final_path;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& directory) {
+  if (!fs::is_directory(directory)) return std::nullopt;
+  static const std::regex kName("step_[0-9]{8}");
+  std::optional<fs::path> latest;
+  for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_directory() || !std::regex_match(name, kName)) continue;
+    if (!latest || name > latest->filename().string()) latest = entry.path();
+  }
+  return latest;
+}
+
+TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelConfig& model,
+                              ParameterStore& parameters, OptimizerMoments& moments) {
+  const fs::path state_path = checkpoint / "state.json";
+  if (!fs::exists(state_path)) {
+    throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
+  }
+  const json state = schemas::read_json_file(state_path);
+  const std::string source = state_path.string();
+  try {
+    if (state.at("format") != kFormat || state.at("version") != kVersion) {
+      throw schemas::InputError(source, "/format",
+                                fmt::format("not a {} version {} file", kFormat, kVersion));
+    }
+    const json expected_model = schemas::model_to_json(model);
+    for (const auto& [key, value] : expected_model.items()) {
+      if (!state.at("model").contains(key) || state.at("model").at(key) != value) {
+        throw schemas::InputError(
+            source, "/model/" + key,
+            fmt::format("the checkpoint's model has {}, the model to train has {}",
+                        state.at("model").value(key, json()).dump(), value.dump()));
+      }
+    }
+    if (state.at("parameters").at("layout") != parameter_layout(parameters) ||
+        state.at("parameters").at("dtype") != scalar_type_name(parameters.values().scalar_type())) {
+      throw schemas::InputError(source, "/parameters",
+                                "parameter names, shapes or dtype differ from the model's");
+    }
+    read_binary(checkpoint, state, "model.bin", {&parameters.values()});
+    read_binary(checkpoint, state, "optimizer.bin", {&moments.first, &moments.second});
+    return TrainingState{state.at("step").get<std::int64_t>(), state.at("seed").get<std::uint64_t>(),
+                         state.at("tokens_seen").get<std::int64_t>()};
+  } catch (const json::exception& error) {
+    throw schemas::InputError(source, "", fmt::format("malformed checkpoint state: {}", error.what()));
+  }
+}
+
+}  // namespace strata::executor

@@ -1,0 +1,126 @@
+#include "strata/executor/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <vector>
+
+#include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/optim/gradient_clipping.h"
+#include "strata/schemas/input_error.h"
+
+namespace strata::executor {
+
+using schemas::InputError;
+
+void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& plan_source) {
+  const schemas::Mesh& mesh = plan.mesh;
+  for (const auto& [axis, size] : {std::pair{"tp", mesh.tp}, std::pair{"cp", mesh.cp},
+                                   std::pair{"dp", mesh.dp}, std::pair{"pp", mesh.pp},
+                                   std::pair{"vpp", mesh.vpp}}) {
+    if (size != 1) {
+      throw InputError(plan_source, fmt::format("/mesh/{}", axis),
+                       fmt::format("{}={}: this executor trains on one device (a 1×1×1 mesh); "
+                                   "parallel meshes run with the parallel executor",
+                                   axis, size));
+    }
+  }
+  if (plan.precision != schemas::Dtype::fp32) {
+    throw InputError(plan_source, "/precision",
+                     fmt::format("the CPU backend trains in fp32, the plan says {}",
+                                 schemas::name_of(plan.precision, schemas::kDtypeNames)));
+  }
+  if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
+    throw InputError(plan_source, "/recompute",
+                     "the CPU executor keeps every activation; use recompute none");
+  }
+  check_executor_supports(plan.model, plan_source, "/model");
+}
+
+Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
+                 TrainingOptions options)
+    : plan_(plan),
+      options_(std::move(options)),
+      model_((check_plan_runs_on_one_cpu(plan, plan_source), plan.model), ScalarType::float32,
+             options_.seed),
+      sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
+      schedule_{options_.learning_rate, options_.learning_rate * options_.min_learning_rate_fraction,
+                options_.warmup_steps, options_.steps} {
+  const std::int64_t count = model_.parameters().total_elements();
+  moments_.first = Tensor::zeros({count}, ScalarType::float32);
+  moments_.second = Tensor::zeros({count}, ScalarType::float32);
+  state_.seed = options_.seed;
+  if (options_.init_llmc) read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
+  if (options_.resume) {
+    if (!options_.checkpoint_dir) {
+      throw InputError("--resume", "", "needs --checkpoint-dir to resume from");
+    }
+    const std::optional<std::filesystem::path> latest = latest_checkpoint(*options_.checkpoint_dir);
+    if (!latest) {
+      throw InputError(options_.checkpoint_dir->string(), "", "--resume: no checkpoint here");
+    }
+    state_ = read_checkpoint(*latest, plan_.model, model_.parameters(), moments_);
+    sampler_.set_seed(state_.seed);
+  }
+  inputs_ = Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
+  targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
+}
+
+StepRecord Trainer::train_step() {
+  const auto start = std::chrono::steady_clock::now();
+  const schemas::BatchConfig& batch = plan_.batch;
+  const std::int64_t step = state_.step;
+  // Each token's loss weighs 1 / (tokens in the global batch): the step's loss is their mean.
+  const std::int64_t step_tokens = batch.global_batch_size * batch.seq_length;
+  const double loss_scale = 1.0 / static_cast<double>(step_tokens);
+  model_.parameters().zero_gradients();
+  double loss_sum = 0;
+  for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
+    const std::int64_t first_sample = micro * batch.micro_batch_size;
+    sampler_.fill(step, first_sample, inputs_, targets_);
+    const DropoutContext dropout{state_.seed, static_cast<std::uint64_t>(step),
+                                 first_sample * batch.seq_length};
+    loss_sum += model_.forward_backward(inputs_, targets_, loss_scale, dropout);
+  }
+  std::vector<Tensor> gradients;
+  for (ParameterEntry& entry : model_.parameters().entries()) gradients.push_back(entry.gradient);
+  const double norm = clip_gradients(gradients, options_.max_gradient_norm);
+  const double rate = schedule_.at(step);
+  for (ParameterEntry& entry : model_.parameters().entries()) {
+    Tensor first = moments_.first.view(entry.offset, entry.spec.shape);
+    Tensor second = moments_.second.view(entry.offset, entry.spec.shape);
+    adamw_update(entry.value, entry.gradient, first, second, rate,
+                 entry.spec.weight_decay ? options_.adamw.weight_decay : 0.0, step + 1,
+                 options_.adamw);
+  }
+  state_.step += 1;
+  state_.tokens_seen += step_tokens;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return StepRecord{state_.step, loss_sum / static_cast<double>(batch.num_micro_batches), rate,
+                    norm, static_cast<double>(step_tokens) / seconds, seconds};
+}
+
+TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
+  TrainingSummary summary;
+  summary.first_step = state_.step;
+  double token_count = 0;
+  while (state_.step < options_.steps) {
+    const StepRecord record = train_step();
+    on_step(record);
+    summary.steps_run += 1;
+    summary.final_loss = record.loss;
+    summary.total_time_s += record.step_time_s;
+    token_count += record.tokens_per_s * record.step_time_s;
+    const bool last = state_.step == options_.steps;
+    const bool periodic = options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
+    if (options_.checkpoint_dir && (last || periodic)) {
+      summary.last_checkpoint = write_checkpoint(*options_.checkpoint_dir, plan_.model,
+                                                 model_.parameters(), moments_, state_);
+    }
+  }
+  summary.mean_tokens_per_s = summary.total_time_s > 0 ? token_count / summary.total_time_s : 0;
+  return summary;
+}
+
+}  // namespace strata::executor

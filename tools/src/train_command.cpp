@@ -1,0 +1,184 @@
+// `strata train`: trains a model with a plan — read from --plan, or made from --model and the
+// batch flags for one CPU device (shown with --write-plan) — on a token file, logging each step
+// and checkpointing as asked.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/train/trainer.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::tools {
+namespace {
+
+constexpr const char* kSingleCpuCluster = "cpu-local";
+
+// The plan `strata train --model M` runs: one CPU device, fp32, the batch from the flags.
+schemas::Plan single_device_plan(const TrainOptions& options) {
+  if (!options.model && !options.init_llmc) {
+    throw schemas::InputError("command line", "", "give --plan, --model or --init-llmc");
+  }
+  const schemas::ModelConfig model = options.model
+                                         ? schemas::resolve_model(*options.model)
+                                         : executor::read_llmc_model_config(*options.init_llmc);
+  schemas::PlanKnobs knobs;
+  knobs.seq_length = options.seq_length.value_or(std::min<std::int64_t>(model.max_seq_length, 256));
+  knobs.micro_batch_size = options.micro_batch;
+  knobs.global_batch_size = options.global_batch.value_or(options.micro_batch);
+  knobs.recompute = schemas::RecomputeGranularity::none;
+  knobs.precision = schemas::Dtype::fp32;
+  schemas::Plan plan = schemas::build_plan(model, schemas::cluster_preset(kSingleCpuCluster), knobs,
+                                           "command line");
+  plan.description = fmt::format("{} on one CPU device, written by strata train", model.name);
+  return plan;
+}
+
+void print_step(const executor::StepRecord& record, std::int64_t steps, LogFormat format) {
+  if (format == LogFormat::json) {
+    std::cout << nlohmann::json{{"step", record.step},
+                                {"loss", record.loss},
+                                {"learning_rate", record.learning_rate},
+                                {"gradient_norm", record.gradient_norm},
+                                {"tokens_per_s", record.tokens_per_s},
+                                {"step_time_s", record.step_time_s}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} ms\n",
+             record.step, fmt::formatted_size("{}", steps), steps, record.loss,
+             record.learning_rate, record.gradient_norm, record.tokens_per_s,
+             record.step_time_s * 1e3);
+  std::fflush(stdout);
+}
+
+void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
+  if (format == LogFormat::json) {
+    nlohmann::json line{{"summary", true},
+                        {"first_step", summary.first_step},
+                        {"steps_run", summary.steps_run},
+                        {"final_loss", summary.final_loss},
+                        {"mean_tokens_per_s", summary.mean_tokens_per_s},
+                        {"total_time_s", summary.total_time_s}};
+    if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
+    std::cout << line.dump() << std::endl;
+    return;
+  }
+  fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}, {:.0f} tokens/s{}\n",
+             summary.first_step + 1, summary.first_step + summary.steps_run, summary.total_time_s,
+             summary.final_loss, summary.mean_tokens_per_s,
+             summary.last_checkpoint ? fmt::format(", checkpoint {}", summary.last_checkpoint->string())
+                                     : std::string());
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "train", "Train a model with a plan on a token file (one CPU device in this build)");
+  CLI::Option* plan = command->add_option("--plan", options.plan, "Plan file to run (a 1x1x1 mesh, fp32)");
+  command->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
+      ->excludes(plan);
+  command->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch (with --model)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(plan);
+  command->add_option("--global-batch", options.global_batch,
+                      "Sequences per optimizer step, accumulated over micro-batches (default: one "
+                      "micro-batch)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(plan);
+  command->add_option("--seq-len", options.seq_length, "Tokens per sequence (default min(256, model max))")
+      ->check(CLI::PositiveNumber)
+      ->excludes(plan);
+  command->add_option("--write-plan", options.write_plan, "Write the plan --model makes to FILE")
+      ->excludes(plan);
+  command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")->required();
+  command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)");
+  command->add_option("--lr", options.learning_rate, "Peak learning rate")->check(CLI::PositiveNumber);
+  command->add_option("--min-lr-fraction", options.min_lr_fraction,
+                      "Cosine floor as a fraction of the peak")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--warmup-steps", options.warmup_steps, "Linear warm-up steps")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--weight-decay", options.weight_decay, "AdamW weight decay of matrices")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--grad-clip", options.grad_clip, "Global gradient-norm limit (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--checkpoint-dir", options.checkpoint_dir, "Directory for checkpoints");
+  command->add_option("--checkpoint-every", options.checkpoint_every,
+                      "Checkpoint every K steps (and after the last)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--resume", options.resume, "Continue from the newest checkpoint in --checkpoint-dir");
+  command->add_option("--init-llmc", options.init_llmc, "Start from an llm.c GPT-2 model file");
+  command->add_option("--save-llmc", options.save_llmc, "Write the trained model as an llm.c file");
+  command
+      ->add_option_function<std::string>(
+          "--log-format",
+          [&options](const std::string& name) {
+            options.log_format = name == "json" ? LogFormat::json : LogFormat::text;
+          },
+          "Log lines: text (default) or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->option_text("text|json");
+  return command;
+}
+
+int run_train(const TrainOptions& options) {
+  std::string plan_source = "command line";
+  schemas::Plan plan;
+  if (options.plan) {
+    plan = schemas::load_plan_file(*options.plan);
+    plan_source = *options.plan;
+  } else {
+    plan = single_device_plan(options);
+    if (options.write_plan) {
+      schemas::write_json_document(*options.write_plan, schemas::plan_to_json(plan));
+    }
+  }
+  executor::check_plan_runs_on_one_cpu(plan, plan_source);
+  const executor::TokenFile data = executor::read_token_file(options.data);
+
+  executor::TrainingOptions training;
+  training.steps = options.steps;
+  training.seed = options.seed.value_or(1234);
+  training.learning_rate = options.learning_rate;
+  training.min_learning_rate_fraction = options.min_lr_fraction;
+  training.warmup_steps = options.warmup_steps;
+  training.adamw.weight_decay = options.weight_decay;
+  training.max_gradient_norm = options.grad_clip;
+  if (options.checkpoint_dir) training.checkpoint_dir = *options.checkpoint_dir;
+  training.checkpoint_every = options.checkpoint_every;
+  training.resume = options.resume;
+  if (options.init_llmc) training.init_llmc = *options.init_llmc;
+
+  executor::Trainer trainer(plan, plan_source, data, training);
+  if (options.resume && options.seed && *options.seed != trainer.seed()) {
+    // Data order and dropout follow the checkpoint's seed; another would not continue the run.
+    throw schemas::InputError("--seed", "",
+                              fmt::format("{} differs from the checkpoint's seed {}; a resumed run "
+                                          "keeps its seed",
+                                          *options.seed, trainer.seed()));
+  }
+  const executor::TrainingSummary summary = trainer.run(
+      [&](const executor::StepRecord& record) { print_step(record, options.steps, options.log_format); });
+  print_summary(summary, options.log_format);
+  if (options.save_llmc) {
+    executor::write_llmc_checkpoint(*options.save_llmc, plan.model, trainer.model().parameters());
+  }
+  if (!std::isfinite(summary.final_loss)) {
+    std::fprintf(stderr, "strata: training diverged: the loss is %f\n", summary.final_loss);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace strata::tools
