@@ -11,40 +11,18 @@
 #include <sstream>
 
 #include "fixture_paths.h"
+#include "strata_command.h"
 
 namespace strata::tools {
 namespace {
 
 using strata::testing::fixture;
+using strata::testing::lines;
+using strata::testing::slurp;
+using strata::testing::strata;
+using strata::testing::CommandResult;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-struct CommandResult {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::filesystem::path& path) {
-  std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  return contents.str();
-}
-
-CommandResult strata(const std::string& arguments) {
-  // CTest runs test cases in parallel processes: give each its own directory.
-  const std::filesystem::path directory =
-      std::filesystem::path(::testing::TempDir()) / ("strata-cli-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(directory);
-  const std::filesystem::path out = directory / "stdout", err = directory / "stderr";
-  const std::string command = std::string(STRATA_BINARY) + " " + arguments + " > " + out.string() +
-                              " 2> " + err.string() + " < /dev/null";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
-}
-
-std::size_t lines(const std::string& text) { return std::count(text.begin(), text.end(), '\n'); }
 
 TEST(Cli, VersionAndHelp) {
   const CommandResult version = strata("--version");
@@ -129,7 +107,7 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
-  EXPECT_EQ(listing.at("models").size(), 22u);
+  EXPECT_EQ(listing.at("models").size(), 24u);  // 22 published models + gpt-tiny, llama-tiny
   EXPECT_EQ(listing.at("clusters").size(), 5u);
 
   const CommandResult shown = strata("presets --show dgx-h100:4");

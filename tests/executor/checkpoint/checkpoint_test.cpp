@@ -1,0 +1,163 @@
+// Training checkpoints (atomic directories with checksums) and llm.c model files.
+#include "strata/executor/checkpoint/checkpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <fstream>
+
+#include "input_error_message.h"
+#include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/schemas/presets.h"
+#include "tensor_testing.h"
+
+namespace strata::executor {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+fs::path fresh_directory(const std::string& name) {
+  const fs::path path = fs::path(::testing::TempDir()) / (name + "-" + std::to_string(::getpid()));
+  fs::remove_all(path);
+  return path;
+}
+
+schemas::ModelConfig micro_model() {
+  schemas::ModelConfig model = schemas::ModelConfig::defaults_for(schemas::Architecture::gpt);
+  model.name = "micro";
+  model.num_layers = 2;
+  model.hidden_size = 16;
+  model.ffn_hidden_size = 64;
+  model.num_attention_heads = 2;
+  model.num_kv_heads = 2;
+  model.head_dim = 8;
+  model.vocab_size = 50;
+  model.max_seq_length = 8;
+  return model;
+}
+
+OptimizerMoments moments_for(const ParameterStore& store, std::uint32_t seed) {
+  const Shape shape{store.total_elements()};
+  return {testing::random_tensor(shape, ScalarType::float32, seed),
+          testing::random_tensor(shape, ScalarType::float32, seed + 1)};
+}
+
+std::string error_of(auto&& action) { return strata::testing::input_error_message(action); }
+
+struct CheckpointFixture : ::testing::Test {
+  schemas::ModelConfig model = micro_model();
+  Transformer written{model, ScalarType::float32, 7};
+  OptimizerMoments written_moments = moments_for(written.parameters(), 3);
+  fs::path directory = fresh_directory("checkpoints");
+  fs::path saved = write_checkpoint(directory, model, written.parameters(), written_moments,
+                                    TrainingState{12, 7, 12 * 64});
+  Transformer loaded{model, ScalarType::float32, 8};
+  OptimizerMoments loaded_moments = moments_for(loaded.parameters(), 9);
+};
+
+TEST_F(CheckpointFixture, RoundTripsParametersMomentsAndState) {
+  EXPECT_EQ(saved, directory / "step_00000012");
+  const TrainingState state = read_checkpoint(saved, model, loaded.parameters(), loaded_moments);
+  EXPECT_EQ(state.step, 12);
+  EXPECT_EQ(state.seed, 7u);
+  EXPECT_EQ(state.tokens_seen, 768);
+  EXPECT_EQ(0, std::memcmp(loaded.parameters().values().raw(), written.parameters().values().raw(),
+                           written.parameters().values().bytes()));
+  EXPECT_EQ(0, std::memcmp(loaded_moments.second.raw(), written_moments.second.raw(),
+                           written_moments.second.bytes()));
+}
+
+TEST_F(CheckpointFixture, LatestIsTheHighestCompleteStepAndTemporariesAreIgnored) {
+  write_checkpoint(directory, model, written.parameters(), written_moments, TrainingState{3, 7, 0});
+  fs::create_directory(directory / ".step_00000099.tmp.123");  // a crash mid-write
+  EXPECT_EQ(latest_checkpoint(directory), directory / "step_00000012");
+  EXPECT_EQ(latest_checkpoint(directory / "missing"), std::nullopt);
+}
+
+TEST_F(CheckpointFixture, TruncatedFilesAreRefused) {
+  fs::resize_file(saved / "model.bin", fs::file_size(saved / "model.bin") - 4);
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("model.bin: " + std::to_string(written.parameters().values().bytes() - 4) +
+                        " bytes, state.json says"));
+}
+
+TEST_F(CheckpointFixture, CorruptedBytesAreRefusedByTheChecksum) {
+  {
+    std::fstream file(saved / "optimizer.bin", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100);
+    file.put('\x5a');
+  }
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("optimizer.bin: CRC-32"));
+}
+
+TEST_F(CheckpointFixture, AnotherModelIsRefusedNamingTheField) {
+  schemas::ModelConfig wider = model;
+  wider.ffn_hidden_size = 32;
+  Transformer other(wider, ScalarType::float32, 1);
+  OptimizerMoments other_moments = moments_for(other.parameters(), 1);
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, wider, other.parameters(), other_moments); }),
+              HasSubstr("state.json: /model/ffn_hidden_size: the checkpoint's model has 64, the "
+                        "model to train has 32"));
+  fs::remove(saved / "state.json");
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("not a checkpoint: state.json is missing"));
+}
+
+TEST(LlmcCheckpoint, WritesLlmcsHeaderAndLayoutAndReadsItBack) {
+  const schemas::ModelConfig model = micro_model();
+  Transformer written(model, ScalarType::float32, 11);
+  const fs::path path = fresh_directory("gpt2_micro.bin");
+  write_llmc_checkpoint(path, model, written.parameters());
+  std::ifstream raw(path, std::ios::binary);
+  std::array<std::int32_t, 256> header{};
+  raw.read(reinterpret_cast<char*>(header.data()), sizeof(header));
+  EXPECT_EQ((std::array<std::int32_t, 8>{header[0], header[1], header[2], header[3], header[4],
+                                         header[5], header[6], header[7]}),
+            (std::array<std::int32_t, 8>{20240326, 3, 8, 50, 2, 2, 16, 128}));
+  // wte padded to 128 rows, then wpe: llm.c's element 128·16 is wpe[0][0].
+  std::vector<float> body((fs::file_size(path) - 1024) / 4);
+  raw.read(reinterpret_cast<char*>(body.data()), static_cast<std::streamsize>(4 * body.size()));
+  EXPECT_EQ(body.size(), static_cast<std::size_t>(written.parameters().total_elements() +
+                                                  (128 - 50) * 16));
+  EXPECT_EQ(body[128 * 16], written.parameters().entry("embedding.position").value.data<float>()[0]);
+  EXPECT_EQ(body[49 * 16 + 3], written.parameters().entry("embedding.word").value.data<float>()[49 * 16 + 3]);
+  EXPECT_EQ(body[50 * 16], 0.0f);
+  // qkvw of layer 1 follows wte, wpe, ln1w (2·16) and ln1b (2·16) and layer 0's 48·16 rows.
+  const std::size_t qkv_layer1 = 128 * 16 + 8 * 16 + 2 * 16 + 2 * 16 + 48 * 16;
+  EXPECT_EQ(body[qkv_layer1 + 5],
+            written.parameters().entry("layers.1.attention.qkv.weight").value.data<float>()[5]);
+  EXPECT_EQ(body.back(), written.parameters().entry("final_norm.bias").value.data<float>()[15]);
+
+  const schemas::ModelConfig header_model = read_llmc_model_config(path);
+  EXPECT_EQ(header_model.hidden_size, 16);
+  EXPECT_EQ(header_model.vocab_size, 50);
+  EXPECT_EQ(header_model.ffn_hidden_size, 64);
+  Transformer loaded(header_model, ScalarType::float32, 99);
+  read_llmc_parameters(path, header_model, loaded.parameters());
+  EXPECT_EQ(0, std::memcmp(loaded.parameters().values().raw(), written.parameters().values().raw(),
+                           written.parameters().values().bytes()));
+}
+
+TEST(LlmcCheckpoint, RefusesModelsLlmcCannotHoldAndMismatchedHeaders) {
+  const fs::path path = fresh_directory("llmc.bin");
+  const schemas::ModelConfig llama = schemas::model_preset("llama-tiny");
+  Transformer transformer(llama, ScalarType::float32, 1);
+  EXPECT_THAT(error_of([&] { write_llmc_checkpoint(path, llama, transformer.parameters()); }),
+              HasSubstr("llm.c files hold GPT-2-shaped models"));
+  const schemas::ModelConfig model = micro_model();
+  Transformer written(model, ScalarType::float32, 11);
+  write_llmc_checkpoint(path, model, written.parameters());
+  schemas::ModelConfig longer = model;
+  longer.max_seq_length = 16;
+  Transformer other(longer, ScalarType::float32, 1);
+  EXPECT_THAT(error_of([&] { read_llmc_parameters(path, longer, other.parameters()); }),
+              HasSubstr("header[2]: 8 where model micro has 16"));
+}
+
+}  // namespace
+}  // namespace strata::executor

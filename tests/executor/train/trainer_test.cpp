@@ -1,0 +1,130 @@
+// The training loop: gradient accumulation, resume, and the plans it refuses.
+#include "strata/executor/train/trainer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "input_error_message.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::executor {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+schemas::ModelConfig micro_model(double dropout) {
+  schemas::ModelConfig model = schemas::ModelConfig::defaults_for(schemas::Architecture::gpt);
+  model.name = "micro";
+  model.num_layers = 2;
+  model.hidden_size = 16;
+  model.ffn_hidden_size = 64;
+  model.num_attention_heads = 2;
+  model.num_kv_heads = 2;
+  model.head_dim = 8;
+  model.vocab_size = 64;
+  model.max_seq_length = 8;
+  model.dropout = dropout;
+  return model;
+}
+
+schemas::Plan plan_for(const schemas::ModelConfig& model, std::int64_t micro_batch,
+                       std::int64_t global_batch) {
+  schemas::PlanKnobs knobs;
+  knobs.seq_length = 8;
+  knobs.micro_batch_size = micro_batch;
+  knobs.global_batch_size = global_batch;
+  knobs.recompute = schemas::RecomputeGranularity::none;
+  knobs.precision = schemas::Dtype::fp32;
+  return schemas::build_plan(model, schemas::cluster_preset("cpu-local"), knobs, "test");
+}
+
+TokenFile pattern_tokens() {
+  TokenFile file{"pattern.bin", {}};
+  for (int i = 0; i < 4000; ++i) file.tokens.push_back(static_cast<std::uint16_t>((i * i + 3 * i) % 61));
+  return file;
+}
+
+std::vector<double> losses_of(Trainer& trainer) {
+  std::vector<double> losses;
+  trainer.run([&](const StepRecord& record) { losses.push_back(record.loss); });
+  return losses;
+}
+
+TEST(Trainer, AccumulatingMicroBatchesEqualsOneMicroBatchOfTheGlobalBatch) {
+  const TokenFile data = pattern_tokens();
+  TrainingOptions options;
+  options.steps = 3;
+  options.learning_rate = 1e-2;
+  const schemas::ModelConfig model = micro_model(0.1);
+  Trainer accumulated(plan_for(model, 2, 8), "test", data, options);
+  Trainer whole(plan_for(model, 8, 8), "test", data, options);
+  const std::vector<double> accumulated_losses = losses_of(accumulated);
+  const std::vector<double> whole_losses = losses_of(whole);
+  for (std::size_t i = 0; i < whole_losses.size(); ++i) {
+    EXPECT_NEAR(accumulated_losses[i], whole_losses[i], 1e-5) << "step " << i + 1;
+  }
+  const Tensor& a = accumulated.model().parameters().values();
+  const Tensor& b = whole.model().parameters().values();
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5) << i;
+  }
+}
+
+TEST(Trainer, ResumingFromACheckpointGivesBitIdenticalLosses) {
+  const TokenFile data = pattern_tokens();
+  const fs::path directory = fs::path(::testing::TempDir()) / ("resume-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  TrainingOptions options;
+  options.steps = 6;
+  options.warmup_steps = 2;
+  options.learning_rate = 1e-2;
+  options.checkpoint_dir = directory;
+  options.checkpoint_every = 3;
+  const schemas::Plan plan = plan_for(micro_model(0.1), 2, 4);
+  Trainer uninterrupted(plan, "test", data, options);
+  const std::vector<double> expected = losses_of(uninterrupted);
+  ASSERT_EQ(expected.size(), 6u);
+  // As if the run had died after step 3: only the step-3 checkpoint is left.
+  fs::remove_all(directory / "step_00000006");
+  options.resume = true;
+  Trainer resumed(plan, "test", data, options);
+  EXPECT_EQ(resumed.completed_steps(), 3);
+  const std::vector<double> continued = losses_of(resumed);
+  ASSERT_EQ(continued.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(continued[i], expected[3 + i]) << "step " << i + 4;
+  EXPECT_EQ(0, std::memcmp(resumed.model().parameters().values().raw(),
+                           uninterrupted.model().parameters().values().raw(),
+                           uninterrupted.model().parameters().values().bytes()));
+}
+
+TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
+  const TokenFile data = pattern_tokens();
+  const schemas::ModelConfig model = micro_model(0);
+  schemas::PlanKnobs knobs;
+  knobs.seq_length = 8;
+  knobs.mesh.dp = 2;
+  knobs.global_batch_size = 2;
+  knobs.recompute = schemas::RecomputeGranularity::none;
+  knobs.precision = schemas::Dtype::fp32;
+  const schemas::Plan two_ranks =
+      schemas::build_plan(model, schemas::cluster_preset("cpu-local:2"), knobs, "test");
+  EXPECT_THAT(strata::testing::input_error_message([&] { Trainer(two_ranks, "plan.json", data, {}); }),
+              HasSubstr("plan.json: /mesh/dp: dp=2: this executor trains on one device"));
+  schemas::Plan half = plan_for(model, 1, 1);
+  half.precision = schemas::Dtype::bf16;
+  EXPECT_THAT(strata::testing::input_error_message([&] { Trainer(half, "plan.json", data, {}); }),
+              HasSubstr("plan.json: /precision: the CPU backend trains in fp32, the plan says bf16"));
+  TrainingOptions resume;
+  resume.resume = true;
+  resume.checkpoint_dir = fs::path(::testing::TempDir()) / "no-checkpoints-here";
+  EXPECT_THAT(strata::testing::input_error_message(
+                  [&] { Trainer(plan_for(model, 1, 1), "plan.json", data, resume); }),
+              HasSubstr("--resume: no checkpoint here"));
+}
+
+}  // namespace
+}  // namespace strata::executor
