@@ -1,0 +1,147 @@
+// `strata data` and `strata train` as users run them: logs, plans, checkpoints, llm.c files and
+// one-line errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "strata_command.h"
+
+namespace strata::tools {
+namespace {
+
+using strata::testing::CommandResult;
+using strata::testing::lines;
+using strata::testing::slurp;
+using strata::testing::strata;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+namespace fs = std::filesystem;
+
+const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
+const std::string kText = "/usr/share/common-licenses/GPL-3";
+
+struct TrainCli : ::testing::Test {
+  void SetUp() override {
+    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
+    directory = fs::path(::testing::TempDir()) /
+                ("train-cli-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(directory);
+    fs::create_directories(directory);
+    tokens = (directory / "gpl.bin").string();
+    const CommandResult data = strata("data --text " + kText + " --out " + tokens);
+    ASSERT_EQ(data.exit_code, 0) << data.err;
+    EXPECT_THAT(data.out, HasSubstr("wrote 35149 tokens (byte-level, vocabulary 256)"));
+  }
+  std::string small_run(const std::string& extra) const {
+    return "train --model " + kMicroModel + " --data " + tokens +
+           " --micro-batch 2 --global-batch 4 --seq-len 32 " + extra;
+  }
+  fs::path directory;
+  std::string tokens;
+};
+
+TEST_F(TrainCli, JsonLogsOneObjectPerStepThenASummaryAndWritesThePlan) {
+  const std::string plan = (directory / "plan.json").string();
+  const CommandResult run = strata(small_run("--steps 3 --log-format json --write-plan " + plan));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(lines(run.out), 4u);
+  std::istringstream stream(run.out);
+  std::string line;
+  for (int step = 1; step <= 3; ++step) {
+    std::getline(stream, line);
+    const nlohmann::json record = nlohmann::json::parse(line);
+    EXPECT_EQ(record.at("step"), step);
+    for (const char* key : {"loss", "learning_rate", "gradient_norm", "tokens_per_s", "step_time_s"}) {
+      EXPECT_TRUE(record.at(key).is_number()) << key;
+    }
+  }
+  std::getline(stream, line);
+  EXPECT_EQ(nlohmann::json::parse(line).at("steps_run"), 3);
+  // The plan it wrote is a valid 1×1×1 fp32 plan that trains the same way.
+  EXPECT_EQ(strata("validate " + plan).exit_code, 0);
+  const nlohmann::json written = nlohmann::json::parse(slurp(plan));
+  EXPECT_EQ(written.at("precision"), "fp32");
+  EXPECT_EQ(written.at("batch").at("num_micro_batches"), 2);
+  const CommandResult from_plan = strata("train --plan " + plan + " --data " + tokens + " --steps 3");
+  ASSERT_EQ(from_plan.exit_code, 0) << from_plan.err;
+  EXPECT_THAT(from_plan.out, HasSubstr("step 1/3 | loss "));
+  EXPECT_THAT(from_plan.out, HasSubstr("trained steps 1..3 in "));
+  // Same plan, same seed: the same first loss as the run that wrote the plan.
+  const double first_loss =
+      nlohmann::json::parse(run.out.substr(0, run.out.find('\n'))).at("loss").get<double>();
+  char expected[64];
+  std::snprintf(expected, sizeof(expected), "step 1/3 | loss %.4f |", first_loss);
+  EXPECT_THAT(from_plan.out, HasSubstr(expected));
+}
+
+TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
+  const std::string checkpoints = (directory / "ckpt").string();
+  const CommandResult first = strata(small_run("--steps 4 --checkpoint-every 2 --checkpoint-dir " +
+                                               checkpoints + " --log-format json"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_TRUE(fs::exists(fs::path(checkpoints) / "step_00000002" / "state.json"));
+  EXPECT_TRUE(fs::exists(fs::path(checkpoints) / "step_00000004" / "model.bin"));
+  fs::remove_all(fs::path(checkpoints) / "step_00000004");
+  const CommandResult resumed = strata(small_run("--steps 4 --resume --checkpoint-dir " +
+                                                 checkpoints + " --log-format json"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  // Steps 3 and 4 log the same lines apart from timing.
+  auto losses = [](const std::string& out) {
+    std::vector<double> values;
+    std::istringstream stream(out);
+    for (std::string line; std::getline(stream, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record.contains("loss")) values.push_back(record.at("loss").get<double>());
+    }
+    return values;
+  };
+  const std::vector<double> all = losses(first.out);
+  const std::vector<double> tail = losses(resumed.out);
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0], all[2]);
+  EXPECT_EQ(tail[1], all[3]);
+  const CommandResult other_seed = strata(small_run("--steps 4 --resume --seed 5 --checkpoint-dir " +
+                                                    checkpoints));
+  EXPECT_EQ(other_seed.exit_code, 1);
+  EXPECT_EQ(other_seed.err, "strata: --seed: 5 differs from the checkpoint's seed 1234; a resumed "
+                            "run keeps its seed\n");
+}
+
+TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
+  const CommandResult missing = strata(small_run("--steps 1").replace(
+      small_run("--steps 1").find(tokens), tokens.size(), "/nonexistent/tokens.bin"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "strata: /nonexistent/tokens.bin: cannot open the token file\n");
+  const CommandResult too_long =
+      strata("train --model " + kMicroModel + " --data " + tokens + " --seq-len 100 --steps 1");
+  EXPECT_EQ(too_long.exit_code, 1);
+  EXPECT_EQ(lines(too_long.err), 1u);
+  EXPECT_THAT(too_long.err, HasSubstr("max_seq_length"));
+  const CommandResult alibi = strata("train --model bloom-176b --data " + tokens + " --steps 1");
+  EXPECT_EQ(alibi.exit_code, 1);
+  EXPECT_THAT(alibi.err, HasSubstr("/model/position_embedding: the executor builds learned or rope"));
+  const CommandResult neither = strata("train --data " + tokens);
+  EXPECT_EQ(neither.exit_code, 1);
+  EXPECT_EQ(neither.err, "strata: command line: give --plan, --model or --init-llmc\n");
+}
+
+TEST_F(TrainCli, LlmcFilesCarryTrainedWeightsBetweenRuns) {
+  const std::string llmc = (directory / "gpt2_micro.bin").string();
+  const CommandResult trained = strata(small_run("--steps 30 --lr 3e-3 --log-format json --save-llmc " + llmc));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  ASSERT_TRUE(fs::exists(llmc));
+  // A fresh run from the file starts where the first ended, not at the uniform loss 5.55.
+  const CommandResult continued = strata("train --init-llmc " + llmc + " --data " + tokens +
+                                         " --micro-batch 2 --global-batch 4 --seq-len 32 --steps 1"
+                                         " --lr 1e-9 --log-format json");
+  ASSERT_EQ(continued.exit_code, 0) << continued.err;
+  const double start_loss =
+      nlohmann::json::parse(continued.out.substr(0, continued.out.find('\n'))).at("loss");
+  EXPECT_LT(start_loss, 4.5);
+}
+
+}  // namespace
+}  // namespace strata::tools
