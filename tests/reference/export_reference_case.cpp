@@ -1,0 +1,110 @@
+// Exports one reference case for torch_reference.py: a model's initial weights, one batch, the
+// loss and every gradient Strata computes for it, and the losses of 5 AdamW steps on that batch
+// (with warm-up, cosine decay and clipping). Usage:
+//   export_reference_case MODEL OUT_DIR      (MODEL: a preset name or a model file)
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "strata/executor/model/transformer.h"
+#include "strata/executor/optim/adamw.h"
+#include "strata/executor/optim/gradient_clipping.h"
+#include "strata/executor/optim/learning_rate_schedule.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/json_file.h"
+#include "strata/schemas/model_config.h"
+
+using namespace strata;
+using namespace strata::executor;
+
+namespace {
+
+constexpr std::int64_t kBatch = 2;
+constexpr std::int64_t kSeq = 64;
+constexpr int kSteps = 5;
+constexpr std::uint64_t kSeed = 2024;
+
+std::string raw_bytes(const Tensor& tensor) {
+  return std::string(static_cast<const char*>(tensor.raw()), tensor.bytes());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: export_reference_case MODEL OUT_DIR\n");
+    return 2;
+  }
+  const schemas::ModelConfig model = schemas::resolve_model(argv[1]);
+  const std::filesystem::path out = argv[2];
+  std::filesystem::create_directories(out);
+  Transformer transformer(model, ScalarType::float32, kSeed);
+  ParameterStore& parameters = transformer.parameters();
+
+  // A deterministic batch that uses the whole vocabulary.
+  Tensor inputs = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
+  Tensor targets = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
+  std::vector<int> input_list, target_list;
+  for (std::int64_t i = 0; i < inputs.numel(); ++i) {
+    inputs.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 37 + 11) % model.vocab_size);
+    targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 53 + 5) % model.vocab_size);
+    input_list.push_back(inputs.data<std::int32_t>()[i]);
+    target_list.push_back(targets.data<std::int32_t>()[i]);
+  }
+  schemas::write_file_atomically(out / "weights.bin", raw_bytes(parameters.values()));
+
+  const double loss_scale = 1.0 / static_cast<double>(kBatch * kSeq);
+  const DropoutContext no_dropout{};
+  parameters.zero_gradients();
+  const double loss = transformer.forward_backward(inputs, targets, loss_scale, no_dropout);
+  schemas::write_file_atomically(out / "gradients.bin", raw_bytes(parameters.gradients()));
+
+  // 5 optimizer steps on the same batch: losses before each update.
+  const AdamWConfig adamw{.beta1 = 0.9, .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1};
+  const LearningRateSchedule schedule{.peak = 1e-3, .minimum = 1e-4, .warmup_steps = 2,
+                                      .total_steps = kSteps};
+  constexpr double kMaxNorm = 1.0;
+  Tensor first = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  Tensor second = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  std::vector<double> losses, norms;
+  for (int step = 0; step < kSteps; ++step) {
+    parameters.zero_gradients();
+    losses.push_back(transformer.forward_backward(inputs, targets, loss_scale, no_dropout));
+    std::vector<Tensor> gradients;
+    for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
+    norms.push_back(clip_gradients(gradients, kMaxNorm));
+    for (ParameterEntry& entry : parameters.entries()) {
+      Tensor m = first.view(entry.offset, entry.spec.shape);
+      Tensor v = second.view(entry.offset, entry.spec.shape);
+      adamw_update(entry.value, entry.gradient, m, v, schedule.at(step),
+                   entry.spec.weight_decay ? adamw.weight_decay : 0.0, step + 1, adamw);
+    }
+  }
+
+  nlohmann::json layout = nlohmann::json::array();
+  for (const ParameterEntry& entry : parameters.entries()) {
+    layout.push_back({{"name", entry.spec.name},
+                      {"shape", entry.spec.shape},
+                      {"offset", entry.offset},
+                      {"weight_decay", entry.spec.weight_decay}});
+  }
+  const nlohmann::json document{
+      {"model", schemas::model_to_json(model)},
+      {"parameters", layout},
+      {"batch", {{"inputs", input_list}, {"targets", target_list}, {"shape", {kBatch, kSeq}}}},
+      {"loss", loss},
+      {"optimizer",
+       {{"beta1", adamw.beta1}, {"beta2", adamw.beta2}, {"epsilon", adamw.epsilon},
+        {"weight_decay", adamw.weight_decay}, {"peak_lr", schedule.peak},
+        {"min_lr", schedule.minimum}, {"warmup_steps", schedule.warmup_steps},
+        {"total_steps", schedule.total_steps}, {"max_grad_norm", kMaxNorm}}},
+      {"adamw_losses", losses},
+      {"adamw_gradient_norms", norms}};
+  schemas::write_file_atomically(out / "case.json", document.dump(1) + "\n");
+  fmt::print("exported {} ({} parameters) to {}\n", model.name, parameters.total_elements(),
+             out.string());
+  return 0;
+}
