@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what Strata needs and the machine lacks; safe to run again.
 #   ./setup.sh          build dependencies (enough to build and run `strata`)
-#   ./setup.sh --tests  also what the tests use (python3-jsonschema, python3-torch)
+#   ./setup.sh --tests  also what the tests use (python3-jsonschema, python3-torch + OpenBLAS)
 # The CUDA toolkit (cuBLAS, NCCL) is not a Debian package here: CMake finds it at /usr/local/cuda
 # when present and builds without the GPU backend otherwise.
 set -euo pipefail
@@ -13,7 +13,9 @@ build_packages=(
   libopenmpi-dev openmpi-bin
   libcli11-dev libfmt-dev librandom123-dev
 )
-test_packages=(python3-jsonschema python3-torch)
+# Debian's torch calls the system BLAS: without OpenBLAS it gets netlib's reference BLAS, about
+# 25x slower, which would make the PyTorch reference test slow and the benchmark comparison unfair.
+test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread)
 
 wanted=("${build_packages[@]}")
 case "${1:-}" in

@@ -19,9 +19,11 @@ double initial_value(const InitRule& rule, std::uint64_t seed, std::string_view 
 
 void initialize_elements(Tensor& shard, const InitRule& rule, std::uint64_t seed,
                          std::string_view name, std::uint64_t first_global_index) {
+  const RandomStream stream{seed, stream_of_name(name)};  // hashed once, not per element
   for (std::int64_t i = 0; i < shard.numel(); ++i) {
-    const double value =
-        initial_value(rule, seed, name, first_global_index + static_cast<std::uint64_t>(i));
+    const std::uint64_t index = first_global_index + static_cast<std::uint64_t>(i);
+    const double value = rule.kind == InitKind::normal ? rule.std * random_normal(stream, index)
+                                                       : initial_value(rule, seed, name, index);
     switch (shard.scalar_type()) {
       case ScalarType::float32:
         shard.data<float>()[i] = static_cast<float>(value);

@@ -1,0 +1,89 @@
+// One training step (forward, backward, clipping, AdamW) of a GPT-2 124M-shaped model on the CPU:
+// Strata's executor, and PyTorch (Debian's build, torch_training_step.py) doing the same step in
+// the same run, both on one thread. Arguments: layers (2 or 12, hidden 768, 12 heads, vocabulary
+// 50257), sequences per step 2, 128 tokens each. Counter tokens_per_s; compare the two rows.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "strata/executor/model/transformer.h"
+#include "strata/executor/optim/adamw.h"
+#include "strata/executor/optim/gradient_clipping.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::executor {
+namespace {
+
+constexpr std::int64_t kBatch = 2;
+constexpr std::int64_t kSeq = 128;
+
+schemas::ModelConfig gpt2_shaped(std::int64_t layers) {
+  schemas::ModelConfig model = schemas::model_preset("gpt2-124m");
+  model.num_layers = layers;
+  model.dropout = 0.0;
+  return model;
+}
+
+void BM_StrataTrainingStep(benchmark::State& state) {
+  Transformer transformer(gpt2_shaped(state.range(0)), ScalarType::float32, 1);
+  ParameterStore& parameters = transformer.parameters();
+  Tensor inputs = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
+  Tensor targets = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
+  for (std::int64_t i = 0; i < inputs.numel(); ++i) {
+    inputs.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 7919) % 50257);
+    targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 104729) % 50257);
+  }
+  Tensor first = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  Tensor second = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  const AdamWConfig adamw;
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    parameters.zero_gradients();
+    const double loss = transformer.forward_backward(inputs, targets, 1.0 / (kBatch * kSeq), {});
+    benchmark::DoNotOptimize(loss);
+    std::vector<Tensor> gradients;
+    for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
+    clip_gradients(gradients, 1.0);
+    ++step;
+    for (ParameterEntry& entry : parameters.entries()) {
+      Tensor m = first.view(entry.offset, entry.spec.shape);
+      Tensor v = second.view(entry.offset, entry.spec.shape);
+      adamw_update(entry.value, entry.gradient, m, v, 3e-4,
+                   entry.spec.weight_decay ? adamw.weight_decay : 0.0, step, adamw);
+    }
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StrataTrainingStep)->Arg(2)->Arg(12)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_TorchTrainingStep(benchmark::State& state) {
+  // One BLAS thread too: Debian's torch calls the system BLAS (OpenBLAS when installed).
+  const std::string command = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 " STRATA_BENCH_DIR "/executor/torch_training_step.py"
+                              " --layers " + std::to_string(state.range(0)) +
+                              " --batch " + std::to_string(kBatch) + " --seq " + std::to_string(kSeq) +
+                              " 2>/dev/null";
+  for (auto _ : state) {
+    std::FILE* pipe = ::popen(command.c_str(), "r");
+    std::string output;
+    char buffer[512];
+    while (pipe != nullptr && std::fgets(buffer, sizeof(buffer), pipe) != nullptr) output += buffer;
+    const int status = pipe != nullptr ? ::pclose(pipe) : -1;
+    if (status != 0 || output.empty()) {
+      state.SkipWithError("PyTorch unavailable (Debian's python3-torch: ./setup.sh --tests)");
+      return;
+    }
+    const nlohmann::json result = nlohmann::json::parse(output);
+    state.SetIterationTime(result.at("median_step_s").get<double>());
+    state.SetLabel("torch " + result.at("torch").get<std::string>() + ", 1 thread");
+  }
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TorchTrainingStep)->Arg(2)->Arg(12)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+}  // namespace
+}  // namespace strata::executor
