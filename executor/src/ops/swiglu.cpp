@@ -1,28 +1,18 @@
 #include "strata/executor/ops/swiglu.h"
 
-#include <cmath>
-
+#include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
 namespace strata::executor {
-namespace {
 
-template <class T>
-T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
-}
-
-}  // namespace
-
+// Eigen arrays, so that exp runs vectorised.
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& y) {
   check_cpu_same_type("swiglu_forward", {&gate, &up, &y});
   check_same_numel("swiglu_forward", gate, up);
   check_same_numel("swiglu_forward", gate, y);
   dispatch_floating(gate.scalar_type(), "swiglu_forward", [&]<class T>() {
-    const T* g = gate.data<T>();
-    const T* u = up.data<T>();
-    T* out = y.data<T>();
-    for (std::int64_t i = 0; i < gate.numel(); ++i) out[i] = g[i] * sigmoid(g[i]) * u[i];
+    const auto g = cpu::as_vector<T>(gate).array();
+    cpu::as_vector<T>(y).array() = g / (T(1) + (-g).exp()) * cpu::as_vector<T>(up).array();
   });
 }
 
@@ -32,16 +22,12 @@ void swiglu_backward(const Tensor& dy, const Tensor& gate, const Tensor& up, Ten
   check_same_numel("swiglu_backward", gate, dgate);
   check_same_numel("swiglu_backward", up, dup);
   dispatch_floating(gate.scalar_type(), "swiglu_backward", [&]<class T>() {
-    const T* g = gate.data<T>();
-    const T* u = up.data<T>();
-    const T* grad_out = dy.data<T>();
-    T* grad_gate = dgate.data<T>();
-    T* grad_up = dup.data<T>();
-    for (std::int64_t i = 0; i < gate.numel(); ++i) {
-      const T s = sigmoid(g[i]);
-      grad_gate[i] += grad_out[i] * u[i] * s * (T(1) + g[i] * (T(1) - s));
-      grad_up[i] += grad_out[i] * g[i] * s;
-    }
+    const auto g = cpu::as_vector<T>(gate).array();
+    const auto u = cpu::as_vector<T>(up).array();
+    const auto grad_out = cpu::as_vector<T>(dy).array();
+    const auto s = (T(1) / (T(1) + (-g).exp())).eval();
+    cpu::as_vector<T>(dgate).array() += grad_out * u * s * (T(1) + g * (T(1) - s));
+    cpu::as_vector<T>(dup).array() += grad_out * g * s;
   });
 }
 

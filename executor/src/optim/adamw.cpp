@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
 namespace strata::executor {
@@ -23,16 +24,15 @@ void adamw_update(Tensor& parameter, const Tensor& gradient, Tensor& first_momen
     const T step_size = static_cast<T>(learning_rate / bias1);
     const T bias2_root = static_cast<T>(std::sqrt(bias2));
     const T epsilon = static_cast<T>(config.epsilon);
-    T* p = parameter.data<T>();
-    const T* g = gradient.data<T>();
-    T* m = first_moment.data<T>();
-    T* v = second_moment.data<T>();
-    for (std::int64_t i = 0; i < parameter.numel(); ++i) {
-      p[i] *= decay;
-      m[i] = beta1 * m[i] + (T(1) - beta1) * g[i];
-      v[i] = beta2 * v[i] + (T(1) - beta2) * g[i] * g[i];
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_root + epsilon);
-    }
+    // Eigen arrays: the square root and the division run vectorised over the whole tensor.
+    auto p = cpu::as_vector<T>(parameter).array();
+    auto m = cpu::as_vector<T>(first_moment).array();
+    auto v = cpu::as_vector<T>(second_moment).array();
+    const auto g = cpu::as_vector<T>(gradient).array();
+    p *= decay;
+    m = beta1 * m + (T(1) - beta1) * g;
+    v = beta2 * v + (T(1) - beta2) * g.square();
+    p -= step_size * m / (v.sqrt() / bias2_root + epsilon);
   });
 }
 
