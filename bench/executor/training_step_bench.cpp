@@ -55,17 +55,19 @@ void BM_StrataTrainingStep(benchmark::State& state) {
                    entry.spec.weight_decay ? adamw.weight_decay : 0.0, step, adamw);
     }
   }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_StrataTrainingStep)->Arg(2)->Arg(12)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_TorchTrainingStep(benchmark::State& state) {
   // One BLAS thread too: Debian's torch calls the system BLAS (OpenBLAS when installed).
-  const std::string command = "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 " STRATA_BENCH_DIR "/executor/torch_training_step.py"
-                              " --layers " + std::to_string(state.range(0)) +
-                              " --batch " + std::to_string(kBatch) + " --seq " + std::to_string(kSeq) +
-                              " 2>/dev/null";
+  const std::string command =
+      "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 " STRATA_BENCH_DIR
+      "/executor/torch_training_step.py"
+      " --layers " +
+      std::to_string(state.range(0)) + " --batch " + std::to_string(kBatch) + " --seq " +
+      std::to_string(kSeq) + " 2>/dev/null";
   for (auto _ : state) {
     std::FILE* pipe = ::popen(command.c_str(), "r");
     std::string output;
@@ -80,10 +82,15 @@ void BM_TorchTrainingStep(benchmark::State& state) {
     state.SetIterationTime(result.at("median_step_s").get<double>());
     state.SetLabel("torch " + result.at("torch").get<std::string>() + ", 1 thread");
   }
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_TorchTrainingStep)->Arg(2)->Arg(12)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_TorchTrainingStep)
+    ->Arg(2)
+    ->Arg(12)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
 
 }  // namespace
 }  // namespace strata::executor

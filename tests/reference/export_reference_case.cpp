@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
 
   // 5 optimizer steps on the same batch: losses before each update.
   const AdamWConfig adamw{.beta1 = 0.9, .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1};
-  const LearningRateSchedule schedule{.peak = 1e-3, .minimum = 1e-4, .warmup_steps = 2,
-                                      .total_steps = kSteps};
+  const LearningRateSchedule schedule{
+      .peak = 1e-3, .minimum = 1e-4, .warmup_steps = 2, .total_steps = kSteps};
   constexpr double kMaxNorm = 1.0;
   Tensor first = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
   Tensor second = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
@@ -97,10 +97,15 @@ int main(int argc, char** argv) {
       {"batch", {{"inputs", input_list}, {"targets", target_list}, {"shape", {kBatch, kSeq}}}},
       {"loss", loss},
       {"optimizer",
-       {{"beta1", adamw.beta1}, {"beta2", adamw.beta2}, {"epsilon", adamw.epsilon},
-        {"weight_decay", adamw.weight_decay}, {"peak_lr", schedule.peak},
-        {"min_lr", schedule.minimum}, {"warmup_steps", schedule.warmup_steps},
-        {"total_steps", schedule.total_steps}, {"max_grad_norm", kMaxNorm}}},
+       {{"beta1", adamw.beta1},
+        {"beta2", adamw.beta2},
+        {"epsilon", adamw.epsilon},
+        {"weight_decay", adamw.weight_decay},
+        {"peak_lr", schedule.peak},
+        {"min_lr", schedule.minimum},
+        {"warmup_steps", schedule.warmup_steps},
+        {"total_steps", schedule.total_steps},
+        {"max_grad_norm", kMaxNorm}}},
       {"adamw_losses", losses},
       {"adamw_gradient_norms", norms}};
   schemas::write_file_atomically(out / "case.json", document.dump(1) + "\n");

@@ -76,7 +76,8 @@ inline double max_relative_difference(const Tensor& a, const Tensor& b) {
   double worst = 0;
   for (std::int64_t i = 0; i < a.numel(); ++i) {
     const double reference = element(b, i);
-    worst = std::max(worst, std::abs(element(a, i) - reference) / std::max(1.0, std::abs(reference)));
+    worst =
+        std::max(worst, std::abs(element(a, i) - reference) / std::max(1.0, std::abs(reference)));
   }
   return worst;
 }

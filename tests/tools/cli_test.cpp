@@ -16,11 +16,11 @@
 namespace strata::tools {
 namespace {
 
+using strata::testing::CommandResult;
 using strata::testing::fixture;
 using strata::testing::lines;
 using strata::testing::slurp;
 using strata::testing::strata;
-using strata::testing::CommandResult;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 

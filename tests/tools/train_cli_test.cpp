@@ -54,7 +54,8 @@ TEST_F(TrainCli, JsonLogsOneObjectPerStepThenASummaryAndWritesThePlan) {
     std::getline(stream, line);
     const nlohmann::json record = nlohmann::json::parse(line);
     EXPECT_EQ(record.at("step"), step);
-    for (const char* key : {"loss", "learning_rate", "gradient_norm", "tokens_per_s", "step_time_s"}) {
+    for (const char* key :
+         {"loss", "learning_rate", "gradient_norm", "tokens_per_s", "step_time_s"}) {
       EXPECT_TRUE(record.at(key).is_number()) << key;
     }
   }
@@ -65,7 +66,8 @@ TEST_F(TrainCli, JsonLogsOneObjectPerStepThenASummaryAndWritesThePlan) {
   const nlohmann::json written = nlohmann::json::parse(slurp(plan));
   EXPECT_EQ(written.at("precision"), "fp32");
   EXPECT_EQ(written.at("batch").at("num_micro_batches"), 2);
-  const CommandResult from_plan = strata("train --plan " + plan + " --data " + tokens + " --steps 3");
+  const CommandResult from_plan =
+      strata("train --plan " + plan + " --data " + tokens + " --steps 3");
   ASSERT_EQ(from_plan.exit_code, 0) << from_plan.err;
   EXPECT_THAT(from_plan.out, HasSubstr("step 1/3 | loss "));
   EXPECT_THAT(from_plan.out, HasSubstr("trained steps 1..3 in "));
@@ -85,8 +87,8 @@ TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   EXPECT_TRUE(fs::exists(fs::path(checkpoints) / "step_00000002" / "state.json"));
   EXPECT_TRUE(fs::exists(fs::path(checkpoints) / "step_00000004" / "model.bin"));
   fs::remove_all(fs::path(checkpoints) / "step_00000004");
-  const CommandResult resumed = strata(small_run("--steps 4 --resume --checkpoint-dir " +
-                                                 checkpoints + " --log-format json"));
+  const CommandResult resumed = strata(
+      small_run("--steps 4 --resume --checkpoint-dir " + checkpoints + " --log-format json"));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   // Steps 3 and 4 log the same lines apart from timing.
   auto losses = [](const std::string& out) {
@@ -103,16 +105,18 @@ TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   ASSERT_EQ(tail.size(), 2u);
   EXPECT_EQ(tail[0], all[2]);
   EXPECT_EQ(tail[1], all[3]);
-  const CommandResult other_seed = strata(small_run("--steps 4 --resume --seed 5 --checkpoint-dir " +
-                                                    checkpoints));
+  const CommandResult other_seed =
+      strata(small_run("--steps 4 --resume --seed 5 --checkpoint-dir " + checkpoints));
   EXPECT_EQ(other_seed.exit_code, 1);
-  EXPECT_EQ(other_seed.err, "strata: --seed: 5 differs from the checkpoint's seed 1234; a resumed "
-                            "run keeps its seed\n");
+  EXPECT_EQ(other_seed.err,
+            "strata: --seed: 5 differs from the checkpoint's seed 1234; a resumed "
+            "run keeps its seed\n");
 }
 
 TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
-  const CommandResult missing = strata(small_run("--steps 1").replace(
-      small_run("--steps 1").find(tokens), tokens.size(), "/nonexistent/tokens.bin"));
+  const CommandResult missing = strata(
+      small_run("--steps 1")
+          .replace(small_run("--steps 1").find(tokens), tokens.size(), "/nonexistent/tokens.bin"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_EQ(missing.err, "strata: /nonexistent/tokens.bin: cannot open the token file\n");
   const CommandResult too_long =
@@ -122,7 +126,8 @@ TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
   EXPECT_THAT(too_long.err, HasSubstr("max_seq_length"));
   const CommandResult alibi = strata("train --model bloom-176b --data " + tokens + " --steps 1");
   EXPECT_EQ(alibi.exit_code, 1);
-  EXPECT_THAT(alibi.err, HasSubstr("/model/position_embedding: the executor builds learned or rope"));
+  EXPECT_THAT(alibi.err,
+              HasSubstr("/model/position_embedding: the executor builds learned or rope"));
   const CommandResult neither = strata("train --data " + tokens);
   EXPECT_EQ(neither.exit_code, 1);
   EXPECT_EQ(neither.err, "strata: command line: give --plan, --model or --init-llmc\n");
@@ -130,7 +135,8 @@ TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
 
 TEST_F(TrainCli, LlmcFilesCarryTrainedWeightsBetweenRuns) {
   const std::string llmc = (directory / "gpt2_micro.bin").string();
-  const CommandResult trained = strata(small_run("--steps 30 --lr 3e-3 --log-format json --save-llmc " + llmc));
+  const CommandResult trained =
+      strata(small_run("--steps 30 --lr 3e-3 --log-format json --save-llmc " + llmc));
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
   ASSERT_TRUE(fs::exists(llmc));
   // A fresh run from the file starts where the first ended, not at the uniform loss 5.55.

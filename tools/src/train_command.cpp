@@ -34,8 +34,8 @@ schemas::Plan single_device_plan(const TrainOptions& options) {
   knobs.global_batch_size = options.global_batch.value_or(options.micro_batch);
   knobs.recompute = schemas::RecomputeGranularity::none;
   knobs.precision = schemas::Dtype::fp32;
-  schemas::Plan plan = schemas::build_plan(model, schemas::cluster_preset(kSingleCpuCluster), knobs,
-                                           "command line");
+  schemas::Plan plan =
+      schemas::build_plan(model, schemas::cluster_preset(kSingleCpuCluster), knobs, "command line");
   plan.description = fmt::format("{} on one CPU device, written by strata train", model.name);
   return plan;
 }
@@ -52,10 +52,10 @@ void print_step(const executor::StepRecord& record, std::int64_t steps, LogForma
               << std::endl;
     return;
   }
-  fmt::print("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} ms\n",
-             record.step, fmt::formatted_size("{}", steps), steps, record.loss,
-             record.learning_rate, record.gradient_norm, record.tokens_per_s,
-             record.step_time_s * 1e3);
+  fmt::print(
+      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} ms\n",
+      record.step, fmt::formatted_size("{}", steps), steps, record.loss, record.learning_rate,
+      record.gradient_norm, record.tokens_per_s, record.step_time_s * 1e3);
   std::fflush(stdout);
 }
 
@@ -74,8 +74,9 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
   fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}, {:.0f} tokens/s{}\n",
              summary.first_step + 1, summary.first_step + summary.steps_run, summary.total_time_s,
              summary.final_loss, summary.mean_tokens_per_s,
-             summary.last_checkpoint ? fmt::format(", checkpoint {}", summary.last_checkpoint->string())
-                                     : std::string());
+             summary.last_checkpoint
+                 ? fmt::format(", checkpoint {}", summary.last_checkpoint->string())
+                 : std::string());
 }
 
 }  // namespace
@@ -83,29 +84,39 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   CLI::App* command = app.add_subcommand(
       "train", "Train a model with a plan on a token file (one CPU device in this build)");
-  CLI::Option* plan = command->add_option("--plan", options.plan, "Plan file to run (a 1x1x1 mesh, fp32)");
-  command->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
+  CLI::Option* plan =
+      command->add_option("--plan", options.plan, "Plan file to run (a 1x1x1 mesh, fp32)");
+  command
+      ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);
-  command->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch (with --model)")
+  command
+      ->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch (with --model)")
       ->check(CLI::PositiveNumber)
       ->excludes(plan);
-  command->add_option("--global-batch", options.global_batch,
-                      "Sequences per optimizer step, accumulated over micro-batches (default: one "
-                      "micro-batch)")
+  command
+      ->add_option("--global-batch", options.global_batch,
+                   "Sequences per optimizer step, accumulated over micro-batches (default: one "
+                   "micro-batch)")
       ->check(CLI::PositiveNumber)
       ->excludes(plan);
-  command->add_option("--seq-len", options.seq_length, "Tokens per sequence (default min(256, model max))")
+  command
+      ->add_option("--seq-len", options.seq_length,
+                   "Tokens per sequence (default min(256, model max))")
       ->check(CLI::PositiveNumber)
       ->excludes(plan);
   command->add_option("--write-plan", options.write_plan, "Write the plan --model makes to FILE")
       ->excludes(plan);
-  command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")->required();
+  command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")
+      ->required();
   command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)");
-  command->add_option("--lr", options.learning_rate, "Peak learning rate")->check(CLI::PositiveNumber);
-  command->add_option("--min-lr-fraction", options.min_lr_fraction,
-                      "Cosine floor as a fraction of the peak")
+  command->add_option("--seed", options.seed,
+                      "Seed of init, data order and dropout (default 1234)");
+  command->add_option("--lr", options.learning_rate, "Peak learning rate")
+      ->check(CLI::PositiveNumber);
+  command
+      ->add_option("--min-lr-fraction", options.min_lr_fraction,
+                   "Cosine floor as a fraction of the peak")
       ->check(CLI::Range(0.0, 1.0));
   command->add_option("--warmup-steps", options.warmup_steps, "Linear warm-up steps")
       ->check(CLI::NonNegativeNumber);
@@ -114,10 +125,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   command->add_option("--grad-clip", options.grad_clip, "Global gradient-norm limit (0: none)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--checkpoint-dir", options.checkpoint_dir, "Directory for checkpoints");
-  command->add_option("--checkpoint-every", options.checkpoint_every,
-                      "Checkpoint every K steps (and after the last)")
+  command
+      ->add_option("--checkpoint-every", options.checkpoint_every,
+                   "Checkpoint every K steps (and after the last)")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--resume", options.resume, "Continue from the newest checkpoint in --checkpoint-dir");
+  command->add_flag("--resume", options.resume,
+                    "Continue from the newest checkpoint in --checkpoint-dir");
   command->add_option("--init-llmc", options.init_llmc, "Start from an llm.c GPT-2 model file");
   command->add_option("--save-llmc", options.save_llmc, "Write the trained model as an llm.c file");
   command
@@ -168,8 +181,9 @@ int run_train(const TrainOptions& options) {
                                           "keeps its seed",
                                           *options.seed, trainer.seed()));
   }
-  const executor::TrainingSummary summary = trainer.run(
-      [&](const executor::StepRecord& record) { print_step(record, options.steps, options.log_format); });
+  const executor::TrainingSummary summary = trainer.run([&](const executor::StepRecord& record) {
+    print_step(record, options.steps, options.log_format);
+  });
   print_summary(summary, options.log_format);
   if (options.save_llmc) {
     executor::write_llmc_checkpoint(*options.save_llmc, plan.model, trainer.model().parameters());

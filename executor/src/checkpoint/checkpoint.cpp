@@ -67,8 +67,8 @@ void read_binary(const fs::path& checkpoint, const json& state, const char* name
                                           actual, expected_bytes));
   }
   if (actual != wanted) {
-    throw schemas::InputError(source, "",
-                              fmt::format("{} bytes, the model's parameters need {}", actual, wanted));
+    throw schemas::InputError(
+        source, "", fmt::format("{} bytes, the model's parameters need {}", actual, wanted));
   }
   std::string contents = schemas::read_text_file(path);
   const std::string crc = hex(crc32_of(contents.data(), contents.size()));
@@ -96,7 +96,8 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
   }
   const std::string name = fmt::format("step_{:08d}", state.step);
   const fs::path final_path = directory / name;
-  const fs::path temporary = directory / fmt::format(".{}.tmp.{}", name, static_cast<long>(::getpid()));
+  const fs::path temporary =
+      directory / fmt::format(".{}.tmp.{}", name, static_cast<long>(::getpid()));
   fs::remove_all(temporary);
   fs::create_directory(temporary);
   write_binary(temporary / "model.bin", {&parameters.values()});
@@ -109,12 +110,14 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
       {"step", state.step},
       {"seed", state.seed},
       {"tokens_seen", state.tokens_seen},
-      {"data", {{"next_step", state.step},
-                {"sampler", "window starts drawn from (seed, step, sample index)"}}},
+      {"data",
+       {{"next_step", state.step},
+        {"sampler", "window starts drawn from (seed, step, sample index)"}}},
       {"model", schemas::model_to_json(model)},
-      {"parameters", {{"count", parameters.total_elements()},
-                      {"dtype", scalar_type_name(parameters.values().scalar_type())},
-                      {"layout", parameter_layout(parameters)}}},
+      {"parameters",
+       {{"count", parameters.total_elements()},
+        {"dtype", scalar_type_name(parameters.values().scalar_type())},
+        {"layout", parameter_layout(parameters)}}},
       {"files",
        {{"model.bin", file_entry(parameters.values().raw(), parameters.values().bytes())},
         {"optimizer.bin", file_entry(optimizer_bytes.data(), optimizer_bytes.size())}}}};
@@ -123,7 +126,8 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
   fs::rename(temporary, final_path, error);
   if (error) {
     fs::remove_all(temporary);
-    throw schemas::InputError(final_path.string(), "", "cannot rename into place: " + error.message());
+    throw schemas::InputError(final_path.string(), "",
+                              "cannot rename into place: " + error.message());
   }
   return final_path;
 }
@@ -169,10 +173,12 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
     }
     read_binary(checkpoint, state, "model.bin", {&parameters.values()});
     read_binary(checkpoint, state, "optimizer.bin", {&moments.first, &moments.second});
-    return TrainingState{state.at("step").get<std::int64_t>(), state.at("seed").get<std::uint64_t>(),
+    return TrainingState{state.at("step").get<std::int64_t>(),
+                         state.at("seed").get<std::uint64_t>(),
                          state.at("tokens_seen").get<std::int64_t>()};
   } catch (const json::exception& error) {
-    throw schemas::InputError(source, "", fmt::format("malformed checkpoint state: {}", error.what()));
+    throw schemas::InputError(source, "",
+                              fmt::format("malformed checkpoint state: {}", error.what()));
   }
 }
 

@@ -50,19 +50,20 @@ Header read_header(const fs::path& path, std::string& contents) {
   contents = schemas::read_text_file(path);
   Header header{};
   if (contents.size() < sizeof(header)) {
-    throw schemas::InputError(path.string(), "header",
-                              fmt::format("{} bytes, shorter than llm.c's 1024-byte header",
-                                          contents.size()));
+    throw schemas::InputError(
+        path.string(), "header",
+        fmt::format("{} bytes, shorter than llm.c's 1024-byte header", contents.size()));
   }
   std::memcpy(header.data(), contents.data(), sizeof(header));
   if (header[0] != kLlmcModelMagic) {
-    throw schemas::InputError(path.string(), "header[0]",
-                              fmt::format("magic {} is not llm.c's model magic {}", header[0],
-                                          kLlmcModelMagic));
+    throw schemas::InputError(
+        path.string(), "header[0]",
+        fmt::format("magic {} is not llm.c's model magic {}", header[0], kLlmcModelMagic));
   }
   if (header[1] != kVersionFloat32 && header[1] != kVersionBfloat16) {
-    throw schemas::InputError(path.string(), "header[1]",
-                              fmt::format("version {} (known: 3 = float32, 5 = bfloat16)", header[1]));
+    throw schemas::InputError(
+        path.string(), "header[1]",
+        fmt::format("version {} (known: 3 = float32, 5 = bfloat16)", header[1]));
   }
   return header;
 }
@@ -96,11 +97,12 @@ void check_gpt2_shaped(const ModelConfig& model, const std::string& source) {
                     model.num_kv_heads == model.num_attention_heads &&
                     model.attention_width() == model.hidden_size;
   if (!gpt2) {
-    throw schemas::InputError(source, "",
-                              fmt::format("llm.c files hold GPT-2-shaped models (learned positions, "
-                                          "LayerNorm, GELU 4h MLP, biases, tied embeddings); model "
-                                          "{} is not one",
-                                          model.name));
+    throw schemas::InputError(
+        source, "",
+        fmt::format("llm.c files hold GPT-2-shaped models (learned positions, "
+                    "LayerNorm, GELU 4h MLP, biases, tied embeddings); model "
+                    "{} is not one",
+                    model.name));
   }
 }
 
@@ -131,7 +133,8 @@ ModelConfig read_llmc_model_config(const fs::path& path) {
   return model;
 }
 
-void read_llmc_parameters(const fs::path& path, const ModelConfig& model, ParameterStore& parameters) {
+void read_llmc_parameters(const fs::path& path, const ModelConfig& model,
+                          ParameterStore& parameters) {
   std::string contents;
   const Header header = read_header(path, contents);
   check_gpt2_shaped(model, path.string());
@@ -139,9 +142,9 @@ void read_llmc_parameters(const fs::path& path, const ModelConfig& model, Parame
                                            model.num_attention_heads, model.hidden_size};
   for (std::size_t i = 0; i < wanted.size(); ++i) {
     if (header[i + 2] != wanted[i]) {
-      throw schemas::InputError(path.string(), fmt::format("header[{}]", i + 2),
-                                fmt::format("{} where model {} has {}", header[i + 2], model.name,
-                                            wanted[i]));
+      throw schemas::InputError(
+          path.string(), fmt::format("header[{}]", i + 2),
+          fmt::format("{} where model {} has {}", header[i + 2], model.name, wanted[i]));
     }
   }
   const std::size_t element_bytes = header[1] == kVersionFloat32 ? 4 : 2;
@@ -151,11 +154,12 @@ void read_llmc_parameters(const fs::path& path, const ModelConfig& model, Parame
     expected += static_cast<std::size_t>(count) * element_bytes;
   });
   expected += static_cast<std::size_t>((padded_vocab - padded_vocabulary(model.vocab_size)) *
-                                       model.hidden_size) * element_bytes;
+                                       model.hidden_size) *
+              element_bytes;
   if (contents.size() != expected) {
-    throw schemas::InputError(path.string(), "",
-                              fmt::format("{} bytes, the header's shapes need {}", contents.size(),
-                                          expected));
+    throw schemas::InputError(
+        path.string(), "",
+        fmt::format("{} bytes, the header's shapes need {}", contents.size(), expected));
   }
   std::size_t offset = sizeof(Header);
   bool first = true;
@@ -199,10 +203,10 @@ void write_llmc_checkpoint(const fs::path& path, const ModelConfig& model,
   header[7] = static_cast<std::int32_t>(padded_vocabulary(model.vocab_size));
   std::string contents(reinterpret_cast<const char*>(header.data()), sizeof(header));
   for_each_in_llmc_order(model, parameters, [&](const Tensor& value, std::int64_t count) {
-                           contents.append(static_cast<const char*>(value.raw()), value.bytes());
-                           // Zero rows pad wte to Vp.
-                           contents.append(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
-                         });
+    contents.append(static_cast<const char*>(value.raw()), value.bytes());
+    // Zero rows pad wte to Vp.
+    contents.append(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
+  });
   schemas::write_file_atomically(path, contents);
 }
 

@@ -30,19 +30,18 @@ BatchSampler::BatchSampler(const TokenFile& file, std::int64_t seq_length, std::
 std::int64_t BatchSampler::window_start(std::int64_t step, std::int64_t sample) const {
   // Stream = step; counter = sample: a fresh uniform start for every (step, sample).
   const std::int64_t positions = static_cast<std::int64_t>(file_.tokens.size()) - seq_length_;
-  const std::array<std::uint32_t, 4> words =
-      random_words(RandomStream{seed_, static_cast<std::uint64_t>(step)},
-                   static_cast<std::uint64_t>(sample));
+  const std::array<std::uint32_t, 4> words = random_words(
+      RandomStream{seed_, static_cast<std::uint64_t>(step)}, static_cast<std::uint64_t>(sample));
   const std::uint64_t draw = (static_cast<std::uint64_t>(words[0]) << 32) | words[1];
   return static_cast<std::int64_t>(draw % static_cast<std::uint64_t>(positions));
 }
 
 void BatchSampler::fill(std::int64_t step, std::int64_t first_sample, Tensor& inputs,
                         Tensor& targets) const {
-  STRATA_CHECK(inputs.dim() == 2 && inputs.size(1) == seq_length_ &&
-                   targets.shape() == inputs.shape(),
-               "batch tensors {} and {} for seq {}", shape_to_string(inputs.shape()),
-               shape_to_string(targets.shape()), seq_length_);
+  STRATA_CHECK(
+      inputs.dim() == 2 && inputs.size(1) == seq_length_ && targets.shape() == inputs.shape(),
+      "batch tensors {} and {} for seq {}", shape_to_string(inputs.shape()),
+      shape_to_string(targets.shape()), seq_length_);
   std::int32_t* input = inputs.data<std::int32_t>();
   std::int32_t* target = targets.data<std::int32_t>();
   for (std::int64_t row = 0; row < inputs.size(0); ++row) {

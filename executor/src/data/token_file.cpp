@@ -24,23 +24,24 @@ TokenFile read_token_file(const std::filesystem::path& path) {
   std::array<std::int32_t, kTokenFileHeaderInts> header{};
   stream.read(reinterpret_cast<char*>(header.data()), sizeof(header));
   if (stream.gcount() != static_cast<std::streamsize>(sizeof(header))) {
-    throw schemas::InputError(source, "header",
-                              fmt::format("{} bytes, shorter than llm.c's 1024-byte header",
-                                          stream.gcount()));
+    throw schemas::InputError(
+        source, "header",
+        fmt::format("{} bytes, shorter than llm.c's 1024-byte header", stream.gcount()));
   }
   if (header[0] != kTokenFileMagic) {
-    throw schemas::InputError(source, "header[0]",
-                              fmt::format("magic {} is not llm.c's token-file magic {}", header[0],
-                                          kTokenFileMagic));
+    throw schemas::InputError(
+        source, "header[0]",
+        fmt::format("magic {} is not llm.c's token-file magic {}", header[0], kTokenFileMagic));
   }
   if (header[1] != kTokenFileVersion) {
-    throw schemas::InputError(source, "header[1]",
-                              fmt::format("version {} (only version {}: uint16 tokens)", header[1],
-                                          kTokenFileVersion));
+    throw schemas::InputError(
+        source, "header[1]",
+        fmt::format("version {} (only version {}: uint16 tokens)", header[1], kTokenFileVersion));
   }
   const std::int64_t count = header[2];
   const std::uintmax_t size = std::filesystem::file_size(path);
-  const std::uintmax_t expected = sizeof(header) + 2 * static_cast<std::uintmax_t>(std::max<std::int64_t>(count, 0));
+  const std::uintmax_t expected =
+      sizeof(header) + 2 * static_cast<std::uintmax_t>(std::max<std::int64_t>(count, 0));
   if (count < 0 || size != expected) {
     throw schemas::InputError(source, "header[2]",
                               fmt::format("says {} tokens ({} bytes with the header), the file has "

@@ -17,7 +17,8 @@ ParameterStore::ParameterStore(std::vector<ParameterSpec> specs, ScalarType type
     const std::int64_t count = shape_numel(spec.shape);
     Tensor value = values_.view(offset, spec.shape);
     Tensor gradient = gradients_.view(offset, spec.shape);
-    entries_.push_back(ParameterEntry{std::move(spec), offset, std::move(value), std::move(gradient)});
+    entries_.push_back(
+        ParameterEntry{std::move(spec), offset, std::move(value), std::move(gradient)});
     offset += count;
   }
 }

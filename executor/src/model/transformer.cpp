@@ -21,15 +21,16 @@ void check_executor_supports(const ModelConfig& model, const std::string& source
   };
   if (model.position_embedding != schemas::PositionEmbedding::learned &&
       model.position_embedding != schemas::PositionEmbedding::rope) {
-    refuse("position_embedding", fmt::format("the executor builds learned or rope positions, not {}",
-                                             schemas::name_of(model.position_embedding,
-                                                              schemas::kPositionEmbeddingNames)));
+    refuse(
+        "position_embedding",
+        fmt::format("the executor builds learned or rope positions, not {}",
+                    schemas::name_of(model.position_embedding, schemas::kPositionEmbeddingNames)));
   }
   if (model.mlp_activation != schemas::MlpActivation::gelu &&
       model.mlp_activation != schemas::MlpActivation::swiglu) {
-    refuse("mlp_activation", fmt::format("the executor builds gelu or swiglu MLPs, not {}",
-                                         schemas::name_of(model.mlp_activation,
-                                                          schemas::kMlpActivationNames)));
+    refuse("mlp_activation",
+           fmt::format("the executor builds gelu or swiglu MLPs, not {}",
+                       schemas::name_of(model.mlp_activation, schemas::kMlpActivationNames)));
   }
   if (model.embedding_norm) refuse("embedding_norm", "the executor builds no embedding norm");
 }
@@ -52,7 +53,8 @@ std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {
     specs.push_back({"final_norm.bias", {model.hidden_size}, {InitKind::zeros, 0}, false});
   }
   if (!model.tied_embeddings) {
-    specs.push_back({"lm_head.weight", {model.vocab_size, model.hidden_size}, embedding_init, true});
+    specs.push_back(
+        {"lm_head.weight", {model.vocab_size, model.hidden_size}, embedding_init, true});
   }
   return specs;
 }
@@ -71,8 +73,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed)
                             ? &parameters_->entry("embedding.position")
                             : nullptr;
   final_norm_weight_ = &parameters_->entry("final_norm.weight");
-  final_norm_bias_ = parameters_->contains("final_norm.bias") ? &parameters_->entry("final_norm.bias")
-                                                               : nullptr;
+  final_norm_bias_ =
+      parameters_->contains("final_norm.bias") ? &parameters_->entry("final_norm.bias") : nullptr;
   lm_head_ = model_.tied_embeddings ? word_embedding_ : &parameters_->entry("lm_head.weight");
 }
 
@@ -99,8 +101,8 @@ void Transformer::allocate(std::int64_t batch, std::int64_t seq) {
 double Transformer::forward(const Tensor& inputs, const Tensor& targets,
                             const DropoutContext& dropout) {
   STRATA_CHECK(inputs.dim() == 2 && inputs.shape() == targets.shape(),
-               "inputs {} and targets {} must both be [batch, seq]", shape_to_string(inputs.shape()),
-               shape_to_string(targets.shape()));
+               "inputs {} and targets {} must both be [batch, seq]",
+               shape_to_string(inputs.shape()), shape_to_string(targets.shape()));
   const std::int64_t seq = inputs.size(1);
   STRATA_CHECK(seq <= model_.max_seq_length, "sequence {} longer than the model's {}", seq,
                model_.max_seq_length);
@@ -132,8 +134,8 @@ double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
   return forward(inputs, targets, dropout);
 }
 
-double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets,
-                                     double loss_scale, const DropoutContext& dropout) {
+double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
+                                     const DropoutContext& dropout) {
   const double loss = forward(inputs, targets, dropout);
   d_logits_.fill_zero();
   cross_entropy_backward(logits_, targets, loss_scale, d_logits_);

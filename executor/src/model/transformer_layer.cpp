@@ -1,8 +1,8 @@
 #include "strata/executor/model/transformer_layer.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
+
+#include <cmath>
 
 #include "norm_dispatch.h"
 #include "strata/executor/ops/causal_attention.h"
@@ -30,8 +30,11 @@ Tensor* gradient_of(ParameterEntry* entry) { return entry ? &entry->gradient : n
 const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->value : nullptr; }
 
 DropoutKey key_of(const ModelConfig& model, const DropoutContext& context, std::uint32_t site) {
-  return DropoutKey{.seed = context.seed, .step = context.step, .site = site,
-                    .first_token = context.first_token, .first_feature = 0,
+  return DropoutKey{.seed = context.seed,
+                    .step = context.step,
+                    .site = site,
+                    .first_token = context.first_token,
+                    .first_feature = 0,
                     .total_features = model.hidden_size};
 }
 
@@ -103,7 +106,8 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   mlp_norm_weight_ = &store.entry(name_of(index, "mlp_norm.weight"));
   mlp_norm_bias_ = optional_entry(store, name_of(index, "mlp_norm.bias"));
   mlp_in_weight_ = &store.entry(name_of(index, llama_mlp_ ? "mlp.gate.weight" : "mlp.fc.weight"));
-  mlp_in_bias_ = optional_entry(store, name_of(index, llama_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
+  mlp_in_bias_ =
+      optional_entry(store, name_of(index, llama_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
   mlp_up_weight_ = llama_mlp_ ? &store.entry(name_of(index, "mlp.up.weight")) : nullptr;
   mlp_up_bias_ = llama_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
   mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
@@ -142,8 +146,8 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContex
   allocate(x.size(0), x.size(1), x.scalar_type());
   const double p = model_.dropout;
   // Attention branch.
-  detail::norm_forward(model_.norm, x, attention_norm_weight_->value, value_of(attention_norm_bias_),
-                       model_.norm_epsilon, norm1_, mean1_, rstd1_);
+  detail::norm_forward(model_.norm, x, attention_norm_weight_->value,
+                       value_of(attention_norm_bias_), model_.norm_epsilon, norm1_, mean1_, rstd1_);
   linear_forward(norm1_, qkv_weight_->value, value_of(qkv_bias_), qkv_);
   if (model_.rope_theta) {
     rotary_forward(qkv_, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,

@@ -16,16 +16,16 @@ using StridedMap = Eigen::Map<cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
 template <class T>
 using ConstStridedMap = Eigen::Map<const cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
 
-void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape,
-                  const Tensor& out, const Tensor& lse) {
+void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape, const Tensor& out,
+                  const Tensor& lse) {
   STRATA_CHECK(shape.num_heads % shape.num_kv_heads == 0, "{}: {} heads over {} kv heads", op,
                shape.num_heads, shape.num_kv_heads);
   STRATA_CHECK(qkv.dim() == 3 && qkv.size(2) == shape.qkv_width(), "{}: qkv {} for width {}", op,
                shape_to_string(qkv.shape()), shape.qkv_width());
   const std::int64_t tokens = qkv.size(0) * qkv.size(1);
-  STRATA_CHECK(out.numel() == tokens * shape.output_width() &&
-                   lse.numel() == tokens * shape.num_heads,
-               "{}: out {} lse {}", op, shape_to_string(out.shape()), shape_to_string(lse.shape()));
+  STRATA_CHECK(
+      out.numel() == tokens * shape.output_width() && lse.numel() == tokens * shape.num_heads,
+      "{}: out {} lse {}", op, shape_to_string(out.shape()), shape_to_string(lse.shape()));
 }
 
 // Scaled scores of queries [first, first + rows) against keys [0, first + rows). Entries above
@@ -123,13 +123,15 @@ void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tens
           cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
           for (std::int64_t i = 0; i < count; ++i) {
             const std::int64_t visible = first + i + 1;
-            p.row(i).head(visible) = (p.row(i).head(visible).array() - lse_row[first + i]).exp().matrix();
+            p.row(i).head(visible) =
+                (p.row(i).head(visible).array() - lse_row[first + i]).exp().matrix();
             p.row(i).tail(p.cols() - visible).setZero();
           }
           dv.topRows(keys).noalias() += p.transpose() * d_o.middleRows(first, count);
           cpu::RowMatrix<T> ds = d_o.middleRows(first, count) * v.topRows(keys).transpose();
           for (std::int64_t i = 0; i < count; ++i) {
-            ds.row(i) = (p.row(i).array() * (ds.row(i).array() - output_dot(first + i, 0))).matrix();
+            ds.row(i) =
+                (p.row(i).array() * (ds.row(i).array() - output_dot(first + i, 0))).matrix();
           }
           dq.middleRows(first, count).noalias() += (ds * k.topRows(keys)) * scale;
           dk.topRows(keys).noalias() += (ds.transpose() * q.middleRows(first, count)) * scale;

@@ -38,8 +38,8 @@ void run_dropout(const char* op, const Tensor& in, double probability, const Dro
   check_same_numel(op, in, out);
   STRATA_CHECK(probability >= 0 && probability < 1, "{}: probability {}", op, probability);
   const std::int64_t features = in.size(-1);
-  STRATA_CHECK(key.total_features >= key.first_feature + features, "{}: features {} + {} > {}",
-               op, key.first_feature, features, key.total_features);
+  STRATA_CHECK(key.total_features >= key.first_feature + features, "{}: features {} + {} > {}", op,
+               key.first_feature, features, key.total_features);
   dispatch_floating(in.scalar_type(), op, [&]<class T>() {
     apply_mask(in.data<T>(), probability, key, features, in.numel() / features, out.data<T>(),
                accumulate);
@@ -50,9 +50,9 @@ void run_dropout(const char* op, const Tensor& in, double probability, const Dro
 
 bool dropout_keeps(const DropoutKey& key, double probability, std::int64_t token,
                    std::int64_t feature) {
-  const std::uint64_t index = static_cast<std::uint64_t>(token) *
-                                  static_cast<std::uint64_t>(key.total_features) +
-                              static_cast<std::uint64_t>(feature);
+  const std::uint64_t index =
+      static_cast<std::uint64_t>(token) * static_cast<std::uint64_t>(key.total_features) +
+      static_cast<std::uint64_t>(feature);
   return random_uniform(stream_of(key), index) > probability;
 }
 

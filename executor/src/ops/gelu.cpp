@@ -21,7 +21,8 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   check_same_numel("gelu_forward", x, y);
   dispatch_floating(x.scalar_type(), "gelu_forward", [&]<class T>() {
     const auto in = cpu::as_vector<T>(x).array();
-    const auto t = (static_cast<T>(kTanhScale) * (in + static_cast<T>(kCubicCoefficient) * in.cube())).tanh();
+    const auto t =
+        (static_cast<T>(kTanhScale) * (in + static_cast<T>(kCubicCoefficient) * in.cube())).tanh();
     cpu::as_vector<T>(y).array() = T(0.5) * in * (T(1) + t);
   });
 }

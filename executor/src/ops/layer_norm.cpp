@@ -33,7 +33,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor* bia
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                          Tensor* dbias) {
-  check_cpu_same_type("layer_norm_backward", {&dy, &x, &weight, &mean, &rstd, &dx, &dweight, dbias});
+  check_cpu_same_type("layer_norm_backward",
+                      {&dy, &x, &weight, &mean, &rstd, &dx, &dweight, dbias});
   const std::int64_t hidden = weight.numel();
   dispatch_floating(x.scalar_type(), "layer_norm_backward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(x, hidden);

@@ -18,8 +18,8 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, double epsilon, Ten
     const auto gain = cpu::as_vector<T>(weight).array();
     T* rstd_of = rstd.data<T>();
     for (std::int64_t n = 0; n < rows.rows(); ++n) {
-      const T row_rstd =
-          T(1) / std::sqrt(rows.row(n).squaredNorm() / static_cast<T>(hidden) + static_cast<T>(epsilon));
+      const T row_rstd = T(1) / std::sqrt(rows.row(n).squaredNorm() / static_cast<T>(hidden) +
+                                          static_cast<T>(epsilon));
       rstd_of[n] = row_rstd;
       out.row(n).array() = rows.row(n).array() * row_rstd * gain;
     }

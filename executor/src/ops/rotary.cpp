@@ -9,8 +9,8 @@ namespace strata::executor {
 namespace {
 
 // direction +1 rotates forward, −1 applies the inverse (= transpose) rotation.
-void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head_dim,
-            double theta, int direction) {
+void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head_dim, double theta,
+            int direction) {
   check_cpu_same_type(op, {&x});
   STRATA_CHECK(head_dim % 2 == 0 && x.dim() == 3 && num_heads * head_dim <= x.size(2),
                "{}: {} heads of {} in {}", op, num_heads, head_dim, shape_to_string(x.shape()));
@@ -22,8 +22,9 @@ void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head
   std::vector<double> sines(cosines.size());
   for (std::int64_t t = 0; t < seq; ++t) {
     for (std::int64_t i = 0; i < half; ++i) {
-      const double angle = static_cast<double>(t) *
-                           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double angle =
+          static_cast<double>(t) *
+          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
       cosines[static_cast<std::size_t>(t * half + i)] = std::cos(angle);
       sines[static_cast<std::size_t>(t * half + i)] = direction * std::sin(angle);
     }

@@ -11,8 +11,8 @@ double LearningRateSchedule::at(std::int64_t step) const {
     return peak * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
   }
   const std::int64_t decay_steps = std::max<std::int64_t>(1, total_steps - warmup_steps);
-  const double progress =
-      std::clamp(static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
+  const double progress = std::clamp(
+      static_cast<double>(step - warmup_steps) / static_cast<double>(decay_steps), 0.0, 1.0);
   return minimum + 0.5 * (peak - minimum) * (1.0 + std::cos(std::numbers::pi * progress));
 }
 

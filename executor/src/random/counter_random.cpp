@@ -1,7 +1,8 @@
 #include "strata/executor/random/counter_random.h"
 
-#include <Random123/boxmuller.hpp>
 #include <Random123/philox.h>
+
+#include <Random123/boxmuller.hpp>
 #include <Random123/uniform.hpp>
 
 namespace strata::executor {

@@ -30,7 +30,9 @@ const char* scalar_type_name(ScalarType type) {
   return "?";
 }
 
-std::string shape_to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_to_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 std::int64_t shape_numel(const Shape& shape) {
   std::int64_t count = 1;
@@ -83,7 +85,8 @@ Tensor Tensor::view(std::int64_t offset, Shape shape) const {
   Tensor result = *this;
   result.shape_ = std::move(shape);
   result.numel_ = count;
-  result.data_ = static_cast<std::byte*>(data_) + static_cast<std::size_t>(offset) * scalar_bytes(type_);
+  result.data_ =
+      static_cast<std::byte*>(data_) + static_cast<std::size_t>(offset) * scalar_bytes(type_);
   return result;
 }
 

@@ -15,9 +15,9 @@ using schemas::InputError;
 
 void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& plan_source) {
   const schemas::Mesh& mesh = plan.mesh;
-  for (const auto& [axis, size] : {std::pair{"tp", mesh.tp}, std::pair{"cp", mesh.cp},
-                                   std::pair{"dp", mesh.dp}, std::pair{"pp", mesh.pp},
-                                   std::pair{"vpp", mesh.vpp}}) {
+  for (const auto& [axis, size] :
+       {std::pair{"tp", mesh.tp}, std::pair{"cp", mesh.cp}, std::pair{"dp", mesh.dp},
+        std::pair{"pp", mesh.pp}, std::pair{"vpp", mesh.vpp}}) {
     if (size != 1) {
       throw InputError(plan_source, fmt::format("/mesh/{}", axis),
                        fmt::format("{}={}: this executor trains on one device (a 1×1×1 mesh); "
@@ -44,13 +44,15 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       model_((check_plan_runs_on_one_cpu(plan, plan_source), plan.model), ScalarType::float32,
              options_.seed),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
-      schedule_{options_.learning_rate, options_.learning_rate * options_.min_learning_rate_fraction,
-                options_.warmup_steps, options_.steps} {
+      schedule_{options_.learning_rate,
+                options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
+                options_.steps} {
   const std::int64_t count = model_.parameters().total_elements();
   moments_.first = Tensor::zeros({count}, ScalarType::float32);
   moments_.second = Tensor::zeros({count}, ScalarType::float32);
   state_.seed = options_.seed;
-  if (options_.init_llmc) read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
+  if (options_.init_llmc)
+    read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
   if (options_.resume) {
     if (!options_.checkpoint_dir) {
       throw InputError("--resume", "", "needs --checkpoint-dir to resume from");
@@ -62,7 +64,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     state_ = read_checkpoint(*latest, plan_.model, model_.parameters(), moments_);
     sampler_.set_seed(state_.seed);
   }
-  inputs_ = Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
+  inputs_ =
+      Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
   targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
 }
 
@@ -97,8 +100,12 @@ StepRecord Trainer::train_step() {
   state_.tokens_seen += step_tokens;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return StepRecord{state_.step, loss_sum / static_cast<double>(batch.num_micro_batches), rate,
-                    norm, static_cast<double>(step_tokens) / seconds, seconds};
+  return StepRecord{state_.step,
+                    loss_sum / static_cast<double>(batch.num_micro_batches),
+                    rate,
+                    norm,
+                    static_cast<double>(step_tokens) / seconds,
+                    seconds};
 }
 
 TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
@@ -113,7 +120,8 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     summary.total_time_s += record.step_time_s;
     token_count += record.tokens_per_s * record.step_time_s;
     const bool last = state_.step == options_.steps;
-    const bool periodic = options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
+    const bool periodic =
+        options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
     if (options_.checkpoint_dir && (last || periodic)) {
       summary.last_checkpoint = write_checkpoint(*options_.checkpoint_dir, plan_.model,
                                                  model_.parameters(), moments_, state_);

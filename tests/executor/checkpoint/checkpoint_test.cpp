@@ -122,10 +122,12 @@ TEST(LlmcCheckpoint, WritesLlmcsHeaderAndLayoutAndReadsItBack) {
   // wte padded to 128 rows, then wpe: llm.c's element 128·16 is wpe[0][0].
   std::vector<float> body((fs::file_size(path) - 1024) / 4);
   raw.read(reinterpret_cast<char*>(body.data()), static_cast<std::streamsize>(4 * body.size()));
-  EXPECT_EQ(body.size(), static_cast<std::size_t>(written.parameters().total_elements() +
-                                                  (128 - 50) * 16));
-  EXPECT_EQ(body[128 * 16], written.parameters().entry("embedding.position").value.data<float>()[0]);
-  EXPECT_EQ(body[49 * 16 + 3], written.parameters().entry("embedding.word").value.data<float>()[49 * 16 + 3]);
+  EXPECT_EQ(body.size(),
+            static_cast<std::size_t>(written.parameters().total_elements() + (128 - 50) * 16));
+  EXPECT_EQ(body[128 * 16],
+            written.parameters().entry("embedding.position").value.data<float>()[0]);
+  EXPECT_EQ(body[49 * 16 + 3],
+            written.parameters().entry("embedding.word").value.data<float>()[49 * 16 + 3]);
   EXPECT_EQ(body[50 * 16], 0.0f);
   // qkvw of layer 1 follows wte, wpe, ln1w (2·16) and ln1b (2·16) and layer 0's 48·16 rows.
   const std::size_t qkv_layer1 = 128 * 16 + 8 * 16 + 2 * 16 + 2 * 16 + 48 * 16;

@@ -23,7 +23,8 @@ fs::path temp_path(const std::string& name) {
   return fs::path(::testing::TempDir()) / (name + "-" + std::to_string(::getpid()));
 }
 
-void write_raw(const fs::path& path, std::array<std::int32_t, 256> header, std::size_t token_bytes) {
+void write_raw(const fs::path& path, std::array<std::int32_t, 256> header,
+               std::size_t token_bytes) {
   std::ofstream file(path, std::ios::binary);
   file.write(reinterpret_cast<const char*>(header.data()), sizeof(header));
   const std::string tokens(token_bytes, '\x01');
@@ -63,8 +64,9 @@ TEST(TokenFile, BadFilesAreRefusedWithTheReason) {
   EXPECT_THAT(error_of([&] { read_token_file(path); }), HasSubstr("header[1]: version 2"));
   header = {20240520, 1, 5};
   write_raw(path, header, 8);  // 4 tokens where the header says 5: truncated
-  EXPECT_THAT(error_of([&] { read_token_file(path); }),
-              HasSubstr("header[2]: says 5 tokens (1034 bytes with the header), the file has 1032"));
+  EXPECT_THAT(
+      error_of([&] { read_token_file(path); }),
+      HasSubstr("header[2]: says 5 tokens (1034 bytes with the header), the file has 1032"));
   std::ofstream(path, std::ios::binary) << "short";
   EXPECT_THAT(error_of([&] { read_token_file(path); }), HasSubstr("shorter than llm.c's"));
 }
@@ -74,8 +76,9 @@ TEST(BatchSampler, RefusesTooFewTokensAndTokensOutsideTheVocabulary) {
   EXPECT_THAT(error_of([&] { BatchSampler(few, 4, 256, 1); }),
               HasSubstr("few.bin: 4 tokens are too few for one sample of 4 + 1 tokens"));
   const TokenFile wide{"gpt2.bin", {1, 2, 50256, 4, 5, 6}};
-  EXPECT_THAT(error_of([&] { BatchSampler(wide, 4, 256, 1); }),
-              HasSubstr("gpt2.bin: token 50256 at position 2 is outside the model's vocabulary of 256"));
+  EXPECT_THAT(
+      error_of([&] { BatchSampler(wide, 4, 256, 1); }),
+      HasSubstr("gpt2.bin: token 50256 at position 2 is outside the model's vocabulary of 256"));
 }
 
 TEST(BatchSampler, SamplesDependOnSeedStepAndIndexOnlyNotOnTheMicroBatchSplit) {
@@ -87,7 +90,8 @@ TEST(BatchSampler, SamplesDependOnSeedStepAndIndexOnlyNotOnTheMicroBatchSplit) {
   Tensor whole_out = Tensor::zeros({4, 16}, ScalarType::int32);
   sampler.fill(7, 0, whole_in, whole_out);
   for (std::int64_t half = 0; half < 2; ++half) {
-    Tensor in = Tensor::zeros({2, 16}, ScalarType::int32), out = Tensor::zeros({2, 16}, ScalarType::int32);
+    Tensor in = Tensor::zeros({2, 16}, ScalarType::int32),
+           out = Tensor::zeros({2, 16}, ScalarType::int32);
     sampler.fill(7, 2 * half, in, out);
     EXPECT_EQ(0, std::memcmp(in.raw(), whole_in.data<std::int32_t>() + 32 * half, in.bytes()));
     EXPECT_EQ(0, std::memcmp(out.raw(), whole_out.data<std::int32_t>() + 32 * half, out.bytes()));

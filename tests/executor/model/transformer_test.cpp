@@ -52,11 +52,12 @@ void expect_model_gradients_match(const ModelConfig& model) {
   const DropoutContext dropout{.seed = 5, .step = 2, .first_token = 0};
   transformer.parameters().zero_gradients();
   transformer.forward_backward(inputs, targets, 1.0 / 10, dropout);
-  Tensor analytic = Tensor::zeros(transformer.parameters().gradients().shape(), ScalarType::float64);
+  Tensor analytic =
+      Tensor::zeros(transformer.parameters().gradients().shape(), ScalarType::float64);
   analytic.copy_from(transformer.parameters().gradients());
-  testing::expect_gradient_matches(transformer.parameters().values(), analytic, [&] {
-    return transformer.forward_loss(inputs, targets, dropout);
-  }, model.name.c_str(), 1e-5);
+  testing::expect_gradient_matches(
+      transformer.parameters().values(), analytic,
+      [&] { return transformer.forward_loss(inputs, targets, dropout); }, model.name.c_str(), 1e-5);
 }
 
 TEST(Transformer, GptGradientsMatchFiniteDifferencesWithDropout) {
@@ -82,7 +83,8 @@ TEST(Transformer, ParameterListsMatchTheCostModelsCountsForEveryBuildablePreset)
       continue;  // e.g. BLOOM's ALiBi
     }
     std::int64_t total = 0;
-    for (const ParameterSpec& spec : transformer_parameters(model)) total += shape_numel(spec.shape);
+    for (const ParameterSpec& spec : transformer_parameters(model))
+      total += shape_numel(spec.shape);
     EXPECT_EQ(total, costmodels::count_parameters(model).total()) << name;
     ++checked;
   }

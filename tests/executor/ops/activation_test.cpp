@@ -37,10 +37,13 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
   Tensor y = Tensor::zeros(x.shape(), ScalarType::float64);
   Tensor dx = Tensor::zeros(x.shape(), ScalarType::float64);
   gelu_backward(dy, x, dx);
-  expect_gradient_matches(x, dx, [&] {
-    gelu_forward(x, y);
-    return weighted_sum(y, dy);
-  }, "dx");
+  expect_gradient_matches(
+      x, dx,
+      [&] {
+        gelu_forward(x, y);
+        return weighted_sum(y, dy);
+      },
+      "dx");
 }
 
 TEST(Swiglu, ForwardAndBackward) {
@@ -81,7 +84,11 @@ TEST(Residual, BackwardSendsTheGradientToBothBranches) {
 }
 
 DropoutKey key_for(std::int64_t features) {
-  return DropoutKey{.seed = 7, .step = 3, .site = 2, .first_token = 0, .first_feature = 0,
+  return DropoutKey{.seed = 7,
+                    .step = 3,
+                    .site = 2,
+                    .first_token = 0,
+                    .first_feature = 0,
                     .total_features = features};
 }
 
@@ -107,10 +114,13 @@ TEST(Dropout, BackwardUsesTheForwardMaskAndMatchesFiniteDifferences) {
   Tensor y = Tensor::zeros(x.shape(), ScalarType::float64);
   Tensor dx = Tensor::zeros(x.shape(), ScalarType::float64);
   dropout_backward(dy, 0.5, key_for(5), dx);
-  expect_gradient_matches(x, dx, [&] {
-    dropout_forward(x, 0.5, key_for(5), y);
-    return weighted_sum(y, dy);
-  }, "dx");
+  expect_gradient_matches(
+      x, dx,
+      [&] {
+        dropout_forward(x, 0.5, key_for(5), y);
+        return weighted_sum(y, dy);
+      },
+      "dx");
 }
 
 TEST(Dropout, AShardOfRowsAndFeaturesDropsWhatTheWholeTensorDrops) {

@@ -49,11 +49,14 @@ TEST(Rotary, BackwardMatchesFiniteDifferences) {
   Tensor dx = Tensor::zeros(x0.shape(), ScalarType::float64);
   dx.copy_from(dy);
   rotary_backward(dx, 2, 4, 500.0);
-  expect_gradient_matches(x0, dx, [&] {
-    x.copy_from(x0);
-    rotary_forward(x, 2, 4, 500.0);
-    return weighted_sum(x, dy);
-  }, "dx");
+  expect_gradient_matches(
+      x0, dx,
+      [&] {
+        x.copy_from(x0);
+        rotary_forward(x, 2, 4, 500.0);
+        return weighted_sum(x, dy);
+      },
+      "dx");
 }
 
 // Textbook attention in float64: full score matrix, explicit mask, softmax, weighted sum.

@@ -25,8 +25,10 @@ TEST(CrossEntropy, ForwardMatchesLogSoftmaxEvenForLargeLogits) {
   cross_entropy_forward(logits, targets, losses);
   for (std::int64_t n = 0; n < 3; ++n) {
     double largest = -1e300, total = 0;
-    for (std::int64_t v = 0; v < 7; ++v) largest = std::max(largest, testing::element(logits, n * 7 + v));
-    for (std::int64_t v = 0; v < 7; ++v) total += std::exp(testing::element(logits, n * 7 + v) - largest);
+    for (std::int64_t v = 0; v < 7; ++v)
+      largest = std::max(largest, testing::element(logits, n * 7 + v));
+    for (std::int64_t v = 0; v < 7; ++v)
+      total += std::exp(testing::element(logits, n * 7 + v) - largest);
     const double expected = largest + std::log(total) -
                             testing::element(logits, n * 7 + targets.data<std::int32_t>()[n]);
     EXPECT_NEAR(testing::element(losses, n), expected, 1e-4);
@@ -40,12 +42,15 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferencesOfTheScaledMean) {
   Tensor losses = Tensor::zeros({4}, ScalarType::float64);
   Tensor dlogits = Tensor::zeros(logits.shape(), ScalarType::float64);
   cross_entropy_backward(logits, targets, 0.25, dlogits);
-  testing::expect_gradient_matches(logits, dlogits, [&] {
-    cross_entropy_forward(logits, targets, losses);
-    double mean = 0;
-    for (std::int64_t n = 0; n < 4; ++n) mean += 0.25 * losses.data<double>()[n];
-    return mean;
-  }, "dlogits");
+  testing::expect_gradient_matches(
+      logits, dlogits,
+      [&] {
+        cross_entropy_forward(logits, targets, losses);
+        double mean = 0;
+        for (std::int64_t n = 0; n < 4; ++n) mean += 0.25 * losses.data<double>()[n];
+        return mean;
+      },
+      "dlogits");
 }
 
 TEST(CrossEntropy, TargetOutsideTheVocabularyIsRefused) {

@@ -31,10 +31,13 @@ TEST(Embedding, ForwardCopiesRowsAndBackwardAddsRepeatedTokens) {
   const Tensor dout = random_tensor({3, 4}, ScalarType::float64, 2);
   Tensor dtable = Tensor::zeros(table.shape(), ScalarType::float64);
   embedding_backward(ids, dout, dtable);
-  expect_gradient_matches(table, dtable, [&] {
-    embedding_forward(ids, table, out);
-    return weighted_sum(out, dout);
-  }, "dtable");
+  expect_gradient_matches(
+      table, dtable,
+      [&] {
+        embedding_forward(ids, table, out);
+        return weighted_sum(out, dout);
+      },
+      "dtable");
 }
 
 TEST(Embedding, TokenOutsideTheVocabularyIsRefused) {
@@ -54,18 +57,22 @@ TEST(PositionEmbedding, AddsRowTAtPositionTAndBackwardSumsOverBatch) {
     for (std::int64_t t = 0; t < 4; ++t) {
       for (std::int64_t c = 0; c < 3; ++c) {
         const std::int64_t i = (b * 4 + t) * 3 + c;
-        EXPECT_DOUBLE_EQ(x.data<double>()[i], x0.data<double>()[i] + table.data<double>()[t * 3 + c]);
+        EXPECT_DOUBLE_EQ(x.data<double>()[i],
+                         x0.data<double>()[i] + table.data<double>()[t * 3 + c]);
       }
     }
   }
   const Tensor dx = random_tensor(x.shape(), ScalarType::float64, 3);
   Tensor dtable = Tensor::zeros(table.shape(), ScalarType::float64);
   position_embedding_backward(dx, dtable);
-  expect_gradient_matches(table, dtable, [&] {
-    x.copy_from(x0);
-    position_embedding_forward(table, x);
-    return weighted_sum(x, dx);
-  }, "dtable");
+  expect_gradient_matches(
+      table, dtable,
+      [&] {
+        x.copy_from(x0);
+        position_embedding_forward(table, x);
+        return weighted_sum(x, dx);
+      },
+      "dtable");
 }
 
 }  // namespace

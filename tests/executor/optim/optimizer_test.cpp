@@ -38,8 +38,8 @@ TEST(AdamW, ThreeStepsMatchTheTextbookUpdateWrittenOut) {
 }
 
 TEST(LearningRateSchedule, WarmsUpLinearlyThenFollowsTheCosineToTheFloor) {
-  const LearningRateSchedule schedule{.peak = 1.0, .minimum = 0.1, .warmup_steps = 10,
-                                      .total_steps = 110};
+  const LearningRateSchedule schedule{
+      .peak = 1.0, .minimum = 0.1, .warmup_steps = 10, .total_steps = 110};
   EXPECT_DOUBLE_EQ(schedule.at(0), 0.1);
   EXPECT_DOUBLE_EQ(schedule.at(9), 1.0);
   EXPECT_DOUBLE_EQ(schedule.at(10), 1.0);

@@ -44,7 +44,8 @@ schemas::Plan plan_for(const schemas::ModelConfig& model, std::int64_t micro_bat
 
 TokenFile pattern_tokens() {
   TokenFile file{"pattern.bin", {}};
-  for (int i = 0; i < 4000; ++i) file.tokens.push_back(static_cast<std::uint16_t>((i * i + 3 * i) % 61));
+  for (int i = 0; i < 4000; ++i)
+    file.tokens.push_back(static_cast<std::uint16_t>((i * i + 3 * i) % 61));
   return file;
 }
 
@@ -76,7 +77,8 @@ TEST(Trainer, AccumulatingMicroBatchesEqualsOneMicroBatchOfTheGlobalBatch) {
 
 TEST(Trainer, ResumingFromACheckpointGivesBitIdenticalLosses) {
   const TokenFile data = pattern_tokens();
-  const fs::path directory = fs::path(::testing::TempDir()) / ("resume-" + std::to_string(::getpid()));
+  const fs::path directory =
+      fs::path(::testing::TempDir()) / ("resume-" + std::to_string(::getpid()));
   fs::remove_all(directory);
   TrainingOptions options;
   options.steps = 6;
@@ -112,12 +114,14 @@ TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
   knobs.precision = schemas::Dtype::fp32;
   const schemas::Plan two_ranks =
       schemas::build_plan(model, schemas::cluster_preset("cpu-local:2"), knobs, "test");
-  EXPECT_THAT(strata::testing::input_error_message([&] { Trainer(two_ranks, "plan.json", data, {}); }),
-              HasSubstr("plan.json: /mesh/dp: dp=2: this executor trains on one device"));
+  EXPECT_THAT(
+      strata::testing::input_error_message([&] { Trainer(two_ranks, "plan.json", data, {}); }),
+      HasSubstr("plan.json: /mesh/dp: dp=2: this executor trains on one device"));
   schemas::Plan half = plan_for(model, 1, 1);
   half.precision = schemas::Dtype::bf16;
-  EXPECT_THAT(strata::testing::input_error_message([&] { Trainer(half, "plan.json", data, {}); }),
-              HasSubstr("plan.json: /precision: the CPU backend trains in fp32, the plan says bf16"));
+  EXPECT_THAT(
+      strata::testing::input_error_message([&] { Trainer(half, "plan.json", data, {}); }),
+      HasSubstr("plan.json: /precision: the CPU backend trains in fp32, the plan says bf16"));
   TrainingOptions resume;
   resume.resume = true;
   resume.checkpoint_dir = fs::path(::testing::TempDir()) / "no-checkpoints-here";

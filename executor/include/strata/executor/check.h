@@ -24,10 +24,10 @@ class InvariantError : public std::logic_error {
 
 }  // namespace strata::executor
 
-#define STRATA_CHECK(condition, ...)                                                     \
-  do {                                                                                   \
-    if (!(condition)) {                                                                  \
-      ::strata::executor::fail_check(#condition, ::fmt::format(__VA_ARGS__), __func__,   \
-                                     __FILE__, __LINE__);                                \
-    }                                                                                    \
+#define STRATA_CHECK(condition, ...)                                                             \
+  do {                                                                                           \
+    if (!(condition)) {                                                                          \
+      ::strata::executor::fail_check(#condition, ::fmt::format(__VA_ARGS__), __func__, __FILE__, \
+                                     __LINE__);                                                  \
+    }                                                                                            \
   } while (false)

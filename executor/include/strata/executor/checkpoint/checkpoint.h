@@ -35,8 +35,7 @@ struct OptimizerMoments {
 std::filesystem::path write_checkpoint(const std::filesystem::path& directory,
                                        const schemas::ModelConfig& model,
                                        const ParameterStore& parameters,
-                                       const OptimizerMoments& moments,
-                                       const TrainingState& state);
+                                       const OptimizerMoments& moments, const TrainingState& state);
 
 // The complete checkpoint with the highest step in `directory`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& directory);

@@ -1,8 +1,10 @@
 // TransformerLayer: one pre-norm decoder layer (gpt or llama), its forward pass storing what
 // backward needs and its explicit backward pass. Used by Transformer, one per layer.
 //
-//   x ─┬─ norm ─ qkv ─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─ MLP ─ dropout ─(+)─ out
-//      └──────────────────────────────────────────────────────────────────────┘  └─────────────────────┘
+//   x ─┬─ norm ─ qkv ─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─ MLP ─
+//   dropout ─(+)─ out
+//      └──────────────────────────────────────────────────────────────────────┘
+//      └─────────────────────┘
 //   MLP: gpt = fc ─ GELU ─ output;  llama = (gate, up) ─ SwiGLU ─ output
 #pragma once
 

@@ -15,10 +15,10 @@ namespace strata::executor {
 struct DropoutKey {
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
-  std::uint32_t site = 0;             // which dropout in the model (layer × place)
-  std::int64_t first_token = 0;       // global index of row 0's token
-  std::int64_t first_feature = 0;     // global index of column 0 (a tp shard starts later)
-  std::int64_t total_features = 0;    // the unsharded row width
+  std::uint32_t site = 0;           // which dropout in the model (layer × place)
+  std::int64_t first_token = 0;     // global index of row 0's token
+  std::int64_t first_feature = 0;   // global index of column 0 (a tp shard starts later)
+  std::int64_t total_features = 0;  // the unsharded row width
 };
 
 // The keep decision of one element (true keeps it).

@@ -14,7 +14,8 @@
 
 namespace strata::executor {
 
-// A stream of random numbers inside one seed: e.g. one parameter, or (step, layer, site) of dropout.
+// A stream of random numbers inside one seed: e.g. one parameter, or (step, layer, site) of
+// dropout.
 struct RandomStream {
   std::uint64_t seed = 0;
   std::uint64_t stream = 0;
