@@ -10,8 +10,7 @@
 #include <vector>
 
 #include "strata/executor/model/transformer.h"
-#include "strata/executor/optim/adamw.h"
-#include "strata/executor/optim/gradient_clipping.h"
+#include "strata/executor/optim/optimizer_step.h"
 #include "strata/schemas/presets.h"
 
 namespace strata::executor {
@@ -36,24 +35,14 @@ void BM_StrataTrainingStep(benchmark::State& state) {
     inputs.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 7919) % 50257);
     targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 104729) % 50257);
   }
-  Tensor first = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
-  Tensor second = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  OptimizerMoments moments = OptimizerMoments::zeros_like(parameters);
   const AdamWConfig adamw;
   std::int64_t step = 0;
   for (auto _ : state) {
     parameters.zero_gradients();
     const double loss = transformer.forward_backward(inputs, targets, 1.0 / (kBatch * kSeq), {});
     benchmark::DoNotOptimize(loss);
-    std::vector<Tensor> gradients;
-    for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
-    clip_gradients(gradients, 1.0);
-    ++step;
-    for (ParameterEntry& entry : parameters.entries()) {
-      Tensor m = first.view(entry.offset, entry.spec.shape);
-      Tensor v = second.view(entry.offset, entry.spec.shape);
-      adamw_update(entry.value, entry.gradient, m, v, 3e-4,
-                   entry.spec.weight_decay ? adamw.weight_decay : 0.0, step, adamw);
-    }
+    optimizer_step(parameters, moments, 3e-4, step++, adamw, 1.0);
   }
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);

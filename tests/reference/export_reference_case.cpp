@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "strata/executor/model/transformer.h"
-#include "strata/executor/optim/adamw.h"
-#include "strata/executor/optim/gradient_clipping.h"
 #include "strata/executor/optim/learning_rate_schedule.h"
+#include "strata/executor/optim/optimizer_step.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/model_config.h"
@@ -67,21 +66,12 @@ int main(int argc, char** argv) {
   const LearningRateSchedule schedule{
       .peak = 1e-3, .minimum = 1e-4, .warmup_steps = 2, .total_steps = kSteps};
   constexpr double kMaxNorm = 1.0;
-  Tensor first = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
-  Tensor second = Tensor::zeros({parameters.total_elements()}, ScalarType::float32);
+  OptimizerMoments moments = OptimizerMoments::zeros_like(parameters);
   std::vector<double> losses, norms;
   for (int step = 0; step < kSteps; ++step) {
     parameters.zero_gradients();
     losses.push_back(transformer.forward_backward(inputs, targets, loss_scale, no_dropout));
-    std::vector<Tensor> gradients;
-    for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
-    norms.push_back(clip_gradients(gradients, kMaxNorm));
-    for (ParameterEntry& entry : parameters.entries()) {
-      Tensor m = first.view(entry.offset, entry.spec.shape);
-      Tensor v = second.view(entry.offset, entry.spec.shape);
-      adamw_update(entry.value, entry.gradient, m, v, schedule.at(step),
-                   entry.spec.weight_decay ? adamw.weight_decay : 0.0, step + 1, adamw);
-    }
+    norms.push_back(optimizer_step(parameters, moments, schedule.at(step), step, adamw, kMaxNorm));
   }
 
   nlohmann::json layout = nlohmann::json::array();

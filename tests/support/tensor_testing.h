@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <random>
 
 #include "strata/executor/tensor/tensor.h"
@@ -25,6 +26,14 @@ inline Tensor random_tensor(const Shape& shape, ScalarType type, std::uint32_t s
       tensor.data<float>()[i] = static_cast<float>(normal(generator));
     }
   }
+  return tensor;
+}
+
+// An int32 vector of token ids or targets.
+inline Tensor int32_tensor(std::initializer_list<std::int32_t> values) {
+  Tensor tensor = Tensor::zeros({static_cast<std::int64_t>(values.size())}, ScalarType::int32);
+  std::int64_t i = 0;
+  for (std::int32_t value : values) tensor.data<std::int32_t>()[i++] = value;
   return tensor;
 }
 

@@ -111,8 +111,7 @@ double Transformer::forward(const Tensor& inputs, const Tensor& targets,
   embedding_forward(inputs, word_embedding_->value, x);
   if (position_embedding_ != nullptr) position_embedding_forward(position_embedding_->value, x);
   if (model_.dropout > 0) {
-    const DropoutKey key{dropout.seed, dropout.step, 0, dropout.first_token, 0, model_.hidden_size};
-    dropout_forward(x, model_.dropout, key, x);
+    dropout_forward(x, model_.dropout, dropout_key(model_, dropout, 0), x);
   }
   for (std::size_t layer = 0; layer < layers_.size(); ++layer) {
     layers_[layer].forward(residuals_[layer], residuals_[layer + 1], dropout);
@@ -153,9 +152,9 @@ double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets
   }
   Tensor* d_embedded = &d_residual_;
   if (model_.dropout > 0) {
-    const DropoutKey key{dropout.seed, dropout.step, 0, dropout.first_token, 0, model_.hidden_size};
     d_residual_next_.fill_zero();
-    dropout_backward(d_residual_, model_.dropout, key, d_residual_next_);
+    dropout_backward(d_residual_, model_.dropout, dropout_key(model_, dropout, 0),
+                     d_residual_next_);
     d_embedded = &d_residual_next_;
   }
   if (position_embedding_ != nullptr) {

@@ -29,7 +29,10 @@ ParameterEntry* optional_entry(ParameterStore& store, const std::string& name) {
 Tensor* gradient_of(ParameterEntry* entry) { return entry ? &entry->gradient : nullptr; }
 const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->value : nullptr; }
 
-DropoutKey key_of(const ModelConfig& model, const DropoutContext& context, std::uint32_t site) {
+}  // namespace
+
+DropoutKey dropout_key(const ModelConfig& model, const DropoutContext& context,
+                       std::uint32_t site) {
   return DropoutKey{.seed = context.seed,
                     .step = context.step,
                     .site = site,
@@ -37,8 +40,6 @@ DropoutKey key_of(const ModelConfig& model, const DropoutContext& context, std::
                     .first_feature = 0,
                     .total_features = model.hidden_size};
 }
-
-}  // namespace
 
 std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model,
                                                         std::int64_t index) {
@@ -156,7 +157,7 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContex
   causal_attention_forward(qkv_, shape_, attention_out_, lse_);
   linear_forward(attention_out_, attention_output_weight_->value, value_of(attention_output_bias_),
                  branch_);
-  if (p > 0) dropout_forward(branch_, p, key_of(model_, dropout, dropout_site(0)), branch_);
+  if (p > 0) dropout_forward(branch_, p, dropout_key(model_, dropout, dropout_site(0)), branch_);
   residual_forward(x, branch_, middle_);
   // MLP branch.
   detail::norm_forward(model_.norm, middle_, mlp_norm_weight_->value, value_of(mlp_norm_bias_),
@@ -170,7 +171,8 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContex
   }
   Tensor mlp_branch = out.reshaped({batch_ * seq_, model_.hidden_size});
   linear_forward(hidden_out_, mlp_output_weight_->value, value_of(mlp_output_bias_), mlp_branch);
-  if (p > 0) dropout_forward(mlp_branch, p, key_of(model_, dropout, dropout_site(1)), mlp_branch);
+  if (p > 0)
+    dropout_forward(mlp_branch, p, dropout_key(model_, dropout, dropout_site(1)), mlp_branch);
   residual_forward(middle_, mlp_branch, mlp_branch);
 }
 
@@ -185,7 +187,7 @@ void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx
   Tensor d_mlp_dropped;
   if (p > 0) {
     d_mlp_dropped = Tensor::zeros(d_out.shape(), d_out.scalar_type());
-    dropout_backward(d_out, p, key_of(model_, dropout, dropout_site(1)), d_mlp_dropped);
+    dropout_backward(d_out, p, dropout_key(model_, dropout, dropout_site(1)), d_mlp_dropped);
     d_mlp_out = &d_mlp_dropped;
   }
   scratch.d_hidden.fill_zero();
@@ -212,7 +214,7 @@ void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx
   Tensor d_branch_dropped;
   if (p > 0) {
     d_branch_dropped = Tensor::zeros(d_middle.shape(), d_middle.scalar_type());
-    dropout_backward(scratch.d_attention_branch, p, key_of(model_, dropout, dropout_site(0)),
+    dropout_backward(scratch.d_attention_branch, p, dropout_key(model_, dropout, dropout_site(0)),
                      d_branch_dropped);
     d_branch = &d_branch_dropped;
   }

@@ -3,10 +3,8 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <vector>
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
-#include "strata/executor/optim/gradient_clipping.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::executor {
@@ -47,9 +45,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps} {
-  const std::int64_t count = model_.parameters().total_elements();
-  moments_.first = Tensor::zeros({count}, ScalarType::float32);
-  moments_.second = Tensor::zeros({count}, ScalarType::float32);
+  moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
   if (options_.init_llmc)
     read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
@@ -85,17 +81,9 @@ StepRecord Trainer::train_step() {
                                  first_sample * batch.seq_length};
     loss_sum += model_.forward_backward(inputs_, targets_, loss_scale, dropout);
   }
-  std::vector<Tensor> gradients;
-  for (ParameterEntry& entry : model_.parameters().entries()) gradients.push_back(entry.gradient);
-  const double norm = clip_gradients(gradients, options_.max_gradient_norm);
   const double rate = schedule_.at(step);
-  for (ParameterEntry& entry : model_.parameters().entries()) {
-    Tensor first = moments_.first.view(entry.offset, entry.spec.shape);
-    Tensor second = moments_.second.view(entry.offset, entry.spec.shape);
-    adamw_update(entry.value, entry.gradient, first, second, rate,
-                 entry.spec.weight_decay ? options_.adamw.weight_decay : 0.0, step + 1,
-                 options_.adamw);
-  }
+  const double norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
+                                     options_.max_gradient_norm);
   state_.step += 1;
   state_.tokens_seen += step_tokens;
   const double seconds =

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "executor_models.h"
 #include "input_error_message.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/model/transformer.h"
@@ -26,19 +27,7 @@ fs::path fresh_directory(const std::string& name) {
   return path;
 }
 
-schemas::ModelConfig micro_model() {
-  schemas::ModelConfig model = schemas::ModelConfig::defaults_for(schemas::Architecture::gpt);
-  model.name = "micro";
-  model.num_layers = 2;
-  model.hidden_size = 16;
-  model.ffn_hidden_size = 64;
-  model.num_attention_heads = 2;
-  model.num_kv_heads = 2;
-  model.head_dim = 8;
-  model.vocab_size = 50;
-  model.max_seq_length = 8;
-  return model;
-}
+schemas::ModelConfig micro_model() { return testing::micro_gpt(50); }
 
 OptimizerMoments moments_for(const ParameterStore& store, std::uint32_t seed) {
   const Shape shape{store.total_elements()};

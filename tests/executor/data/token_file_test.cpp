@@ -81,6 +81,23 @@ TEST(BatchSampler, RefusesTooFewTokensAndTokensOutsideTheVocabulary) {
       HasSubstr("gpt2.bin: token 50256 at position 2 is outside the model's vocabulary of 256"));
 }
 
+TEST(TokenFile, ReadsPreTokenisedGpt2FilesForModelsWithGpt2sVocabulary) {
+  // GPT-2 ids go up to 50256 (<|endoftext|>), as llm.c's tinyshakespeare files hold them.
+  const fs::path path = temp_path("gpt2_tokens.bin");
+  std::vector<std::uint16_t> tokens;
+  for (int i = 0; i < 100; ++i) tokens.push_back(static_cast<std::uint16_t>((i * 4099) % 50257));
+  tokens.push_back(50256);
+  write_token_file(path, tokens);
+  const TokenFile file = read_token_file(path);
+  EXPECT_EQ(file.largest_token(), 50256);
+  const BatchSampler sampler(file, 16, 50257, 1);
+  Tensor inputs = Tensor::zeros({2, 16}, ScalarType::int32);
+  Tensor targets = Tensor::zeros({2, 16}, ScalarType::int32);
+  sampler.fill(0, 0, inputs, targets);
+  const std::int64_t start = sampler.window_start(0, 1);
+  EXPECT_EQ(inputs.data<std::int32_t>()[16], tokens[static_cast<std::size_t>(start)]);
+}
+
 TEST(BatchSampler, SamplesDependOnSeedStepAndIndexOnlyNotOnTheMicroBatchSplit) {
   TokenFile file{"text.bin", {}};
   for (int i = 0; i < 5000; ++i) file.tokens.push_back(static_cast<std::uint16_t>(i % 251));

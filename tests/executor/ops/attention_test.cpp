@@ -109,12 +109,13 @@ TEST(CausalAttention, ForwardMatchesTextbookAttentionAcrossQueryBlocks) {
   }
 }
 
-TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
-  const AttentionShape shape{.num_heads = 4, .num_kv_heads = 2, .head_dim = 3};
-  Tensor qkv = random_tensor({2, 5, shape.qkv_width()}, ScalarType::float64, 1);
-  const Tensor dout = random_tensor({2, 5, shape.output_width()}, ScalarType::float64, 2);
+// dqkv from backward against central differences of Σ dout·attention(qkv), in float64.
+void expect_attention_backward_matches(const AttentionShape& shape, std::int64_t seq,
+                                       double scale) {
+  Tensor qkv = random_tensor({2, seq, shape.qkv_width()}, ScalarType::float64, 1, scale);
+  const Tensor dout = random_tensor({2, seq, shape.output_width()}, ScalarType::float64, 2);
   Tensor out = Tensor::zeros(dout.shape(), ScalarType::float64);
-  Tensor lse = Tensor::zeros({2, 4, 5}, ScalarType::float64);
+  Tensor lse = Tensor::zeros({2, shape.num_heads, seq}, ScalarType::float64);
   auto loss = [&] {
     causal_attention_forward(qkv, shape, out, lse);
     return weighted_sum(out, dout);
@@ -125,21 +126,13 @@ TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
   expect_gradient_matches(qkv, dqkv, loss, "dqkv");
 }
 
+TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
+  expect_attention_backward_matches({.num_heads = 4, .num_kv_heads = 2, .head_dim = 3}, 5, 1.0);
+}
+
 TEST(CausalAttention, BackwardIsExactAcrossQueryBlocks) {
-  // 70 positions: the second block of queries sees keys of the first.
-  const AttentionShape shape{.num_heads = 2, .num_kv_heads = 1, .head_dim = 2};
-  Tensor qkv = random_tensor({1, 70, shape.qkv_width()}, ScalarType::float64, 3, 0.5);
-  const Tensor dout = random_tensor({1, 70, shape.output_width()}, ScalarType::float64, 4);
-  Tensor out = Tensor::zeros(dout.shape(), ScalarType::float64);
-  Tensor lse = Tensor::zeros({1, 2, 70}, ScalarType::float64);
-  auto loss = [&] {
-    causal_attention_forward(qkv, shape, out, lse);
-    return weighted_sum(out, dout);
-  };
-  loss();
-  Tensor dqkv = Tensor::zeros(qkv.shape(), ScalarType::float64);
-  causal_attention_backward(dout, qkv, out, lse, shape, dqkv);
-  expect_gradient_matches(qkv, dqkv, loss, "dqkv");
+  // 70 positions: the second block of 64 queries sees keys of the first.
+  expect_attention_backward_matches({.num_heads = 2, .num_kv_heads = 1, .head_dim = 2}, 70, 0.5);
 }
 
 }  // namespace

@@ -9,18 +9,11 @@
 namespace strata::executor {
 namespace {
 
-Tensor targets_of(std::initializer_list<std::int32_t> values) {
-  Tensor targets = Tensor::zeros({static_cast<std::int64_t>(values.size())}, ScalarType::int32);
-  std::int64_t i = 0;
-  for (std::int32_t value : values) targets.data<std::int32_t>()[i++] = value;
-  return targets;
-}
-
 TEST(CrossEntropy, ForwardMatchesLogSoftmaxEvenForLargeLogits) {
   // Logits near 1000 overflow a naive exp; the log-sum-exp must not.
   Tensor logits = testing::random_tensor({3, 7}, ScalarType::float32, 1);
   for (std::int64_t i = 0; i < 7; ++i) logits.data<float>()[i] += 1000.0f;
-  const Tensor targets = targets_of({6, 0, 3});
+  const Tensor targets = testing::int32_tensor({6, 0, 3});
   Tensor losses = Tensor::zeros({3}, ScalarType::float32);
   cross_entropy_forward(logits, targets, losses);
   for (std::int64_t n = 0; n < 3; ++n) {
@@ -38,7 +31,7 @@ TEST(CrossEntropy, ForwardMatchesLogSoftmaxEvenForLargeLogits) {
 
 TEST(CrossEntropy, BackwardMatchesFiniteDifferencesOfTheScaledMean) {
   Tensor logits = testing::random_tensor({4, 6}, ScalarType::float64, 1, 2.0);
-  const Tensor targets = targets_of({1, 5, 0, 5});
+  const Tensor targets = testing::int32_tensor({1, 5, 0, 5});
   Tensor losses = Tensor::zeros({4}, ScalarType::float64);
   Tensor dlogits = Tensor::zeros(logits.shape(), ScalarType::float64);
   cross_entropy_backward(logits, targets, 0.25, dlogits);
@@ -56,7 +49,7 @@ TEST(CrossEntropy, BackwardMatchesFiniteDifferencesOfTheScaledMean) {
 TEST(CrossEntropy, TargetOutsideTheVocabularyIsRefused) {
   const Tensor logits = testing::random_tensor({1, 6}, ScalarType::float32, 1);
   Tensor losses = Tensor::zeros({1}, ScalarType::float32);
-  EXPECT_THROW(cross_entropy_forward(logits, targets_of({6}), losses), InvariantError);
+  EXPECT_THROW(cross_entropy_forward(logits, testing::int32_tensor({6}), losses), InvariantError);
 }
 
 }  // namespace

@@ -12,15 +12,8 @@ using testing::expect_gradient_matches;
 using testing::random_tensor;
 using testing::weighted_sum;
 
-Tensor token_ids(std::initializer_list<std::int32_t> values) {
-  Tensor ids = Tensor::zeros({static_cast<std::int64_t>(values.size())}, ScalarType::int32);
-  std::int64_t i = 0;
-  for (std::int32_t value : values) ids.data<std::int32_t>()[i++] = value;
-  return ids;
-}
-
 TEST(Embedding, ForwardCopiesRowsAndBackwardAddsRepeatedTokens) {
-  const Tensor ids = token_ids({2, 0, 2});
+  const Tensor ids = testing::int32_tensor({2, 0, 2});
   Tensor table = random_tensor({3, 4}, ScalarType::float64, 1);
   Tensor out = Tensor::zeros({3, 4}, ScalarType::float64);
   embedding_forward(ids, table, out);
@@ -41,7 +34,7 @@ TEST(Embedding, ForwardCopiesRowsAndBackwardAddsRepeatedTokens) {
 }
 
 TEST(Embedding, TokenOutsideTheVocabularyIsRefused) {
-  const Tensor ids = token_ids({3});
+  const Tensor ids = testing::int32_tensor({3});
   const Tensor table = random_tensor({3, 4}, ScalarType::float32, 1);
   Tensor out = Tensor::zeros({1, 4}, ScalarType::float32);
   EXPECT_THROW(embedding_forward(ids, table, out), InvariantError);

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "executor_models.h"
 #include "input_error_message.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -16,20 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
-schemas::ModelConfig micro_model(double dropout) {
-  schemas::ModelConfig model = schemas::ModelConfig::defaults_for(schemas::Architecture::gpt);
-  model.name = "micro";
-  model.num_layers = 2;
-  model.hidden_size = 16;
-  model.ffn_hidden_size = 64;
-  model.num_attention_heads = 2;
-  model.num_kv_heads = 2;
-  model.head_dim = 8;
-  model.vocab_size = 64;
-  model.max_seq_length = 8;
-  model.dropout = dropout;
-  return model;
-}
+schemas::ModelConfig micro_model(double dropout) { return testing::micro_gpt(64, dropout); }
 
 schemas::Plan plan_for(const schemas::ModelConfig& model, std::int64_t micro_batch,
                        std::int64_t global_batch) {

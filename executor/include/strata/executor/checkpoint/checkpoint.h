@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "strata/executor/model/parameter_store.h"
+#include "strata/executor/optim/optimizer_step.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
@@ -24,11 +25,6 @@ struct TrainingState {
   std::int64_t step = 0;  // optimizer steps completed; the next step's data and dropout follow
   std::uint64_t seed = 0;
   std::int64_t tokens_seen = 0;
-};
-
-struct OptimizerMoments {
-  Tensor first;   // AdamW m, same layout as the parameters
-  Tensor second;  // AdamW v
 };
 
 // Writes DIR/step_<step> atomically and returns its path.

@@ -12,6 +12,7 @@
 
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/ops/causal_attention.h"
+#include "strata/executor/ops/dropout.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
@@ -22,6 +23,11 @@ struct DropoutContext {
   std::uint64_t step = 0;
   std::int64_t first_token = 0;  // global index of the micro-batch's first token in the step
 };
+
+// The mask key of dropout site `site` (0: after the embedding; 1 + 2l and 2 + 2l: layer l's
+// attention and MLP branches) for a micro-batch's [tokens, hidden] activations.
+DropoutKey dropout_key(const schemas::ModelConfig& model, const DropoutContext& context,
+                       std::uint32_t site);
 
 // The parameter names of layer `index`, in the order the ParameterStore lays them out.
 std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConfig& model,
