@@ -1,9 +1,11 @@
 // One training step (forward, backward, clipping, AdamW) of a GPT-2 124M-shaped model on the CPU:
 // Strata's executor, and PyTorch (Debian's build, torch_training_step.py) doing the same step in
-// the same run, both on one thread. Arguments: layers (2 or 12, hidden 768, 12 heads, vocabulary
-// 50257), sequences per step 2, 128 tokens each. Counter tokens_per_s; compare the two rows.
+// the same run, on the same number of threads. Arguments: layers (2 or 12; hidden 768, 12 heads,
+// vocabulary 50257) and threads (1 or 2: Eigen's OpenMP threads; torch's intra-op threads and
+// OpenBLAS threads); 2 sequences of 128 tokens per step. Counter tokens_per_s; compare row pairs.
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Core>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -27,6 +29,7 @@ schemas::ModelConfig gpt2_shaped(std::int64_t layers) {
 }
 
 void BM_StrataTrainingStep(benchmark::State& state) {
+  Eigen::setNbThreads(static_cast<int>(state.range(1)));
   Transformer transformer(gpt2_shaped(state.range(0)), ScalarType::float32, 1);
   ParameterStore& parameters = transformer.parameters();
   Tensor inputs = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
@@ -47,16 +50,20 @@ void BM_StrataTrainingStep(benchmark::State& state) {
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_StrataTrainingStep)->Arg(2)->Arg(12)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_StrataTrainingStep)
+    ->ArgsProduct({{2, 12}, {1, 2}})
+    ->ArgNames({"layers", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
 
 void BM_TorchTrainingStep(benchmark::State& state) {
-  // One BLAS thread too: Debian's torch calls the system BLAS (OpenBLAS when installed).
+  // BLAS threads too: Debian's torch calls the system BLAS (OpenBLAS when installed).
+  const std::string threads = std::to_string(state.range(1));
   const std::string command =
-      "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 " STRATA_BENCH_DIR
-      "/executor/torch_training_step.py"
-      " --layers " +
-      std::to_string(state.range(0)) + " --batch " + std::to_string(kBatch) + " --seq " +
-      std::to_string(kSeq) + " 2>/dev/null";
+      "OPENBLAS_NUM_THREADS=" + threads + " OMP_NUM_THREADS=" + threads +
+      " /usr/bin/python3 " STRATA_BENCH_DIR "/executor/torch_training_step.py --layers " +
+      std::to_string(state.range(0)) + " --threads " + threads + " --batch " +
+      std::to_string(kBatch) + " --seq " + std::to_string(kSeq) + " 2>/dev/null";
   for (auto _ : state) {
     std::FILE* pipe = ::popen(command.c_str(), "r");
     std::string output;
@@ -69,14 +76,14 @@ void BM_TorchTrainingStep(benchmark::State& state) {
     }
     const nlohmann::json result = nlohmann::json::parse(output);
     state.SetIterationTime(result.at("median_step_s").get<double>());
-    state.SetLabel("torch " + result.at("torch").get<std::string>() + ", 1 thread");
+    state.SetLabel("torch " + result.at("torch").get<std::string>());
   }
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(kBatch * kSeq), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TorchTrainingStep)
-    ->Arg(2)
-    ->Arg(12)
+    ->ArgsProduct({{2, 12}, {1, 2}})
+    ->ArgNames({"layers", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
     ->Iterations(1);
