@@ -128,6 +128,15 @@ TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
   EXPECT_EQ(alibi.exit_code, 1);
   EXPECT_THAT(alibi.err,
               HasSubstr("/model/position_embedding: the executor builds learned or rope"));
+  // 405B parameters need 6.5 TB of training state: refused before anything is allocated.
+  const CommandResult huge = strata("train --model llama3.1-405b --data " + tokens + " --steps 1");
+  EXPECT_EQ(huge.exit_code, 1);
+  EXPECT_THAT(huge.err,
+              HasSubstr("/model: llama3.1-405b's 405853388800 parameters need 6493.7 GB"));
+  const CommandResult unwritable = strata(small_run("--steps 1 --checkpoint-dir /proc/strata"));
+  EXPECT_EQ(unwritable.exit_code, 1);
+  EXPECT_EQ(unwritable.out, "");  // refused before the first step
+  EXPECT_THAT(unwritable.err, HasSubstr("/proc/strata: cannot create"));
   const CommandResult neither = strata("train --data " + tokens);
   EXPECT_EQ(neither.exit_code, 1);
   EXPECT_EQ(neither.err, "strata: command line: give --plan, --model or --init-llmc\n");

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "build_info.h"
 #include "commands.h"
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
     if (train_command->parsed()) return run_train(train);
   } catch (const strata::schemas::InputError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
+    return kExitInvalidInput;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "strata: out of memory\n");
     return kExitInvalidInput;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "strata: internal error: %s\n", error.what());

@@ -1,6 +1,7 @@
 #include "strata/executor/train/trainer.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -33,6 +34,21 @@ void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& pl
                      "the CPU executor keeps every activation; use recompute none");
   }
   check_executor_supports(plan.model, plan_source, "/model");
+  // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter.
+  std::int64_t parameters = 0;
+  for (const ParameterSpec& spec : transformer_parameters(plan.model)) {
+    parameters += shape_numel(spec.shape);
+  }
+  const double state_bytes = 16.0 * static_cast<double>(parameters);
+  const double physical_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                                static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (state_bytes > physical_bytes) {
+    throw InputError(
+        plan_source, "/model",
+        fmt::format("{}'s {} parameters need {:.1f} GB for fp32 values, gradients and "
+                    "AdamW moments; this machine has {:.1f} GB",
+                    plan.model.name, parameters, state_bytes / 1e9, physical_bytes / 1e9));
+  }
 }
 
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
@@ -45,6 +61,14 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps} {
+  if (options_.checkpoint_dir) {
+    // Found out now, not after the first hours of training.
+    std::error_code error;
+    std::filesystem::create_directories(*options_.checkpoint_dir, error);
+    if (error) {
+      throw InputError(options_.checkpoint_dir->string(), "", "cannot create: " + error.message());
+    }
+  }
   moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
   if (options_.init_llmc)
