@@ -5,7 +5,6 @@
 
 #include <boost/crc.hpp>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>

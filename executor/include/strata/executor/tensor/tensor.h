@@ -55,7 +55,6 @@ class Tensor {
   std::size_t bytes() const { return static_cast<std::size_t>(numel_) * scalar_bytes(type_); }
   ScalarType scalar_type() const { return type_; }
   Device device() const { return device_; }
-  bool defined() const { return data_ != nullptr || numel_ == 0; }
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
