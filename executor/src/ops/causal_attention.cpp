@@ -49,18 +49,15 @@ void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Te
   const std::int64_t seq = qkv.size(1);
   const std::int64_t width = shape.qkv_width();
   const std::int64_t d = shape.head_dim;
-  const std::int64_t group = shape.num_heads / shape.num_kv_heads;
   dispatch_floating(qkv.scalar_type(), "causal_attention_forward", [&]<class T>() {
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
     for (std::int64_t b = 0; b < batch; ++b) {
       const T* rows = qkv.data<T>() + b * seq * width;
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
-        const std::int64_t kv = h / group;
-        const ConstStridedMap<T> q(rows + h * d, seq, d, Eigen::OuterStride<>(width));
-        const ConstStridedMap<T> k(rows + (shape.num_heads + kv) * d, seq, d,
-                                   Eigen::OuterStride<>(width));
-        const ConstStridedMap<T> v(rows + (shape.num_heads + shape.num_kv_heads + kv) * d, seq, d,
-                                   Eigen::OuterStride<>(width));
+        const Eigen::OuterStride<> row_stride(width);
+        const ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
+        const ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
+        const ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
         StridedMap<T> o(out.data<T>() + b * seq * shape.output_width() + h * d, seq, d,
                         Eigen::OuterStride<>(shape.output_width()));
         T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
@@ -93,23 +90,19 @@ void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tens
   const std::int64_t seq = qkv.size(1);
   const std::int64_t width = shape.qkv_width();
   const std::int64_t d = shape.head_dim;
-  const std::int64_t group = shape.num_heads / shape.num_kv_heads;
   dispatch_floating(qkv.scalar_type(), "causal_attention_backward", [&]<class T>() {
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(d)));
     for (std::int64_t b = 0; b < batch; ++b) {
       const T* rows = qkv.data<T>() + b * seq * width;
       T* grad_rows = dqkv.data<T>() + b * seq * width;
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
-        const std::int64_t kv = h / group;
-        const std::int64_t k_column = (shape.num_heads + kv) * d;
-        const std::int64_t v_column = (shape.num_heads + shape.num_kv_heads + kv) * d;
         const Eigen::OuterStride<> row_stride(width);
-        const ConstStridedMap<T> q(rows + h * d, seq, d, row_stride);
-        const ConstStridedMap<T> k(rows + k_column, seq, d, row_stride);
-        const ConstStridedMap<T> v(rows + v_column, seq, d, row_stride);
-        StridedMap<T> dq(grad_rows + h * d, seq, d, row_stride);
-        StridedMap<T> dk(grad_rows + k_column, seq, d, row_stride);
-        StridedMap<T> dv(grad_rows + v_column, seq, d, row_stride);
+        const ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
+        const ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
+        const ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
+        StridedMap<T> dq(grad_rows + shape.q_column(h), seq, d, row_stride);
+        StridedMap<T> dk(grad_rows + shape.k_column(h), seq, d, row_stride);
+        StridedMap<T> dv(grad_rows + shape.v_column(h), seq, d, row_stride);
         const Eigen::OuterStride<> out_stride(shape.output_width());
         const std::int64_t out_offset = b * seq * shape.output_width() + h * d;
         const ConstStridedMap<T> o(out.data<T>() + out_offset, seq, d, out_stride);

@@ -23,6 +23,13 @@ struct AttentionShape {
   std::int64_t head_dim = 1;
   std::int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
   std::int64_t output_width() const { return num_heads * head_dim; }
+  // First columns, in a qkv row, of query head h and of the key and value heads it reads.
+  std::int64_t kv_head_of(std::int64_t h) const { return h / (num_heads / num_kv_heads); }
+  std::int64_t q_column(std::int64_t h) const { return h * head_dim; }
+  std::int64_t k_column(std::int64_t h) const { return (num_heads + kv_head_of(h)) * head_dim; }
+  std::int64_t v_column(std::int64_t h) const {
+    return (num_heads + num_kv_heads + kv_head_of(h)) * head_dim;
+  }
 };
 
 // qkv [batch, seq, qkv_width] → out [batch, seq, heads·d], lse [batch, heads, seq]; scale 1/√d.
