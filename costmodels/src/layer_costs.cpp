@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "strata/costmodels/kernel_time.h"
+#include "strata/costmodels/model_state_memory.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::costmodels {
@@ -22,15 +23,30 @@ struct GemmPassTimes {
   double forward_s = 0, input_s = 0, weight_s = 0, forward_flops = 0;
 };
 
+// Bytes per weight that a weight-gradient GEMM's epilogue moves beyond what the calibrated GEMM
+// curve already covers. The GEMM adds into the gradient accumulator (Megatron's gradient
+// accumulation fusion): it reads and writes one accumulator element per weight every
+// micro-batch. The curve was fitted to fp16 runs, whose accumulator has the GEMM output's width;
+// fp32 main gradients under bf16 and fp8 read and write 2 more bytes each way, and in the
+// epilogue no tensor-core work hides them. (4 bytes on every weight per micro-batch: with 4,096
+// tokens the weight GEMM does 8,192 FLOPs per weight, so about 7% of it on an A100.)
+double wide_accumulator_bytes_per_weight(const LayerContext& context) {
+  const double accumulator =
+      static_cast<double>(adam_model_state_bytes(context.precision).gradients);
+  return 2 * std::max(0.0, accumulator - context.activation_bytes());
+}
+
 GemmPassTimes gemm_pass_times(const LayerContext& context,
                               std::initializer_list<GemmShape> shapes) {
   const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double accumulator_bytes = wide_accumulator_bytes_per_weight(context);
   GemmPassTimes times;
   for (const GemmShape& shape : shapes) {
     // Y[m×n] = X[m×k]·W[k×n];  dX[m×k] = dY·Wᵀ;  dW[k×n] = Xᵀ·dY.
     times.forward_s += gemm_time_s(gpu, context.precision, shape.m, shape.n, shape.k);
     times.input_s += gemm_time_s(gpu, context.precision, shape.m, shape.k, shape.n);
-    times.weight_s += gemm_time_s(gpu, context.precision, shape.k, shape.n, shape.m);
+    times.weight_s += gemm_time_s(gpu, context.precision, shape.k, shape.n, shape.m) +
+                      memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n);
     times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
   }
   return times;

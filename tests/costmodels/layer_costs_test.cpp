@@ -10,7 +10,8 @@
 namespace strata::costmodels {
 namespace {
 
-schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel) {
+schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel,
+                        schemas::Dtype precision = schemas::Dtype::fp16) {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = tp;
   knobs.mesh.dp = 8 / tp;
@@ -18,7 +19,7 @@ schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel) {
   knobs.micro_batch_size = 1;
   knobs.global_batch_size = 8 / tp;
   knobs.sequence_parallel = sequence_parallel;
-  knobs.precision = schemas::Dtype::fp16;
+  knobs.precision = precision;
   return schemas::build_plan(schemas::model_preset("gpt3-175b"),
                              schemas::cluster_preset("dgx-a100-80gb"), knobs, "test");
 }
@@ -55,6 +56,27 @@ TEST(LayerCosts, BackwardSplitsIntoInputAndWeightGradients) {
       transformer_layer_costs(context, schemas::RecomputeGranularity::selective);
   EXPECT_GT(selective.recompute.total_s(), 0);
   EXPECT_LT(selective.recompute.total_s(), 0.2 * full.recompute.total_s());
+}
+
+// bf16 keeps fp32 main gradients: each weight-gradient GEMM reads and writes a 4-byte accumulator
+// per weight where fp16's is 2 bytes, 4 more bytes per weight per micro-batch. On an A100 (same
+// 16-bit peak for both) only the weight gradient changes, by those bytes over HBM for each of
+// the layer's GEMMs at tp = 8: QKV 12288 × 4608, projection 1536 × 12288, fc1 12288 × 6144,
+// fc2 6144 × 12288 weights (12·h²/8 in all).
+TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
+  const PassCosts fp16 = transformer_layer_costs(
+      layer_context(gpt3_plan(8, true, schemas::Dtype::fp16)), schemas::RecomputeGranularity::none);
+  const schemas::Plan bf16_plan = gpt3_plan(8, true, schemas::Dtype::bf16);
+  const PassCosts bf16 =
+      transformer_layer_costs(layer_context(bf16_plan), schemas::RecomputeGranularity::none);
+  EXPECT_DOUBLE_EQ(bf16.forward.compute_s, fp16.forward.compute_s);
+  EXPECT_DOUBLE_EQ(bf16.backward_input.compute_s, fp16.backward_input.compute_s);
+  const schemas::GpuProfile& gpu = bf16_plan.cluster.gpu;
+  const double extra_s =
+      memory_bound_time_s(gpu, 4.0 * 12288 * 4608) + memory_bound_time_s(gpu, 4.0 * 1536 * 12288) +
+      memory_bound_time_s(gpu, 4.0 * 12288 * 6144) + memory_bound_time_s(gpu, 4.0 * 6144 * 12288);
+  EXPECT_NEAR(bf16.backward_weight.compute_s - fp16.backward_weight.compute_s, extra_s, 1e-12);
+  EXPECT_GT(extra_s, 0.05 * fp16.backward_weight.compute_s);  // not lost in rounding
 }
 
 TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {
