@@ -71,9 +71,39 @@ std::vector<std::int64_t> first_group_ranks(const schemas::Mesh& mesh,
   return ranks;
 }
 
+namespace {
+
+// NCCL runs all-gather and reduce-scatter as rings only (it has no tree for them). A ring over a
+// group spanning tiers enters and leaves each domain once per channel; NCCL gives each of the
+// k members of a domain its own channel, so the domain's boundary carries the (n−1)/n·S of every
+// ring link over k NICs. Rings are pipelined: the slowest tier sets the pace, and every one of
+// the n−1 steps pays the slowest tier's latency.
+double multi_tier_ring_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
+                              double bytes) {
+  const double n = static_cast<double>(span.size);
+  double slowest_s = 0;
+  double latency_s = 0;
+  double members_inside = 1;  // members per domain of the tier being crossed
+  for (const TierSpan& level : span.levels) {
+    const schemas::NetworkTier& tier = cluster.network_tiers[static_cast<std::size_t>(level.tier)];
+    const double per_link_bytes = (n - 1) / n * bytes / members_inside;
+    slowest_s = std::max(slowest_s,
+                         per_link_bytes / bus_bandwidth_bytes_per_s(tier, bytes / members_inside));
+    latency_s = std::max(latency_s, tier.latency_us * 1e-6);
+    members_inside *= static_cast<double>(level.fan_out);
+  }
+  return (n - 1) * latency_s + slowest_s;
+}
+
+}  // namespace
+
 double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
                          Collective collective, double bytes) {
   if (span.size <= 1 || bytes <= 0) return 0;
+  if (span.levels.size() > 1 &&
+      (collective == Collective::all_gather || collective == Collective::reduce_scatter)) {
+    return multi_tier_ring_time_s(cluster, span, bytes);
+  }
   double total_s = 0;
   double level_bytes = bytes;  // what each level works on: shrinks by the fan-out going out
   for (std::size_t i = 0; i < span.levels.size(); ++i) {

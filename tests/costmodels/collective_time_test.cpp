@@ -65,6 +65,30 @@ TEST(CollectiveTime, GroupsAcrossNodesReduceHierarchically) {
   EXPECT_EQ(tier_between(cluster, 3, 9), 1);
 }
 
+// NCCL has no tree for reduce-scatter and all-gather: a group spanning nodes runs them as rings,
+// pipelined, paced by the slowest tier, whose boundary the members of a node cross over their
+// own NICs. 1 GB over 8 members, 2 on each of 4 nodes: each ring link carries 7/8 GB; a node's
+// 2 NICs carry it at 2 × 25 GB/s: 17.5 ms (NVLink: 7/8 GB at 300 GB/s = 2.9 ms, hidden).
+// Reduced hierarchically it would take 1/2 GB / 300 GB/s + 3/4 × 1/2 GB / 25 GB/s = 16.7 ms.
+// With 8 on each of 2 nodes, the 8 NICs pace the ring: 15/16 GB / 200 GB/s = 4.6875 ms; each of
+// the 15 steps pays the slowest tier's latency.
+TEST(CollectiveTime, ReduceScatterAndAllGatherAcrossNodesRunAsRings) {
+  schemas::ClusterConfig cluster = two_tier_cluster(4);
+  const GroupSpan pairs = group_span(cluster, {0, 1, 8, 9, 16, 17, 24, 25});
+  ASSERT_EQ(pairs.levels.size(), 2u);
+  const double bytes = 1e9;
+  EXPECT_NEAR(collective_time_s(cluster, pairs, Collective::reduce_scatter, bytes), 17.5e-3, 1e-9);
+  EXPECT_NEAR(collective_time_s(cluster, pairs, Collective::all_gather, bytes), 17.5e-3, 1e-9);
+
+  std::vector<std::int64_t> two_nodes(16);
+  for (std::int64_t r = 0; r < 16; ++r) two_nodes[static_cast<std::size_t>(r)] = r;
+  cluster.network_tiers[0].latency_us = 3;
+  cluster.network_tiers[1].latency_us = 6;
+  EXPECT_NEAR(
+      collective_time_s(cluster, group_span(cluster, two_nodes), Collective::reduce_scatter, bytes),
+      4.6875e-3 + 15 * 6e-6, 1e-9);
+}
+
 // The mesh order decides which tier a group spans: tp first keeps tp inside a node; dp first
 // spreads tp across nodes.
 TEST(CollectiveTime, MeshOrderDecidesTheTier) {

@@ -10,11 +10,14 @@
 // plus a start-up latency: ring algorithms pay it once per step (2(n−1) steps for all-reduce,
 // n−1 for the others), trees 2·⌈log₂ n⌉ times; NCCL picks the faster, and so do we.
 //
-// A group spanning several tiers is reduced hierarchically, tier by tier from the inside out:
-// with n₀ members per innermost domain and n₁ domains, an all-reduce is a reduce-scatter over n₀
+// An all-reduce over a group spanning several tiers is reduced hierarchically, tier by tier from
+// the inside out: with n₀ members per innermost domain and n₁ domains, a reduce-scatter over n₀
 // on the fast tier, an all-reduce of S/n₀ over n₁ on the slow tier (each member using its own
 // NIC, so the n₀ sub-rings run side by side), and an all-gather over n₀. This is what NCCL's
 // NVLS/tree and hierarchical rings achieve on DGX-class nodes with one NIC per GPU.
+// Reduce-scatter and all-gather have no tree in NCCL: across tiers they run as one pipelined
+// ring, t = (n−1)/n · S / min over tiers of (members per domain below it × B of the tier), and
+// each of the n−1 steps pays the slowest tier's latency.
 #pragma once
 
 #include <compare>
