@@ -94,9 +94,9 @@ std::string megatron_arguments(const schemas::Plan& plan) {
   flags.push_back(fmt::format("--global-batch-size {}", plan.batch.global_batch_size));
   if (plan.zero_stage == 1 || plan.zero_stage == 2) flags.push_back("--use-distributed-optimizer");
   if (plan.zero_stage == 3) flags.push_back("--use-torch-fsdp2");
-  if (plan.zero_stage >= 1) {
+  if (plan.overlap_grad_reduce && plan.mesh.dp * plan.mesh.cp > 1) {
     flags.push_back("--overlap-grad-reduce");
-    flags.push_back("--overlap-param-gather");
+    if (plan.zero_stage >= 1) flags.push_back("--overlap-param-gather");
   }
   switch (plan.recompute.granularity) {
     case schemas::RecomputeGranularity::none:

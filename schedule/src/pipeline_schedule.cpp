@@ -165,6 +165,7 @@ void add_step_actions(PipelineSchedule& schedule, const StepActions& step) {
     }
     std::vector<Action> with_step;
     with_step.reserve(actions.size() + 4 * static_cast<std::size_t>(schedule.vpp) + 1);
+    std::vector<Action> deferred_reductions;
     for (std::size_t i = 0; i < actions.size(); ++i) {
       const Action& action = actions[i];
       const bool stage_known = action.stage >= 0 && action.stage <= last_stage;
@@ -185,11 +186,17 @@ void add_step_actions(PipelineSchedule& schedule, const StepActions& step) {
         with_step.push_back(actions[++i]);
       }
       if (ends_gradients && step.reduce_gradients) {
-        with_step.push_back({ActionType::reduce_grad, action.stage, -1});
+        if (step.overlap_gradient_reduction) {
+          with_step.push_back({ActionType::reduce_grad, action.stage, -1});
+        } else {
+          deferred_reductions.push_back({ActionType::reduce_grad, action.stage, -1});
+        }
       }
       if (step.unshard_parameters && ends_use)
         with_step.push_back({ActionType::reshard, action.stage, -1});
     }
+    // Without overlap, finalize_model_grads reduces every chunk's gradients before the tie.
+    with_step.insert(with_step.end(), deferred_reductions.begin(), deferred_reductions.end());
     // The tie is all-reduced once the rank's whole backward is done, as Megatron-LM's
     // finalize_model_grads does: earlier, a rank holding the last stage and a middle stage
     // (interleaving) would wait for the first stage while that one waits for its middle stage.

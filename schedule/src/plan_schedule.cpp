@@ -20,6 +20,7 @@ bool has_any(const PipelineSchedule& schedule, auto&& predicate) {
 StepActions step_actions_of(const schemas::Plan& plan) {
   return {.unshard_parameters = plan.zero_stage == 3,
           .reduce_gradients = plan.mesh.dp * plan.mesh.cp > 1,
+          .overlap_gradient_reduction = plan.overlap_grad_reduce,
           .tied_embedding = plan.model.tied_embeddings && plan.mesh.pp > 1};
 }
 

@@ -305,8 +305,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   const ObjectReader reader(
       document, location,
       {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "model", "cluster",
-       "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "recompute", "schedule",
-       "pipeline", "precision", "predicted"});
+       "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "overlap_grad_reduce",
+       "recompute", "schedule", "pipeline", "precision", "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
   plan.description = reader.optional_string(kDescriptionKey);
@@ -330,6 +330,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
 
   plan.sequence_parallel = reader.boolean("sequence_parallel");
   plan.zero_stage = reader.integer("zero_stage", {0, 3});
+  plan.overlap_grad_reduce = reader.optional_boolean("overlap_grad_reduce").value_or(true);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -452,6 +453,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                                {"num_micro_batches", plan.batch.num_micro_batches}}},
                              {"sequence_parallel", plan.sequence_parallel},
                              {"zero_stage", plan.zero_stage},
+                             {"overlap_grad_reduce", plan.overlap_grad_reduce},
                              {"recompute", recompute},
                              {"schedule", schedule},
                              {"pipeline", {{"stages", stages}}},

@@ -293,11 +293,15 @@ class Engine {
       case ActionType::reduce_grad: {
         const Interval& pass = rank.last_gradient[static_cast<std::size_t>(action.stage)];
         const std::size_t buckets = stage->gradient_buckets_s.size();
-        std::vector<double> ready(buckets);
-        // Buckets fill as the last backward pass of the stage walks back through its layers.
-        for (std::size_t j = 0; j < buckets; ++j) {
-          ready[j] = pass.start + (pass.end - pass.start) * static_cast<double>(j + 1) /
-                                      static_cast<double>(buckets);
+        std::vector<double> ready(buckets, rank.compute_free);
+        // Overlapped, buckets fill as the last backward pass of the stage walks back through its
+        // layers; otherwise the action sits after the rank's whole backward and every bucket is
+        // ready when it is reached.
+        if (plan_.overlap_grad_reduce) {
+          for (std::size_t j = 0; j < buckets; ++j) {
+            ready[j] = pass.start + (pass.end - pass.start) * static_cast<double>(j + 1) /
+                                        static_cast<double>(buckets);
+          }
         }
         post(index, action.stage, false, ready);
         break;

@@ -114,6 +114,14 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   EXPECT_NE(flags.find("--recompute-num-layers 2"), std::string::npos);
   EXPECT_NE(flags.find("--group-query-attention"), std::string::npos);
   EXPECT_EQ(flags.back(), '\n');
+  // dp = 1 has no gradients to reduce; with dp > 1 the plan's overlap choice becomes flags.
+  EXPECT_EQ(flags.find("--overlap-grad-reduce"), std::string::npos);
+  plan.mesh.dp = 2;
+  EXPECT_NE(megatron_arguments(plan).find("--overlap-grad-reduce"), std::string::npos);
+  EXPECT_NE(megatron_arguments(plan).find("--overlap-param-gather"), std::string::npos);
+  plan.overlap_grad_reduce = false;
+  EXPECT_EQ(megatron_arguments(plan).find("--overlap-"), std::string::npos);
+  plan.mesh.dp = 1;
   plan.stages = {
       {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};
   plan.recompute = {};

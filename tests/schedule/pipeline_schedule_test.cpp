@@ -17,10 +17,12 @@ std::string joined(const std::vector<Action>& actions) {
   return text;
 }
 
-PipelineSchedule with_everything(PipelineSchedule schedule) {
+PipelineSchedule with_everything(PipelineSchedule schedule, bool overlap = true) {
   add_communication(schedule);
-  add_step_actions(schedule,
-                   {.unshard_parameters = true, .reduce_gradients = true, .tied_embedding = true});
+  add_step_actions(schedule, {.unshard_parameters = true,
+                              .reduce_gradients = true,
+                              .overlap_gradient_reduction = overlap,
+                              .tied_embedding = true});
   return schedule;
 }
 
@@ -77,6 +79,25 @@ TEST(StepActions, SitAfterTheSendsOfTheLastGradient) {
             "0UNSHARD 0F0 0SEND_F0 0RECV_B0 0B0 0REDUCE_GRAD 0RESHARD 0TIED_GRAD STEP");
   EXPECT_EQ(joined(schedule.ranks[1]),
             "1RECV_F0 1UNSHARD 1F0 1B0 1SEND_B0 1REDUCE_GRAD 1RESHARD 1TIED_GRAD STEP");
+  EXPECT_NO_THROW(check_schedule(schedule, "test"));
+}
+
+// Without overlap every reduction waits for the rank's whole backward (Megatron-LM's
+// finalize_model_grads): with vpp = 2, rank 0's stages 0 and 2 are reduced at the end, in the
+// order their last gradients finished, before the tie and the step.
+TEST(StepActions, ReductionsWithoutOverlapFollowTheWholeBackward) {
+  PipelineSchedule schedule = interleaved_one_f_one_b_schedule(2, 2, 2);
+  add_communication(schedule);
+  add_step_actions(
+      schedule,
+      {.reduce_gradients = true, .overlap_gradient_reduction = false, .tied_embedding = true});
+  const std::string rank0 = joined(schedule.ranks[0]);
+  EXPECT_EQ(rank0.substr(rank0.size() -
+                         std::string("0B1 2REDUCE_GRAD 0REDUCE_GRAD 0TIED_GRAD STEP").size()),
+            "0B1 2REDUCE_GRAD 0REDUCE_GRAD 0TIED_GRAD STEP");
+  const std::string rank1 = joined(schedule.ranks[1]);
+  EXPECT_NE(rank1.find("1SEND_B1 3REDUCE_GRAD 1REDUCE_GRAD 3TIED_GRAD STEP"), std::string::npos)
+      << rank1;
   EXPECT_NO_THROW(check_schedule(schedule, "test"));
 }
 
@@ -138,14 +159,16 @@ TEST(Schedules, GPipeHoldsEveryMicroBatch) {
 // backward, capped by the m·vpp units of the step.
 TEST(Schedules, InterleavedInvariants) {
   for (const Shape& shape : shapes(true)) {
-    const PipelineSchedule schedule =
-        with_everything(interleaved_one_f_one_b_schedule(shape.pp, shape.vpp, shape.m));
-    const ScheduleStats stats = check_schedule(schedule, "interleaved");
-    expect_backwards_after_forwards(schedule);
-    for (int rank = 0; rank < shape.pp; ++rank) {
-      const int warmup = 2 * (shape.pp - rank - 1) + (shape.vpp - 1) * shape.pp;
-      EXPECT_EQ(stats.peak_in_flight[rank], std::min(warmup + 1, shape.m * shape.vpp))
-          << "pp=" << shape.pp << " vpp=" << shape.vpp << " m=" << shape.m << " rank " << rank;
+    for (bool overlap : {true, false}) {
+      const PipelineSchedule schedule =
+          with_everything(interleaved_one_f_one_b_schedule(shape.pp, shape.vpp, shape.m), overlap);
+      const ScheduleStats stats = check_schedule(schedule, "interleaved");
+      expect_backwards_after_forwards(schedule);
+      for (int rank = 0; rank < shape.pp; ++rank) {
+        const int warmup = 2 * (shape.pp - rank - 1) + (shape.vpp - 1) * shape.pp;
+        EXPECT_EQ(stats.peak_in_flight[rank], std::min(warmup + 1, shape.m * shape.vpp))
+            << "pp=" << shape.pp << " vpp=" << shape.vpp << " m=" << shape.m << " rank " << rank;
+      }
     }
   }
 }

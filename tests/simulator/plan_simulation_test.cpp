@@ -9,8 +9,10 @@
 namespace strata::simulator {
 namespace {
 
-schemas::Plan gpt2_plan(std::int64_t zero_stage, schemas::ScheduleType schedule, std::int64_t vpp) {
+schemas::Plan gpt2_plan(std::int64_t zero_stage, schemas::ScheduleType schedule, std::int64_t vpp,
+                        bool overlap_grad_reduce = true) {
   schemas::PlanKnobs knobs;
+  knobs.overlap_grad_reduce = overlap_grad_reduce;
   knobs.mesh = {.tp = 2, .cp = 2, .dp = 4, .pp = 2, .vpp = vpp};
   knobs.seq_length = 1024;
   knobs.micro_batch_size = 2;
@@ -30,6 +32,7 @@ TEST(PlanSimulation, SymmetricAndFullModesAgree) {
   for (const schemas::Plan& plan :
        {gpt2_plan(0, ScheduleType::one_f_one_b, 1),
         gpt2_plan(1, ScheduleType::interleaved_one_f_one_b, 2),
+        gpt2_plan(1, ScheduleType::interleaved_one_f_one_b, 2, false),
         gpt2_plan(3, ScheduleType::zb_h1, 1), gpt2_plan(2, ScheduleType::gpipe, 1)}) {
     const PlanSimulation symmetric = simulate_plan(plan, {}, {.mode = SimulationMode::symmetric});
     const PlanSimulation full = simulate_plan(plan, {}, {.mode = SimulationMode::full});
@@ -61,6 +64,17 @@ TEST(PlanSimulation, BreakdownSumsToTheStepAndMetricsFollowFromIt) {
   const RankMemory& memory = simulation.result.memory[0];
   EXPECT_NEAR(memory.optimizer_bytes / memory.weights_bytes, 12.0 / 2 / 8, 1e-9);
   EXPECT_TRUE(memory.fits());
+}
+
+// Reducing after the backward hides nothing: the whole reduction of the stage that finishes last
+// shows, where overlapping it with that stage's last backward hides part of it.
+TEST(PlanSimulation, GradientReductionAfterTheBackwardExposesMore) {
+  const PlanSimulation overlapped =
+      simulate_plan(gpt2_plan(1, schemas::ScheduleType::one_f_one_b, 1), {});
+  const PlanSimulation after =
+      simulate_plan(gpt2_plan(1, schemas::ScheduleType::one_f_one_b, 1, false), {});
+  EXPECT_GT(after.metrics.breakdown.dp_comm_s, overlapped.metrics.breakdown.dp_comm_s);
+  EXPECT_GT(after.metrics.step_time_s, overlapped.metrics.step_time_s);
 }
 
 TEST(PlanSimulation, ZeroThreeShardsEverythingAndHoldsGatheredWeights) {

@@ -125,5 +125,29 @@ TEST(Simulation, PointToPointLatencyLengthensThePipelineFillAndDrain) {
   EXPECT_GT(result.breakdown[pp - 1].pp_comm_s, 0);
 }
 
+// Gradient reduction with two 0.5 s buckets per stage on pp = 2, m = 4, F = 1, B = 2: the
+// pipeline alone ends at (m + p − 1)·3 = 15 with rank 0's last backward over [13, 15].
+// Overlapped, that stage's buckets are ready at 14 and 15 (as the backward walks back through its
+// layers), so only the last one shows: 15.5. Reduced after the backward, both wait until 15: 16.
+TEST(Simulation, GradientReductionOverlapsTheLastBackwardOrFollowsIt) {
+  const int pp = 2;
+  const int m = 4;
+  costmodels::PlanCosts costs =
+      pipeline_costs(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), pp);
+  for (costmodels::StageCosts& stage : costs.stages) stage.gradient_buckets_s = {0.5, 0.5};
+  for (bool overlap : {true, false}) {
+    schemas::Plan plan = plan_with_pipeline(pp);
+    plan.mesh.dp = 2;
+    plan.overlap_grad_reduce = overlap;
+    PipelineSchedule schedule = schedule::one_f_one_b_schedule(pp, m);
+    schedule::add_communication(schedule);
+    schedule::add_step_actions(schedule,
+                               {.reduce_gradients = true, .overlap_gradient_reduction = overlap});
+    const SimulationResult result = simulate(plan, schedule, costs, {});
+    EXPECT_DOUBLE_EQ(result.step_time_s, overlap ? 15.5 : 16.0) << "overlap " << overlap;
+    EXPECT_DOUBLE_EQ(result.breakdown[0].dp_comm_s, overlap ? 0.5 : 1.0) << "overlap " << overlap;
+  }
+}
+
 }  // namespace
 }  // namespace strata::simulator

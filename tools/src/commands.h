@@ -59,6 +59,7 @@ struct SimulateOptions {
   std::optional<std::int64_t> seq_length;
   std::string recompute = "none";
   bool sequence_parallel = false;
+  bool no_overlap_grad_reduce = false;
   std::int64_t zero_stage = 0;
   std::string schedule = "1f1b";
   std::string precision = "bf16";

@@ -56,13 +56,17 @@ void add_communication(PipelineSchedule& schedule);
 // on where it happens.
 struct StepActions {
   bool unshard_parameters = false;  // ZeRO-3: gather each stage's parameters before it is used
-  bool reduce_gradients =
-      false;                    // dp·cp > 1: reduce each stage's gradients after its last backward
+  bool reduce_gradients = false;    // dp·cp > 1: reduce each stage's gradients
+  // Where the reduction starts: after each stage's last backward, so that it overlaps the rank's
+  // remaining backwards (Megatron-Core's --overlap-grad-reduce), or after the rank's whole
+  // backward (Megatron-LM's default, DeepSpeed's pipeline engine).
+  bool overlap_gradient_reduction = true;
   bool tied_embedding = false;  // tied embeddings (all-reduced only when pp > 1)
 };
-// Adds UNSHARD before a stage's first action and RESHARD after its last, REDUCE_GRAD after a
-// stage's last backward (B or W) and the sends that follow it, TIED_GRAD at the end of the ranks
-// of the first and the last stage, and STEP at the end of every rank.
+// Adds UNSHARD before a stage's first action and RESHARD after its last; REDUCE_GRAD after a
+// stage's last backward (B or W) and the sends that follow it, or, without overlap, at the end
+// of the rank in the order its stages finished; TIED_GRAD at the end of the ranks of the first
+// and the last stage, and STEP at the end of every rank.
 void add_step_actions(PipelineSchedule& schedule, const StepActions& step);
 
 }  // namespace strata::schedule

@@ -114,6 +114,10 @@ struct Plan {
   BatchConfig batch;
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;
+  // Data-parallel gradient reduction bucket by bucket during each stage's last backward
+  // (Megatron-Core's --overlap-grad-reduce), or after the whole backward, as Megatron-LM does by
+  // default and DeepSpeed's pipeline engine always does.
+  bool overlap_grad_reduce = true;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -17,6 +17,7 @@ struct PlanKnobs {
   std::int64_t global_batch_size = 1;
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;
+  bool overlap_grad_reduce = true;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;

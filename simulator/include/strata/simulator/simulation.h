@@ -6,8 +6,10 @@
 // context-parallel communication inside the passes, on the critical path as in Megatron-LM),
 // pipeline (sends; a receive holds the compute stream until its data has arrived) and data
 // parallel (gradient buckets, ZeRO-3 gathers; they overlap compute and slow it by the GPU
-// profile's compute_slowdown_under_communication). Collectives of a group start when every member
-// has asked for them; TIED_GRAD and STEP are rendezvous.
+// profile's compute_slowdown_under_communication). With the plan's overlap_grad_reduce a stage's
+// buckets become ready one by one during its last backward; without it, all at once after the
+// rank's whole backward. Collectives of a group start when every member has asked for them;
+// TIED_GRAD and STEP are rendezvous.
 //
 // Symmetric mode simulates one representative per pipeline rank: the tp, cp and dp replicas run
 // identical action lists at identical costs, so they finish together. Full mode simulates every
