@@ -295,9 +295,9 @@ class Engine {
         const std::size_t buckets = stage->gradient_buckets_s.size();
         std::vector<double> ready(buckets, rank.compute_free);
         // Overlapped, buckets fill as the last backward pass of the stage walks back through its
-        // layers; otherwise the action sits after the rank's whole backward and every bucket is
-        // ready when it is reached.
-        if (plan_.overlap_grad_reduce) {
+        // layers. Otherwise (or where a custom schedule put the action after later compute)
+        // every bucket is ready when the action is reached.
+        if (plan_.overlap_grad_reduce && rank.compute_free <= pass.end) {
           for (std::size_t j = 0; j < buckets; ++j) {
             ready[j] = pass.start + (pass.end - pass.start) * static_cast<double>(j + 1) /
                                         static_cast<double>(buckets);

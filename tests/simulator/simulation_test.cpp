@@ -149,5 +149,37 @@ TEST(Simulation, GradientReductionOverlapsTheLastBackwardOrFollowsIt) {
   }
 }
 
+// The simulator starts a reduction where the action list puts it: a custom schedule that moves
+// rank 0's REDUCE_GRAD of stage 2 (interleaved, pp = 2, vpp = 2) behind the next backward gets no
+// overlap with stage 2's last backward, even though the plan overlaps reductions.
+TEST(Simulation, AReductionPlacedAfterLaterComputeWaitsForIt) {
+  const int pp = 2;
+  costmodels::PlanCosts costs =
+      pipeline_costs(std::vector<double>(4, 1.0), std::vector<double>(4, 2.0), pp);
+  for (costmodels::StageCosts& stage : costs.stages) stage.gradient_buckets_s = {0.5, 0.5};
+  schemas::Plan plan = plan_with_pipeline(pp);
+  plan.mesh.dp = 2;
+  plan.mesh.vpp = 2;
+  PipelineSchedule schedule = schedule::interleaved_one_f_one_b_schedule(pp, 2, 4);
+  schedule::add_communication(schedule);
+  schedule::add_step_actions(schedule, {.reduce_gradients = true});
+  std::vector<schedule::Action>& rank0 = schedule.ranks[0];
+  const schedule::Action reduce2{schedule::ActionType::reduce_grad, 2, -1};
+  auto at = rank0.erase(std::find(rank0.begin(), rank0.end(), reduce2));
+  while (at->type != schedule::ActionType::backward) ++at;
+  const std::string later_backward = schedule::to_string(*at);
+  rank0.insert(at + 1, reduce2);
+  const SimulationResult result = simulate(plan, schedule, costs, {.record_timeline = true});
+  double later_backward_end = -1;
+  double reduction_start = -1;
+  for (const TimelineSlice& slice : result.timeline.slices) {
+    if (slice.rank != 0) continue;
+    if (slice.name == later_backward) later_backward_end = slice.start_s + slice.duration_s;
+    if (slice.name == "REDUCE_GRAD 2 bucket 0") reduction_start = slice.start_s;
+  }
+  ASSERT_GT(later_backward_end, 0) << later_backward;
+  EXPECT_GE(reduction_start, later_backward_end);
+}
+
 }  // namespace
 }  // namespace strata::simulator
