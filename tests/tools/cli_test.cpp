@@ -214,6 +214,21 @@ TEST(CliSimulate, PlanFilesAndFlagsGiveTheSameReport) {
   EXPECT_THAT(table.out, HasSubstr("memory per pipeline rank"));
 }
 
+// --no-overlap-grad-reduce reduces the 8 data-parallel replicas' gradients after the backward:
+// nothing of it hides behind the last backward, so the step is longer and the table says so.
+TEST(CliSimulate, GradientReductionAfterTheBackwardIsSlower) {
+  const std::string knobs =
+      "simulate --model gpt2-124m --cluster dgx-h100 --global-batch 64 --seq-len 1024";
+  const CommandResult overlapped = strata(knobs + " --format json");
+  const CommandResult after = strata(knobs + " --format json --no-overlap-grad-reduce");
+  ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_GT(nlohmann::json::parse(after.out).at("step_time_s").get<double>(),
+            nlohmann::json::parse(overlapped.out).at("step_time_s").get<double>());
+  EXPECT_THAT(strata(knobs + " --no-overlap-grad-reduce").out,
+              HasSubstr("gradients reduced after the backward"));
+}
+
 TEST(CliSimulate, WritesAPerfettoTrace) {
   const std::filesystem::path trace = std::filesystem::path(::testing::TempDir()) /
                                       ("strata-trace-" + std::to_string(::getpid()) + ".json");
