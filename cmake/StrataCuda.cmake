@@ -1,6 +1,8 @@
-# Finds the CUDA toolkit (cuBLAS, NCCL) at /usr/local/cuda for the GPU backend.
-# STRATA_CUDA=AUTO uses it when present, ON requires it, OFF ignores it. Sets STRATA_HAVE_CUDA.
+# Finds the CUDA toolkit at /usr/local/cuda for the GPU backend: the runtime and cuBLASLt for the
+# one-GPU backend (STRATA_HAVE_CUDA), NCCL for the multi-GPU one (STRATA_HAVE_NCCL, target
+# strata_nccl). STRATA_CUDA=AUTO uses the toolkit when present, ON requires it, OFF ignores it.
 set(STRATA_HAVE_CUDA OFF)
+set(STRATA_HAVE_NCCL OFF)
 if(NOT STRATA_CUDA MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "STRATA_CUDA must be AUTO, ON or OFF, not '${STRATA_CUDA}'")
 endif()
@@ -13,16 +15,40 @@ if(NOT STRATA_CUDA STREQUAL "OFF")
     find_library(STRATA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_ROOT}/lib64)
     find_path(STRATA_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
   endif()
-  if(CUDAToolkit_FOUND AND TARGET CUDA::cublas AND STRATA_NCCL_LIBRARY AND STRATA_NCCL_INCLUDE_DIR)
+  if(CUDAToolkit_FOUND AND TARGET CUDA::cublasLt AND CUDAToolkit_NVCC_EXECUTABLE)
     set(STRATA_HAVE_CUDA ON)
-    add_library(strata_nccl INTERFACE)
-    target_include_directories(strata_nccl INTERFACE ${STRATA_NCCL_INCLUDE_DIR})
-    target_link_libraries(strata_nccl INTERFACE ${STRATA_NCCL_LIBRARY})
-    message(STATUS "Strata: CUDA ${CUDAToolkit_VERSION} with cuBLAS and NCCL (${STRATA_NCCL_LIBRARY})")
+    message(STATUS "Strata: CUDA ${CUDAToolkit_VERSION} with cuBLASLt")
+    if(STRATA_NCCL_LIBRARY AND STRATA_NCCL_INCLUDE_DIR)
+      set(STRATA_HAVE_NCCL ON)
+      add_library(strata_nccl INTERFACE)
+      target_include_directories(strata_nccl INTERFACE ${STRATA_NCCL_INCLUDE_DIR})
+      target_link_libraries(strata_nccl INTERFACE ${STRATA_NCCL_LIBRARY})
+      message(STATUS "Strata: NCCL (${STRATA_NCCL_LIBRARY})")
+    endif()
   elseif(STRATA_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "STRATA_CUDA=ON but the CUDA toolkit with cuBLAS and NCCL was not found "
+    message(FATAL_ERROR "STRATA_CUDA=ON but the CUDA toolkit with nvcc and cuBLASLt was not found "
                         "(looked in ${CUDAToolkit_ROOT}); set CUDAToolkit_ROOT or use STRATA_CUDA=AUTO")
   else()
-    message(STATUS "Strata: no CUDA toolkit with cuBLAS and NCCL; building the CPU parts only")
+    message(STATUS "Strata: no CUDA toolkit with nvcc and cuBLASLt; building the CPU parts only")
   endif()
+endif()
+
+# The GPU backend's kernels need sm_80 or newer (bf16 tensor cores, cp.async); the default builds
+# for Hopper (H100/H200). A100: -DCMAKE_CUDA_ARCHITECTURES=80; both: "80;90".
+if(STRATA_HAVE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 (Debian 12) does not know nvcc's C++20 flag, which nvcc 12+ accepts.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
 endif()

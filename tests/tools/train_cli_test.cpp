@@ -142,6 +142,26 @@ TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
   EXPECT_EQ(neither.err, "strata: command line: give --plan, --model or --init-llmc\n");
 }
 
+// The device flags: bf16 and a GPU cluster need --device cuda, and cuda needs a GPU (this test
+// runs where there is none; on a GPU machine the CUDA tests train for real).
+TEST_F(TrainCli, DeviceFlagsAreCheckedBeforeTraining) {
+  const CommandResult bf16_on_cpu = strata(small_run("--steps 1 --precision bf16"));
+  EXPECT_EQ(bf16_on_cpu.exit_code, 1);
+  EXPECT_EQ(bf16_on_cpu.err, "strata: --precision: bf16 trains on a GPU: add --device cuda\n");
+  const CommandResult cluster_on_cpu = strata(small_run("--steps 1 --cluster dgx-h100"));
+  EXPECT_EQ(cluster_on_cpu.exit_code, 1);
+  EXPECT_EQ(cluster_on_cpu.err,
+            "strata: --cluster: names the GPU cluster of a --device cuda run\n");
+  const CommandResult unknown = strata(small_run("--steps 1 --device tpu"));
+  EXPECT_EQ(unknown.exit_code, 2);
+  const CommandResult cuda = strata(small_run("--steps 1 --device cuda"));
+  if (cuda.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(cuda.exit_code, 1);
+  EXPECT_EQ(lines(cuda.err), 1u);
+  EXPECT_THAT(cuda.err, StartsWith("strata: --device: cuda: no GPU to train on ("));
+  EXPECT_EQ(cuda.out, "");
+}
+
 TEST_F(TrainCli, LlmcFilesCarryTrainedWeightsBetweenRuns) {
   const std::string llmc = (directory / "gpt2_micro.bin").string();
   const CommandResult trained =

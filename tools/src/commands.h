@@ -124,6 +124,9 @@ struct TrainOptions {
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
   LogFormat log_format = LogFormat::text;
+  std::optional<std::string> device;     // cpu | cuda (default: where the plan's cluster is)
+  std::optional<std::string> precision;  // fp32 | bf16, with --model
+  std::optional<std::string> cluster;    // the GPU cluster preset a --model plan names on cuda
 };
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
 int run_train(const TrainOptions& options);

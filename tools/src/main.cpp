@@ -9,6 +9,7 @@
 
 #include "build_info.h"
 #include "commands.h"
+#include "strata/executor/cuda/cuda_device.h"
 #include "strata/schemas/input_error.h"
 
 namespace {
@@ -76,6 +77,9 @@ int main(int argc, char** argv) {
     if (data_command->parsed()) return run_data(data);
     if (train_command->parsed()) return run_train(train);
   } catch (const strata::schemas::InputError& error) {
+    std::fprintf(stderr, "strata: %s\n", error.what());
+    return kExitInvalidInput;
+  } catch (const strata::executor::DeviceError& error) {
     std::fprintf(stderr, "strata: %s\n", error.what());
     return kExitInvalidInput;
   } catch (const std::bad_alloc&) {

@@ -19,9 +19,25 @@ namespace strata::tools {
 namespace {
 
 constexpr const char* kSingleCpuCluster = "cpu-local";
+constexpr const char* kDefaultGpuCluster = "dgx-h100";
+// The device of the cpu-local preset: a plan for a cluster of these trains on the CPU.
+constexpr const char* kCpuDeviceName = "cpu-core";
 
-// The plan `strata train --model M` runs: one CPU device, fp32, the batch from the flags.
-schemas::Plan single_device_plan(const TrainOptions& options) {
+executor::Device parse_device(const std::string& name) {
+  return name == "cuda" ? executor::Device::cuda : executor::Device::cpu;
+}
+
+// One GPU of a cluster preset's node: what a --model plan on cuda is planned for.
+schemas::ClusterConfig one_gpu_of(const std::string& preset) {
+  schemas::ClusterConfig cluster = schemas::cluster_preset(preset);
+  cluster.nodes = 1;
+  cluster.gpus_per_node = 1;
+  cluster.name += " (one GPU)";
+  return cluster;
+}
+
+// The plan `strata train --model M` runs: one device, the batch and precision from the flags.
+schemas::Plan single_device_plan(const TrainOptions& options, executor::Device device) {
   if (!options.model && !options.init_llmc) {
     throw schemas::InputError("command line", "", "give --plan, --model or --init-llmc");
   }
@@ -33,10 +49,16 @@ schemas::Plan single_device_plan(const TrainOptions& options) {
   knobs.micro_batch_size = options.micro_batch;
   knobs.global_batch_size = options.global_batch.value_or(options.micro_batch);
   knobs.recompute = schemas::RecomputeGranularity::none;
-  knobs.precision = schemas::Dtype::fp32;
-  schemas::Plan plan =
-      schemas::build_plan(model, schemas::cluster_preset(kSingleCpuCluster), knobs, "command line");
-  plan.description = fmt::format("{} on one CPU device, written by strata train", model.name);
+  const bool cuda = device == executor::Device::cuda;
+  knobs.precision = options.precision == std::string("bf16") || (!options.precision && cuda)
+                        ? schemas::Dtype::bf16
+                        : schemas::Dtype::fp32;
+  const schemas::ClusterConfig cluster =
+      cuda ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
+           : schemas::cluster_preset(kSingleCpuCluster);
+  schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");
+  plan.description =
+      fmt::format("{} on one {}, written by strata train", model.name, cuda ? "GPU" : "CPU device");
   return plan;
 }
 
@@ -47,15 +69,21 @@ void print_step(const executor::StepRecord& record, std::int64_t steps, LogForma
                                 {"learning_rate", record.learning_rate},
                                 {"gradient_norm", record.gradient_norm},
                                 {"tokens_per_s", record.tokens_per_s},
-                                {"step_time_s", record.step_time_s}}
+                                {"step_time_s", record.step_time_s},
+                                {"peak_device_bytes", record.peak_device_bytes}}
                      .dump()
               << std::endl;
     return;
   }
   fmt::print(
-      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} ms\n",
+      "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} "
+      "ms{}\n",
       record.step, fmt::formatted_size("{}", steps), steps, record.loss, record.learning_rate,
-      record.gradient_norm, record.tokens_per_s, record.step_time_s * 1e3);
+      record.gradient_norm, record.tokens_per_s, record.step_time_s * 1e3,
+      record.peak_device_bytes > 0
+          ? fmt::format(" | peak {:.2f} GiB",
+                        static_cast<double>(record.peak_device_bytes) / (1u << 30))
+          : std::string());
   std::fflush(stdout);
 }
 
@@ -83,9 +111,9 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   CLI::App* command = app.add_subcommand(
-      "train", "Train a model with a plan on a token file (one CPU device in this build)");
-  CLI::Option* plan =
-      command->add_option("--plan", options.plan, "Plan file to run (a 1x1x1 mesh, fp32)");
+      "train", "Train a model with a plan on a token file, on the CPU or one GPU");
+  CLI::Option* plan = command->add_option(
+      "--plan", options.plan, "Plan file to run (a 1x1x1 mesh; fp32, or bf16 on a GPU)");
   command
       ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);
@@ -134,6 +162,24 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   command->add_option("--init-llmc", options.init_llmc, "Start from an llm.c GPT-2 model file");
   command->add_option("--save-llmc", options.save_llmc, "Write the trained model as an llm.c file");
   command
+      ->add_option("--device", options.device,
+                   "cpu or cuda (default: cuda when the plan's cluster is a GPU one, cpu for "
+                   "cpu-local and --model)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->option_text("cpu|cuda");
+  command
+      ->add_option("--precision", options.precision,
+                   "fp32, or bf16 mixed precision on cuda (with --model; default fp32 on the CPU, "
+                   "bf16 on cuda)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->option_text("fp32|bf16")
+      ->excludes(plan);
+  command
+      ->add_option("--cluster", options.cluster,
+                   "GPU cluster preset whose one GPU a --model plan on cuda is made for (default "
+                   "dgx-h100)")
+      ->excludes(plan);
+  command
       ->add_option_function<std::string>(
           "--log-format",
           [&options](const std::string& name) {
@@ -148,16 +194,26 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
 int run_train(const TrainOptions& options) {
   std::string plan_source = "command line";
   schemas::Plan plan;
+  executor::Device device = options.device ? parse_device(*options.device) : executor::Device::cpu;
   if (options.plan) {
     plan = schemas::load_plan_file(*options.plan);
     plan_source = *options.plan;
+    if (!options.device && plan.cluster.gpu.name != kCpuDeviceName) {
+      device = executor::Device::cuda;  // the plan is for a GPU cluster
+    }
   } else {
-    plan = single_device_plan(options);
+    if (options.cluster && device != executor::Device::cuda) {
+      throw schemas::InputError("--cluster", "", "names the GPU cluster of a --device cuda run");
+    }
+    if (options.precision == std::string("bf16") && device != executor::Device::cuda) {
+      throw schemas::InputError("--precision", "", "bf16 trains on a GPU: add --device cuda");
+    }
+    plan = single_device_plan(options, device);
     if (options.write_plan) {
       schemas::write_json_document(*options.write_plan, schemas::plan_to_json(plan));
     }
   }
-  executor::check_plan_runs_on_one_cpu(plan, plan_source);
+  executor::check_plan_runs_on_one_device(plan, plan_source, device);
   const executor::TokenFile data = executor::read_token_file(options.data);
 
   executor::TrainingOptions training;
@@ -172,6 +228,7 @@ int run_train(const TrainOptions& options) {
   training.checkpoint_every = options.checkpoint_every;
   training.resume = options.resume;
   if (options.init_llmc) training.init_llmc = *options.init_llmc;
+  training.device = device;
 
   executor::Trainer trainer(plan, plan_source, data, training);
   if (options.resume && options.seed && *options.seed != trainer.seed()) {

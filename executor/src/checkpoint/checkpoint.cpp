@@ -49,6 +49,12 @@ json parameter_layout(const ParameterStore& parameters) {
   return layout;
 }
 
+// The tensor in host memory: itself, or a copy of a device tensor (checkpoints hold host bytes,
+// so a GPU run's checkpoint resumes on the CPU and back).
+Tensor on_host(const Tensor& tensor) {
+  return tensor.device() == Device::cpu ? tensor : tensor.to(Device::cpu);
+}
+
 // Reads `name` from the checkpoint into `tensors` (in order), after checking size and CRC.
 void read_binary(const fs::path& checkpoint, const json& state, const char* name,
                  std::initializer_list<Tensor*> tensors) {
@@ -78,7 +84,9 @@ void read_binary(const fs::path& checkpoint, const json& state, const char* name
   }
   std::size_t offset = 0;
   for (Tensor* tensor : tensors) {
-    std::memcpy(tensor->raw(), contents.data() + offset, tensor->bytes());
+    const Tensor bytes = Tensor::borrow(contents.data() + offset, tensor->shape(),
+                                        tensor->scalar_type(), Device::cpu);
+    tensor->copy_from(bytes);
     offset += tensor->bytes();
   }
 }
@@ -99,10 +107,13 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
       directory / fmt::format(".{}.tmp.{}", name, static_cast<long>(::getpid()));
   fs::remove_all(temporary);
   fs::create_directory(temporary);
-  write_binary(temporary / "model.bin", {&parameters.values()});
-  write_binary(temporary / "optimizer.bin", {&moments.first, &moments.second});
-  std::string optimizer_bytes(static_cast<const char*>(moments.first.raw()), moments.first.bytes());
-  optimizer_bytes.append(static_cast<const char*>(moments.second.raw()), moments.second.bytes());
+  const Tensor values = on_host(parameters.values());
+  const Tensor first_moments = on_host(moments.first);
+  const Tensor second_moments = on_host(moments.second);
+  write_binary(temporary / "model.bin", {&values});
+  write_binary(temporary / "optimizer.bin", {&first_moments, &second_moments});
+  std::string optimizer_bytes(static_cast<const char*>(first_moments.raw()), first_moments.bytes());
+  optimizer_bytes.append(static_cast<const char*>(second_moments.raw()), second_moments.bytes());
   const json document{
       {"format", kFormat},
       {"version", kVersion},
@@ -118,7 +129,7 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
         {"dtype", scalar_type_name(parameters.values().scalar_type())},
         {"layout", parameter_layout(parameters)}}},
       {"files",
-       {{"model.bin", file_entry(parameters.values().raw(), parameters.values().bytes())},
+       {{"model.bin", file_entry(values.raw(), values.bytes())},
         {"optimizer.bin", file_entry(optimizer_bytes.data(), optimizer_bytes.size())}}}};
   schemas::write_file_atomically(temporary / "state.json", document.dump(2) + "\n");
   fs::remove_all(final_path);
@@ -172,6 +183,7 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
     }
     read_binary(checkpoint, state, "model.bin", {&parameters.values()});
     read_binary(checkpoint, state, "optimizer.bin", {&moments.first, &moments.second});
+    parameters.refresh_compute_values();
     return TrainingState{state.at("step").get<std::int64_t>(),
                          state.at("seed").get<std::uint64_t>(),
                          state.at("tokens_seen").get<std::int64_t>()};

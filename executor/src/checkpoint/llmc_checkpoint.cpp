@@ -135,6 +135,14 @@ ModelConfig read_llmc_model_config(const fs::path& path) {
 
 void read_llmc_parameters(const fs::path& path, const ModelConfig& model,
                           ParameterStore& parameters) {
+  if (parameters.device() != Device::cpu || parameters.has_working_copy()) {
+    // Read into host memory, then copy the masters over and round the working copy.
+    ParameterStore host(parameters.specs(), parameters.values().scalar_type());
+    read_llmc_parameters(path, model, host);
+    parameters.values().copy_from(host.values());
+    parameters.refresh_compute_values();
+    return;
+  }
   std::string contents;
   const Header header = read_header(path, contents);
   check_gpt2_shaped(model, path.string());
@@ -190,6 +198,12 @@ void read_llmc_parameters(const fs::path& path, const ModelConfig& model,
 void write_llmc_checkpoint(const fs::path& path, const ModelConfig& model,
                            const ParameterStore& parameters) {
   check_gpt2_shaped(model, path.string());
+  if (parameters.device() != Device::cpu) {
+    ParameterStore host(parameters.specs(), parameters.values().scalar_type());
+    host.values().copy_from(parameters.values());
+    write_llmc_checkpoint(path, model, host);
+    return;
+  }
   STRATA_CHECK(parameters.values().scalar_type() == ScalarType::float32,
                "llm.c files are written from float32 parameters");
   Header header{};

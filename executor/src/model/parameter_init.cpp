@@ -1,6 +1,7 @@
 #include "strata/executor/model/parameter_init.h"
 
 #include "strata/executor/random/counter_random.h"
+#include "strata/executor/tensor/bfloat16.h"
 
 namespace strata::executor {
 
@@ -19,7 +20,11 @@ double initial_value(const InitRule& rule, std::uint64_t seed, std::string_view 
 
 void initialize_elements(Tensor& shard, const InitRule& rule, std::uint64_t seed,
                          std::string_view name, std::uint64_t first_global_index) {
+  STRATA_CHECK(shard.device() == Device::cpu, "parameter {} is initialised in host memory", name);
+  STRATA_CHECK(shard.scalar_type() != ScalarType::int32, "parameter {} cannot be int32", name);
   const RandomStream stream{seed, stream_of_name(name)};  // hashed once, not per element
+  // Every element is a pure function of its index: threads split them with the same result.
+#pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < shard.numel(); ++i) {
     const std::uint64_t index = first_global_index + static_cast<std::uint64_t>(i);
     const double value = rule.kind == InitKind::normal ? rule.std * random_normal(stream, index)
@@ -31,8 +36,11 @@ void initialize_elements(Tensor& shard, const InitRule& rule, std::uint64_t seed
       case ScalarType::float64:
         shard.data<double>()[i] = value;
         break;
-      case ScalarType::int32:
-        STRATA_CHECK(false, "parameter {} cannot be int32", name);
+      case ScalarType::bfloat16:
+        shard.data<BFloat16>()[i] = float_to_bfloat16(static_cast<float>(value));
+        break;
+      case ScalarType::int32:  // refused above; a throw inside the parallel loop would abort
+        break;
     }
   }
 }

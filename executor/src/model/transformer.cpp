@@ -8,6 +8,7 @@
 #include "strata/executor/ops/embedding.h"
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/position_embedding.h"
+#include "strata/executor/ops/reduction.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::executor {
@@ -59,10 +60,15 @@ std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {
   return specs;
 }
 
-Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed)
-    : model_(std::move(model)), type_(type) {
+Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed, Device device)
+    : model_(std::move(model)),
+      type_(type),
+      statistics_type_(type == ScalarType::bfloat16 ? ScalarType::float32 : type),
+      device_(device) {
   check_executor_supports(model_, fmt::format("model {}", model_.name), "");
-  parameters_ = std::make_unique<ParameterStore>(transformer_parameters(model_), type_);
+  // bfloat16 computes with a working copy of float32 masters (and float32 gradients).
+  parameters_ = std::make_unique<ParameterStore>(transformer_parameters(model_), statistics_type_,
+                                                 device_, type_);
   parameters_->initialize(seed);
   layers_.reserve(static_cast<std::size_t>(model_.num_layers));
   for (std::int64_t layer = 0; layer < model_.num_layers; ++layer) {
@@ -85,17 +91,18 @@ void Transformer::allocate(std::int64_t batch, std::int64_t seq) {
   const std::int64_t tokens = batch * seq;
   residuals_.clear();
   for (std::int64_t i = 0; i <= model_.num_layers; ++i) {
-    residuals_.push_back(Tensor::zeros({batch, seq, model_.hidden_size}, type_));
+    residuals_.push_back(Tensor::zeros({batch, seq, model_.hidden_size}, type_, device_));
   }
-  final_norm_ = Tensor::zeros({tokens, model_.hidden_size}, type_);
-  final_mean_ = Tensor::zeros({tokens}, type_);
-  final_rstd_ = Tensor::zeros({tokens}, type_);
-  logits_ = Tensor::zeros({tokens, model_.vocab_size}, type_);
-  losses_ = Tensor::zeros({tokens}, type_);
-  d_logits_ = Tensor::zeros({tokens, model_.vocab_size}, type_);
-  d_final_norm_ = Tensor::zeros({tokens, model_.hidden_size}, type_);
-  d_residual_ = Tensor::zeros({batch, seq, model_.hidden_size}, type_);
-  d_residual_next_ = Tensor::zeros({batch, seq, model_.hidden_size}, type_);
+  final_norm_ = Tensor::zeros({tokens, model_.hidden_size}, type_, device_);
+  final_mean_ = Tensor::zeros({tokens}, statistics_type_, device_);
+  final_rstd_ = Tensor::zeros({tokens}, statistics_type_, device_);
+  // The backward overwrites the logits with their gradient: one [tokens, vocab] buffer, not two.
+  logits_ = Tensor::zeros({tokens, model_.vocab_size}, type_, device_);
+  losses_ = Tensor::zeros({tokens}, statistics_type_, device_);
+  log_sum_exp_ = Tensor::zeros({tokens}, statistics_type_, device_);
+  d_final_norm_ = Tensor::zeros({tokens, model_.hidden_size}, type_, device_);
+  d_residual_ = Tensor::zeros({batch, seq, model_.hidden_size}, type_, device_);
+  d_residual_next_ = Tensor::zeros({batch, seq, model_.hidden_size}, type_, device_);
 }
 
 double Transformer::forward(const Tensor& inputs, const Tensor& targets,
@@ -106,26 +113,25 @@ double Transformer::forward(const Tensor& inputs, const Tensor& targets,
   const std::int64_t seq = inputs.size(1);
   STRATA_CHECK(seq <= model_.max_seq_length, "sequence {} longer than the model's {}", seq,
                model_.max_seq_length);
+  STRATA_CHECK(inputs.device() == device_ && targets.device() == device_,
+               "inputs on {} for a model on {}", device_name(inputs.device()),
+               device_name(device_));
   allocate(inputs.size(0), seq);
   Tensor& x = residuals_.front();
-  embedding_forward(inputs, word_embedding_->value, x);
-  if (position_embedding_ != nullptr) position_embedding_forward(position_embedding_->value, x);
+  embedding_forward(inputs, word_embedding_->compute, x);
+  if (position_embedding_ != nullptr) position_embedding_forward(position_embedding_->compute, x);
   if (model_.dropout > 0) {
     dropout_forward(x, model_.dropout, dropout_key(model_, dropout, 0), x);
   }
   for (std::size_t layer = 0; layer < layers_.size(); ++layer) {
     layers_[layer].forward(residuals_[layer], residuals_[layer + 1], dropout);
   }
-  detail::norm_forward(model_.norm, residuals_.back(), final_norm_weight_->value,
-                       final_norm_bias_ ? &final_norm_bias_->value : nullptr, model_.norm_epsilon,
+  detail::norm_forward(model_.norm, residuals_.back(), final_norm_weight_->compute,
+                       final_norm_bias_ ? &final_norm_bias_->compute : nullptr, model_.norm_epsilon,
                        final_norm_, final_mean_, final_rstd_);
-  linear_forward(final_norm_, lm_head_->value, nullptr, logits_);
-  cross_entropy_forward(logits_, targets, losses_);
-  double total = 0;
-  for (std::int64_t n = 0; n < losses_.numel(); ++n) {
-    total += type_ == ScalarType::float64 ? losses_.data<double>()[n] : losses_.data<float>()[n];
-  }
-  return total / static_cast<double>(losses_.numel());
+  linear_forward(final_norm_, lm_head_->compute, nullptr, logits_);
+  cross_entropy_forward(logits_, targets, losses_, log_sum_exp_);
+  return sum_of(losses_) / static_cast<double>(losses_.numel());
 }
 
 double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
@@ -136,13 +142,13 @@ double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
 double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
                                      const DropoutContext& dropout) {
   const double loss = forward(inputs, targets, dropout);
-  d_logits_.fill_zero();
-  cross_entropy_backward(logits_, targets, loss_scale, d_logits_);
+  Tensor& d_logits = logits_;  // overwritten in place
+  cross_entropy_backward(logits_, targets, log_sum_exp_, loss_scale, d_logits);
   d_final_norm_.fill_zero();
-  linear_backward(d_logits_, final_norm_, lm_head_->value, &d_final_norm_, lm_head_->gradient,
+  linear_backward(d_logits, final_norm_, lm_head_->compute, &d_final_norm_, lm_head_->gradient,
                   nullptr);
   d_residual_.fill_zero();
-  detail::norm_backward(model_.norm, d_final_norm_, residuals_.back(), final_norm_weight_->value,
+  detail::norm_backward(model_.norm, d_final_norm_, residuals_.back(), final_norm_weight_->compute,
                         final_mean_, final_rstd_, d_residual_, final_norm_weight_->gradient,
                         final_norm_bias_ ? &final_norm_bias_->gradient : nullptr);
   for (std::size_t layer = layers_.size(); layer-- > 0;) {

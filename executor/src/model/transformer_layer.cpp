@@ -27,7 +27,13 @@ ParameterEntry* optional_entry(ParameterStore& store, const std::string& name) {
 }
 
 Tensor* gradient_of(ParameterEntry* entry) { return entry ? &entry->gradient : nullptr; }
-const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->value : nullptr; }
+// The tensor the model computes with: the working copy under mixed precision.
+const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->compute : nullptr; }
+
+// Norm statistics and log-sum-exps: float32 under bfloat16 activations, else the activations' type.
+ScalarType statistics_type(ScalarType activations) {
+  return activations == ScalarType::bfloat16 ? ScalarType::float32 : activations;
+}
 
 }  // namespace
 
@@ -79,17 +85,21 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
   return specs;
 }
 
-void LayerScratch::resize(const ModelConfig& model, std::int64_t tokens, ScalarType type) {
+void LayerScratch::resize(const ModelConfig& model, std::int64_t tokens, ScalarType type,
+                          Device device) {
   const AttentionShape attention{model.num_attention_heads, model.num_kv_heads, model.head_dim};
-  if (d_norm.numel() == tokens * model.hidden_size && d_norm.scalar_type() == type) return;
-  d_norm = Tensor::zeros({tokens, model.hidden_size}, type);
-  d_attention = Tensor::zeros({tokens, attention.output_width()}, type);
-  d_qkv = Tensor::zeros({tokens, attention.qkv_width()}, type);
-  d_hidden = Tensor::zeros({tokens, model.ffn_hidden_size}, type);
-  d_gate = Tensor::zeros({tokens, model.ffn_hidden_size}, type);
-  d_up = Tensor::zeros({tokens, model.ffn_hidden_size}, type);
-  d_middle = Tensor::zeros({tokens, model.hidden_size}, type);
-  d_attention_branch = Tensor::zeros({tokens, model.hidden_size}, type);
+  if (d_norm.numel() == tokens * model.hidden_size && d_norm.scalar_type() == type &&
+      d_norm.device() == device) {
+    return;
+  }
+  d_norm = Tensor::zeros({tokens, model.hidden_size}, type, device);
+  d_attention = Tensor::zeros({tokens, attention.output_width()}, type, device);
+  d_qkv = Tensor::zeros({tokens, attention.qkv_width()}, type, device);
+  d_hidden = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
+  d_gate = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
+  d_up = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
+  d_middle = Tensor::zeros({tokens, model.hidden_size}, type, device);
+  d_attention_branch = Tensor::zeros({tokens, model.hidden_size}, type, device);
 }
 
 TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
@@ -120,57 +130,62 @@ std::uint32_t TransformerLayer::dropout_site(int branch) const {
   return static_cast<std::uint32_t>(1 + 2 * index_ + branch);
 }
 
-void TransformerLayer::allocate(std::int64_t batch, std::int64_t seq, ScalarType type) {
-  if (batch == batch_ && seq == seq_ && norm1_.scalar_type() == type) return;
+void TransformerLayer::allocate(std::int64_t batch, std::int64_t seq, ScalarType type,
+                                Device device) {
+  if (batch == batch_ && seq == seq_ && norm1_.scalar_type() == type && norm1_.device() == device) {
+    return;
+  }
+  const ScalarType statistics = statistics_type(type);
   batch_ = batch;
   seq_ = seq;
   const std::int64_t tokens = batch * seq;
   const std::int64_t hidden = model_.hidden_size;
   const std::int64_t ffn = model_.ffn_hidden_size;
-  norm1_ = Tensor::zeros({tokens, hidden}, type);
-  mean1_ = Tensor::zeros({tokens}, type);
-  rstd1_ = Tensor::zeros({tokens}, type);
-  qkv_ = Tensor::zeros({batch, seq, shape_.qkv_width()}, type);
-  attention_out_ = Tensor::zeros({batch, seq, shape_.output_width()}, type);
-  lse_ = Tensor::zeros({batch, shape_.num_heads, seq}, type);
-  branch_ = Tensor::zeros({tokens, hidden}, type);
-  middle_ = Tensor::zeros({tokens, hidden}, type);
-  norm2_ = Tensor::zeros({tokens, hidden}, type);
-  mean2_ = Tensor::zeros({tokens}, type);
-  rstd2_ = Tensor::zeros({tokens}, type);
-  hidden_in_ = Tensor::zeros({tokens, ffn}, type);
-  up_ = llama_mlp_ ? Tensor::zeros({tokens, ffn}, type) : Tensor();
-  hidden_out_ = Tensor::zeros({tokens, ffn}, type);
+  norm1_ = Tensor::zeros({tokens, hidden}, type, device);
+  mean1_ = Tensor::zeros({tokens}, statistics, device);
+  rstd1_ = Tensor::zeros({tokens}, statistics, device);
+  qkv_ = Tensor::zeros({batch, seq, shape_.qkv_width()}, type, device);
+  attention_out_ = Tensor::zeros({batch, seq, shape_.output_width()}, type, device);
+  lse_ = Tensor::zeros({batch, shape_.num_heads, seq}, statistics, device);
+  branch_ = Tensor::zeros({tokens, hidden}, type, device);
+  middle_ = Tensor::zeros({tokens, hidden}, type, device);
+  norm2_ = Tensor::zeros({tokens, hidden}, type, device);
+  mean2_ = Tensor::zeros({tokens}, statistics, device);
+  rstd2_ = Tensor::zeros({tokens}, statistics, device);
+  hidden_in_ = Tensor::zeros({tokens, ffn}, type, device);
+  up_ = llama_mlp_ ? Tensor::zeros({tokens, ffn}, type, device) : Tensor();
+  hidden_out_ = Tensor::zeros({tokens, ffn}, type, device);
 }
 
 void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContext& dropout) {
-  allocate(x.size(0), x.size(1), x.scalar_type());
+  allocate(x.size(0), x.size(1), x.scalar_type(), x.device());
   const double p = model_.dropout;
   // Attention branch.
-  detail::norm_forward(model_.norm, x, attention_norm_weight_->value,
+  detail::norm_forward(model_.norm, x, attention_norm_weight_->compute,
                        value_of(attention_norm_bias_), model_.norm_epsilon, norm1_, mean1_, rstd1_);
-  linear_forward(norm1_, qkv_weight_->value, value_of(qkv_bias_), qkv_);
+  linear_forward(norm1_, qkv_weight_->compute, value_of(qkv_bias_), qkv_);
   if (model_.rope_theta) {
     rotary_forward(qkv_, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                    *model_.rope_theta);
   }
   causal_attention_forward(qkv_, shape_, attention_out_, lse_);
-  linear_forward(attention_out_, attention_output_weight_->value, value_of(attention_output_bias_),
-                 branch_);
+  linear_forward(attention_out_, attention_output_weight_->compute,
+                 value_of(attention_output_bias_), branch_);
   if (p > 0) dropout_forward(branch_, p, dropout_key(model_, dropout, dropout_site(0)), branch_);
   residual_forward(x, branch_, middle_);
   // MLP branch.
-  detail::norm_forward(model_.norm, middle_, mlp_norm_weight_->value, value_of(mlp_norm_bias_),
+  detail::norm_forward(model_.norm, middle_, mlp_norm_weight_->compute, value_of(mlp_norm_bias_),
                        model_.norm_epsilon, norm2_, mean2_, rstd2_);
-  linear_forward(norm2_, mlp_in_weight_->value, value_of(mlp_in_bias_), hidden_in_);
   if (llama_mlp_) {
-    linear_forward(norm2_, mlp_up_weight_->value, value_of(mlp_up_bias_), up_);
+    linear_forward(norm2_, mlp_in_weight_->compute, value_of(mlp_in_bias_), hidden_in_);
+    linear_forward(norm2_, mlp_up_weight_->compute, value_of(mlp_up_bias_), up_);
     swiglu_forward(hidden_in_, up_, hidden_out_);
   } else {
-    gelu_forward(hidden_in_, hidden_out_);
+    linear_gelu_forward(norm2_, mlp_in_weight_->compute, value_of(mlp_in_bias_), hidden_in_,
+                        hidden_out_);
   }
   Tensor mlp_branch = out.reshaped({batch_ * seq_, model_.hidden_size});
-  linear_forward(hidden_out_, mlp_output_weight_->value, value_of(mlp_output_bias_), mlp_branch);
+  linear_forward(hidden_out_, mlp_output_weight_->compute, value_of(mlp_output_bias_), mlp_branch);
   if (p > 0)
     dropout_forward(mlp_branch, p, dropout_key(model_, dropout, dropout_site(1)), mlp_branch);
   residual_forward(middle_, mlp_branch, mlp_branch);
@@ -179,33 +194,33 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContex
 void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx,
                                 const DropoutContext& dropout, LayerScratch& scratch) {
   const double p = model_.dropout;
-  scratch.resize(model_, batch_ * seq_, x.scalar_type());
+  scratch.resize(model_, batch_ * seq_, x.scalar_type(), x.device());
   // The MLP residual: d_middle starts as d_out, and the MLP branch sees d_out too.
   Tensor& d_middle = scratch.d_middle;
   d_middle.copy_from(d_out);
   const Tensor* d_mlp_out = &d_out;
   Tensor d_mlp_dropped;
   if (p > 0) {
-    d_mlp_dropped = Tensor::zeros(d_out.shape(), d_out.scalar_type());
+    d_mlp_dropped = Tensor::zeros_like(d_out);
     dropout_backward(d_out, p, dropout_key(model_, dropout, dropout_site(1)), d_mlp_dropped);
     d_mlp_out = &d_mlp_dropped;
   }
   scratch.d_hidden.fill_zero();
-  linear_backward(*d_mlp_out, hidden_out_, mlp_output_weight_->value, &scratch.d_hidden,
+  linear_backward(*d_mlp_out, hidden_out_, mlp_output_weight_->compute, &scratch.d_hidden,
                   mlp_output_weight_->gradient, gradient_of(mlp_output_bias_));
   scratch.d_gate.fill_zero();
   scratch.d_norm.fill_zero();
   if (llama_mlp_) {
     scratch.d_up.fill_zero();
     swiglu_backward(scratch.d_hidden, hidden_in_, up_, scratch.d_gate, scratch.d_up);
-    linear_backward(scratch.d_up, norm2_, mlp_up_weight_->value, &scratch.d_norm,
+    linear_backward(scratch.d_up, norm2_, mlp_up_weight_->compute, &scratch.d_norm,
                     mlp_up_weight_->gradient, gradient_of(mlp_up_bias_));
   } else {
     gelu_backward(scratch.d_hidden, hidden_in_, scratch.d_gate);
   }
-  linear_backward(scratch.d_gate, norm2_, mlp_in_weight_->value, &scratch.d_norm,
+  linear_backward(scratch.d_gate, norm2_, mlp_in_weight_->compute, &scratch.d_norm,
                   mlp_in_weight_->gradient, gradient_of(mlp_in_bias_));
-  detail::norm_backward(model_.norm, scratch.d_norm, middle_, mlp_norm_weight_->value, mean2_,
+  detail::norm_backward(model_.norm, scratch.d_norm, middle_, mlp_norm_weight_->compute, mean2_,
                         rstd2_, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
   // The attention residual: dx gets d_middle, and so does the attention branch.
   scratch.d_attention_branch.fill_zero();
@@ -213,14 +228,15 @@ void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx
   const Tensor* d_branch = &scratch.d_attention_branch;
   Tensor d_branch_dropped;
   if (p > 0) {
-    d_branch_dropped = Tensor::zeros(d_middle.shape(), d_middle.scalar_type());
+    d_branch_dropped = Tensor::zeros_like(d_middle);
     dropout_backward(scratch.d_attention_branch, p, dropout_key(model_, dropout, dropout_site(0)),
                      d_branch_dropped);
     d_branch = &d_branch_dropped;
   }
   scratch.d_attention.fill_zero();
-  linear_backward(*d_branch, attention_out_, attention_output_weight_->value, &scratch.d_attention,
-                  attention_output_weight_->gradient, gradient_of(attention_output_bias_));
+  linear_backward(*d_branch, attention_out_, attention_output_weight_->compute,
+                  &scratch.d_attention, attention_output_weight_->gradient,
+                  gradient_of(attention_output_bias_));
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(qkv_.shape());
   causal_attention_backward(scratch.d_attention.reshaped(attention_out_.shape()), qkv_,
@@ -230,9 +246,9 @@ void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx
                     *model_.rope_theta);
   }
   scratch.d_norm.fill_zero();
-  linear_backward(d_qkv, norm1_, qkv_weight_->value, &scratch.d_norm, qkv_weight_->gradient,
+  linear_backward(d_qkv, norm1_, qkv_weight_->compute, &scratch.d_norm, qkv_weight_->gradient,
                   gradient_of(qkv_bias_));
-  detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->value, mean1_,
+  detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, mean1_,
                         rstd1_, dx, attention_norm_weight_->gradient,
                         gradient_of(attention_norm_bias_));
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/causal_attention.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -39,12 +40,25 @@ cpu::RowMatrix<T> block_scores(const ConstStridedMap<T>& q, const ConstStridedMa
   return (q.middleRows(first, rows) * k.topRows(keys).transpose()) * scale;
 }
 
+cuda::AttentionDims cuda_dims(const Tensor& qkv, const AttentionShape& shape) {
+  return cuda::AttentionDims{qkv.size(0), qkv.size(1), shape.num_heads, shape.num_kv_heads,
+                             shape.head_dim};
+}
+
 }  // namespace
 
 void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out,
                               Tensor& lse) {
-  check_cpu_same_type("causal_attention_forward", {&qkv, &out, &lse});
   check_shapes("causal_attention_forward", qkv, shape, out, lse);
+  if (on_cuda("causal_attention_forward", {&qkv, &out, &lse})) {
+    const ScalarType type = check_cuda_types("causal_attention_forward", {&qkv, &out}, {&lse});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_causal_attention_forward(qkv.raw(), out.raw(), lse.data<float>(),
+                                            cuda_dims(qkv, shape), type);
+    }
+    return;
+  }
+  check_cpu_same_type("causal_attention_forward", {&qkv, &out, &lse});
   const std::int64_t batch = qkv.size(0);
   const std::int64_t seq = qkv.size(1);
   const std::int64_t width = shape.qkv_width();
@@ -83,9 +97,19 @@ void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Te
 
 void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                const Tensor& lse, const AttentionShape& shape, Tensor& dqkv) {
-  check_cpu_same_type("causal_attention_backward", {&dout, &qkv, &out, &lse, &dqkv});
   check_shapes("causal_attention_backward", qkv, shape, out, lse);
   check_same_numel("causal_attention_backward", qkv, dqkv);
+  check_same_numel("causal_attention_backward", out, dout);
+  if (on_cuda("causal_attention_backward", {&dout, &qkv, &out, &lse, &dqkv})) {
+    const ScalarType type =
+        check_cuda_types("causal_attention_backward", {&dout, &qkv, &out, &dqkv}, {&lse});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_causal_attention_backward(dout.raw(), qkv.raw(), out.raw(), lse.data<float>(),
+                                             dqkv.raw(), cuda_dims(qkv, shape), type);
+    }
+    return;
+  }
+  check_cpu_same_type("causal_attention_backward", {&dout, &qkv, &out, &lse, &dqkv});
   const std::int64_t batch = qkv.size(0);
   const std::int64_t seq = qkv.size(1);
   const std::int64_t width = shape.qkv_width();

@@ -1,5 +1,6 @@
 #include "strata/executor/ops/dropout.h"
 
+#include "cuda/dropout.cuh"
 #include "strata/executor/ops/dispatch.h"
 #include "strata/executor/random/counter_random.h"
 
@@ -34,12 +35,23 @@ void apply_mask(const T* in, double probability, const DropoutKey& key, std::int
 
 void run_dropout(const char* op, const Tensor& in, double probability, const DropoutKey& key,
                  Tensor& out, bool accumulate) {
-  check_cpu_same_type(op, {&in, &out});
   check_same_numel(op, in, out);
   STRATA_CHECK(probability >= 0 && probability < 1, "{}: probability {}", op, probability);
   const std::int64_t features = in.size(-1);
   STRATA_CHECK(key.total_features >= key.first_feature + features, "{}: features {} + {} > {}", op,
                key.first_feature, features, key.total_features);
+  if (on_cuda(op, {&in, &out})) {
+    const ScalarType type = check_cuda_types(op, {&in, &out}, {});
+    if constexpr (kCudaBackendBuilt) {
+      const RandomStream stream = stream_of(key);
+      cuda::launch_dropout(in.raw(), out.raw(), in.numel() / features, features,
+                           cuda::DropoutLaunch{stream.seed, stream.stream, key.first_token,
+                                               key.first_feature, key.total_features, probability},
+                           accumulate, type);
+    }
+    return;
+  }
+  check_cpu_same_type(op, {&in, &out});
   dispatch_floating(in.scalar_type(), op, [&]<class T>() {
     apply_mask(in.data<T>(), probability, key, features, in.numel() / features, out.data<T>(),
                accumulate);

@@ -1,5 +1,6 @@
 #include "strata/executor/ops/embedding.h"
 
+#include "cuda/embedding.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -17,10 +18,18 @@ void check_ids(const Tensor& ids, std::int64_t vocab) {
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
-  check_cpu_same_type("embedding_forward", {&table, &out});
   const std::int64_t hidden = table.size(1);
   STRATA_CHECK(out.numel() == ids.numel() * hidden, "embedding_forward: out {} for {} ids",
                shape_to_string(out.shape()), ids.numel());
+  if (on_cuda("embedding_forward", {&ids, &table, &out})) {
+    const ScalarType type = check_cuda_types("embedding_forward", {&table, &out}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_embedding_forward(ids.data<std::int32_t>(), table.raw(), out.raw(), ids.numel(),
+                                     hidden, table.size(0), type);
+    }
+    return;
+  }
+  check_cpu_same_type("embedding_forward", {&table, &out});
   check_ids(ids, table.size(0));
   dispatch_floating(table.scalar_type(), "embedding_forward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(table, hidden);
@@ -31,8 +40,18 @@ void embedding_forward(const Tensor& ids, const Tensor& table, Tensor& out) {
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
-  check_cpu_same_type("embedding_backward", {&dout, &dtable});
   const std::int64_t hidden = dtable.size(1);
+  STRATA_CHECK(dout.numel() == ids.numel() * hidden, "embedding_backward: dout {} for {} ids",
+               shape_to_string(dout.shape()), ids.numel());
+  if (on_cuda("embedding_backward", {&ids, &dout, &dtable})) {
+    const ScalarType type = check_cuda_types("embedding_backward", {&dout}, {&dtable});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_embedding_backward(ids.data<std::int32_t>(), dout.raw(), dtable.data<float>(),
+                                      ids.numel(), hidden, dtable.size(0), type);
+    }
+    return;
+  }
+  check_cpu_same_type("embedding_backward", {&dout, &dtable});
   check_ids(ids, dtable.size(0));
   dispatch_floating(dtable.scalar_type(), "embedding_backward", [&]<class T>() {
     auto rows = cpu::as_matrix<T>(dtable, hidden);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "cuda/gelu.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -17,8 +18,13 @@ const double kTanhScale = std::sqrt(2.0 / std::numbers::pi);
 // Written over Eigen arrays so that tanh runs vectorised (Eigen's ptanh); a scalar std::tanh per
 // element cost about a tenth of a GPT-2 training step.
 void gelu_forward(const Tensor& x, Tensor& y) {
-  check_cpu_same_type("gelu_forward", {&x, &y});
   check_same_numel("gelu_forward", x, y);
+  if (on_cuda("gelu_forward", {&x, &y})) {
+    const ScalarType type = check_cuda_types("gelu_forward", {&x, &y}, {});
+    if constexpr (kCudaBackendBuilt) cuda::launch_gelu_forward(x.raw(), y.raw(), x.numel(), type);
+    return;
+  }
+  check_cpu_same_type("gelu_forward", {&x, &y});
   dispatch_floating(x.scalar_type(), "gelu_forward", [&]<class T>() {
     const auto in = cpu::as_vector<T>(x).array();
     const auto t =
@@ -28,8 +34,16 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
-  check_cpu_same_type("gelu_backward", {&dy, &x, &dx});
   check_same_numel("gelu_backward", x, dx);
+  check_same_numel("gelu_backward", x, dy);
+  if (on_cuda("gelu_backward", {&dy, &x, &dx})) {
+    const ScalarType type = check_cuda_types("gelu_backward", {&dy, &x, &dx}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_gelu_backward(dy.raw(), x.raw(), dx.raw(), x.numel(), type);
+    }
+    return;
+  }
+  check_cpu_same_type("gelu_backward", {&dy, &x, &dx});
   dispatch_floating(x.scalar_type(), "gelu_backward", [&]<class T>() {
     const T scale = static_cast<T>(kTanhScale);
     const T cubic = static_cast<T>(kCubicCoefficient);

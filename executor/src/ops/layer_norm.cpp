@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "cuda/layer_norm.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -9,9 +10,22 @@ namespace strata::executor {
 
 void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, double epsilon,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  check_cpu_same_type("layer_norm_forward", {&x, &weight, bias, &y, &mean, &rstd});
   const std::int64_t hidden = weight.numel();
   check_same_numel("layer_norm_forward", x, y);
+  STRATA_CHECK(mean.numel() * hidden == x.numel() && rstd.numel() == mean.numel(),
+               "layer_norm_forward: x {} mean {} rstd {}", shape_to_string(x.shape()),
+               shape_to_string(mean.shape()), shape_to_string(rstd.shape()));
+  if (on_cuda("layer_norm_forward", {&x, &weight, bias, &y, &mean, &rstd})) {
+    const ScalarType type =
+        check_cuda_types("layer_norm_forward", {&x, &weight, bias, &y}, {&mean, &rstd});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_layer_norm_forward(x.raw(), weight.raw(), bias ? bias->raw() : nullptr, epsilon,
+                                      y.raw(), mean.data<float>(), rstd.data<float>(),
+                                      x.numel() / hidden, hidden, type);
+    }
+    return;
+  }
+  check_cpu_same_type("layer_norm_forward", {&x, &weight, bias, &y, &mean, &rstd});
   dispatch_floating(x.scalar_type(), "layer_norm_forward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(x, hidden);
     auto out = cpu::as_matrix<T>(y, hidden);
@@ -33,9 +47,22 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor* bia
 void layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dweight,
                          Tensor* dbias) {
+  const std::int64_t hidden = weight.numel();
+  check_same_numel("layer_norm_backward", x, dy);
+  check_same_numel("layer_norm_backward", x, dx);
+  if (on_cuda("layer_norm_backward", {&dy, &x, &weight, &mean, &rstd, &dx, &dweight, dbias})) {
+    const ScalarType type = check_cuda_types("layer_norm_backward", {&dy, &x, &weight, &dx},
+                                             {&mean, &rstd, &dweight, dbias});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_layer_norm_backward(dy.raw(), x.raw(), weight.raw(), mean.data<float>(),
+                                       rstd.data<float>(), dx.raw(), dweight.data<float>(),
+                                       dbias ? dbias->data<float>() : nullptr, x.numel() / hidden,
+                                       hidden, type);
+    }
+    return;
+  }
   check_cpu_same_type("layer_norm_backward",
                       {&dy, &x, &weight, &mean, &rstd, &dx, &dweight, dbias});
-  const std::int64_t hidden = weight.numel();
   dispatch_floating(x.scalar_type(), "layer_norm_backward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(x, hidden);
     const auto grad_out = cpu::as_matrix<T>(dy, hidden);

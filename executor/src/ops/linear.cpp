@@ -1,17 +1,42 @@
 #include "strata/executor/ops/linear.h"
 
+#include "cuda/linear.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
+#include "strata/executor/ops/gelu.h"
 
 namespace strata::executor {
+namespace {
+
+void check_shapes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& y) {
+  const std::int64_t in = weight.size(1);
+  const std::int64_t out = weight.size(0);
+  STRATA_CHECK(x.numel() % in == 0 && y.numel() / out == x.numel() / in && y.numel() % out == 0,
+               "{}: x {} y {} weight {}", op, shape_to_string(x.shape()),
+               shape_to_string(y.shape()), shape_to_string(weight.shape()));
+}
+
+void cuda_forward(const char* op, const Tensor& x, const Tensor& weight, const Tensor* bias,
+                  Tensor* gelu_input, Tensor& y) {
+  const ScalarType type = check_cuda_types(op, {&x, &weight, bias, gelu_input, &y}, {});
+  if constexpr (kCudaBackendBuilt) {
+    cuda::launch_linear_forward(x.raw(), weight.raw(), bias ? bias->raw() : nullptr, y.raw(),
+                                gelu_input ? gelu_input->raw() : nullptr,
+                                x.numel() / weight.size(1), weight.size(1), weight.size(0), type);
+  }
+}
+
+}  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y) {
+  check_shapes("linear_forward", x, weight, y);
+  if (on_cuda("linear_forward", {&x, &weight, bias, &y})) {
+    cuda_forward("linear_forward", x, weight, bias, nullptr, y);
+    return;
+  }
   check_cpu_same_type("linear_forward", {&x, &weight, bias, &y});
   const std::int64_t in = weight.size(1);
   const std::int64_t out = weight.size(0);
-  STRATA_CHECK(x.numel() % in == 0 && y.numel() / out == x.numel() / in,
-               "linear_forward: x {} y {} weight {}", shape_to_string(x.shape()),
-               shape_to_string(y.shape()), shape_to_string(weight.shape()));
   dispatch_floating(x.scalar_type(), "linear_forward", [&]<class T>() {
     auto y_matrix = cpu::as_matrix<T>(y, out);
     y_matrix.noalias() = cpu::as_matrix<T>(x, in) * cpu::as_matrix<T>(weight, in).transpose();
@@ -19,12 +44,40 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, T
   });
 }
 
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                         Tensor& gelu_input, Tensor& y) {
+  check_shapes("linear_gelu_forward", x, weight, y);
+  check_same_numel("linear_gelu_forward", gelu_input, y);
+  if (on_cuda("linear_gelu_forward", {&x, &weight, bias, &gelu_input, &y})) {
+    cuda_forward("linear_gelu_forward", x, weight, bias, &gelu_input, y);
+    return;
+  }
+  linear_forward(x, weight, bias, gelu_input);
+  gelu_forward(gelu_input, y);
+}
+
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, Tensor* dx,
                      Tensor& dweight, Tensor* dbias) {
-  check_cpu_same_type("linear_backward", {&dy, &x, &weight, dx, &dweight, dbias});
+  check_shapes("linear_backward", x, weight, dy);
+  check_same_numel("linear_backward", weight, dweight);
+  if (dx != nullptr) check_same_numel("linear_backward", x, *dx);
   const std::int64_t in = weight.size(1);
   const std::int64_t out = weight.size(0);
-  check_same_numel("linear_backward", weight, dweight);
+  if (on_cuda("linear_backward", {&dy, &x, &weight, dx, &dweight, dbias})) {
+    const ScalarType type =
+        check_cuda_types("linear_backward", {&dy, &x, &weight, dx}, {&dweight, dbias});
+    if constexpr (kCudaBackendBuilt) {
+      const std::int64_t rows = x.numel() / in;
+      if (dx != nullptr) {
+        cuda::launch_linear_backward_input(dy.raw(), weight.raw(), dx->raw(), rows, in, out, type);
+      }
+      cuda::launch_linear_backward_parameters(dy.raw(), x.raw(), dweight.data<float>(),
+                                              dbias ? dbias->data<float>() : nullptr, rows, in, out,
+                                              type);
+    }
+    return;
+  }
+  check_cpu_same_type("linear_backward", {&dy, &x, &weight, dx, &dweight, dbias});
   dispatch_floating(x.scalar_type(), "linear_backward", [&]<class T>() {
     const auto dy_matrix = cpu::as_matrix<T>(dy, out);
     if (dx != nullptr) {

@@ -1,17 +1,25 @@
 #include "strata/executor/ops/position_embedding.h"
 
+#include "cuda/position_embedding.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
 namespace strata::executor {
 
 void position_embedding_forward(const Tensor& table, Tensor& x) {
-  check_cpu_same_type("position_embedding_forward", {&table, &x});
   const std::int64_t seq = x.size(1);
   const std::int64_t hidden = x.size(2);
   STRATA_CHECK(seq <= table.size(0) && hidden == table.size(1),
                "position_embedding_forward: x {} table {}", shape_to_string(x.shape()),
                shape_to_string(table.shape()));
+  if (on_cuda("position_embedding_forward", {&table, &x})) {
+    const ScalarType type = check_cuda_types("position_embedding_forward", {&table, &x}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_position_embedding_forward(table.raw(), x.raw(), x.size(0), seq, hidden, type);
+    }
+    return;
+  }
+  check_cpu_same_type("position_embedding_forward", {&table, &x});
   dispatch_floating(x.scalar_type(), "position_embedding_forward", [&]<class T>() {
     const auto positions = cpu::as_matrix<T>(table, hidden).topRows(seq);
     for (std::int64_t b = 0; b < x.size(0); ++b) {
@@ -21,9 +29,20 @@ void position_embedding_forward(const Tensor& table, Tensor& x) {
 }
 
 void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
-  check_cpu_same_type("position_embedding_backward", {&dx, &dtable});
   const std::int64_t seq = dx.size(1);
   const std::int64_t hidden = dx.size(2);
+  STRATA_CHECK(seq <= dtable.size(0) && hidden == dtable.size(1),
+               "position_embedding_backward: dx {} dtable {}", shape_to_string(dx.shape()),
+               shape_to_string(dtable.shape()));
+  if (on_cuda("position_embedding_backward", {&dx, &dtable})) {
+    const ScalarType type = check_cuda_types("position_embedding_backward", {&dx}, {&dtable});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_position_embedding_backward(dx.raw(), dtable.data<float>(), dx.size(0), seq,
+                                               hidden, type);
+    }
+    return;
+  }
+  check_cpu_same_type("position_embedding_backward", {&dx, &dtable});
   dispatch_floating(dx.scalar_type(), "position_embedding_backward", [&]<class T>() {
     auto positions = cpu::as_matrix<T>(dtable, hidden).topRows(seq);
     for (std::int64_t b = 0; b < dx.size(0); ++b) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "cuda/rms_norm.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -9,9 +10,19 @@ namespace strata::executor {
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, double epsilon, Tensor& y,
                       Tensor& rstd) {
-  check_cpu_same_type("rms_norm_forward", {&x, &weight, &y, &rstd});
   const std::int64_t hidden = weight.numel();
   check_same_numel("rms_norm_forward", x, y);
+  STRATA_CHECK(rstd.numel() * hidden == x.numel(), "rms_norm_forward: x {} rstd {}",
+               shape_to_string(x.shape()), shape_to_string(rstd.shape()));
+  if (on_cuda("rms_norm_forward", {&x, &weight, &y, &rstd})) {
+    const ScalarType type = check_cuda_types("rms_norm_forward", {&x, &weight, &y}, {&rstd});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_rms_norm_forward(x.raw(), weight.raw(), epsilon, y.raw(), rstd.data<float>(),
+                                    x.numel() / hidden, hidden, type);
+    }
+    return;
+  }
+  check_cpu_same_type("rms_norm_forward", {&x, &weight, &y, &rstd});
   dispatch_floating(x.scalar_type(), "rms_norm_forward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(x, hidden);
     auto out = cpu::as_matrix<T>(y, hidden);
@@ -28,8 +39,19 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, double epsilon, Ten
 
 void rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                        Tensor& dx, Tensor& dweight) {
-  check_cpu_same_type("rms_norm_backward", {&dy, &x, &weight, &rstd, &dx, &dweight});
   const std::int64_t hidden = weight.numel();
+  check_same_numel("rms_norm_backward", x, dy);
+  check_same_numel("rms_norm_backward", x, dx);
+  if (on_cuda("rms_norm_backward", {&dy, &x, &weight, &rstd, &dx, &dweight})) {
+    const ScalarType type =
+        check_cuda_types("rms_norm_backward", {&dy, &x, &weight, &dx}, {&rstd, &dweight});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_rms_norm_backward(dy.raw(), x.raw(), weight.raw(), rstd.data<float>(), dx.raw(),
+                                     dweight.data<float>(), x.numel() / hidden, hidden, type);
+    }
+    return;
+  }
+  check_cpu_same_type("rms_norm_backward", {&dy, &x, &weight, &rstd, &dx, &dweight});
   dispatch_floating(x.scalar_type(), "rms_norm_backward", [&]<class T>() {
     const auto rows = cpu::as_matrix<T>(x, hidden);
     const auto grad_out = cpu::as_matrix<T>(dy, hidden);

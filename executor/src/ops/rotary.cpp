@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "cuda/rotary.cuh"
 #include "strata/executor/ops/dispatch.h"
 
 namespace strata::executor {
@@ -11,9 +12,17 @@ namespace {
 // direction +1 rotates forward, −1 applies the inverse (= transpose) rotation.
 void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head_dim, double theta,
             int direction) {
-  check_cpu_same_type(op, {&x});
   STRATA_CHECK(head_dim % 2 == 0 && x.dim() == 3 && num_heads * head_dim <= x.size(2),
                "{}: {} heads of {} in {}", op, num_heads, head_dim, shape_to_string(x.shape()));
+  if (on_cuda(op, {&x})) {
+    const ScalarType type = check_cuda_types(op, {&x}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_rotary(x.raw(), x.size(0), x.size(1), x.size(2), num_heads, head_dim, theta,
+                          direction, type);
+    }
+    return;
+  }
+  check_cpu_same_type(op, {&x});
   const std::int64_t seq = x.size(1);
   const std::int64_t width = x.size(2);
   const std::int64_t half = head_dim / 2;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "../cuda/reductions.cuh"
+#include "cuda/adamw.cuh"
 #include "eigen_maps.h"
 #include "strata/executor/ops/dispatch.h"
 
@@ -10,6 +12,15 @@ namespace strata::executor {
 double global_gradient_norm(std::span<const Tensor> gradients) {
   double sum_of_squares = 0;
   for (const Tensor& gradient : gradients) {
+    if (on_cuda("global_gradient_norm", {&gradient})) {
+      check_cuda_types("global_gradient_norm", {&gradient}, {&gradient});
+      if constexpr (kCudaBackendBuilt) {
+        Tensor result = Tensor::zeros({1}, ScalarType::float64, Device::cuda);
+        cuda::launch_sum(gradient.data<float>(), gradient.numel(), true, result.data<double>());
+        sum_of_squares += result.to(Device::cpu).data<double>()[0];
+      }
+      continue;
+    }
     check_cpu_same_type("global_gradient_norm", {&gradient});
     sum_of_squares +=
         dispatch_floating(gradient.scalar_type(), "global_gradient_norm", [&]<class T>() {
@@ -24,6 +35,12 @@ double clip_gradients(std::span<Tensor> gradients, double max_norm) {
   if (max_norm <= 0 || norm <= max_norm) return norm;
   const double scale = max_norm / (norm + 1e-6);
   for (Tensor& gradient : gradients) {
+    if (gradient.device() == Device::cuda) {
+      if constexpr (kCudaBackendBuilt) {
+        cuda::launch_scale(gradient.data<float>(), gradient.numel(), static_cast<float>(scale));
+      }
+      continue;
+    }
     dispatch_floating(gradient.scalar_type(), "clip_gradients",
                       [&]<class T>() { cpu::as_vector<T>(gradient) *= static_cast<T>(scale); });
   }

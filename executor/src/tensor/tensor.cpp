@@ -5,30 +5,21 @@
 
 #include <cstring>
 
+#include "../cuda/device_memory.h"
+#include "strata/executor/cuda/cuda_device.h"
+
 namespace strata::executor {
+namespace {
 
-std::size_t scalar_bytes(ScalarType type) {
-  switch (type) {
-    case ScalarType::float32:
-    case ScalarType::int32:
-      return 4;
-    case ScalarType::float64:
-      return 8;
+void check_device_built(Device device) {
+  if (device == Device::cuda && !kCudaBackendBuilt) {
+    throw DeviceError(
+        "a CUDA tensor was asked for, but this build has no CUDA backend (the "
+        "CUDA toolkit was not found when it was configured)");
   }
-  return 0;
 }
 
-const char* scalar_type_name(ScalarType type) {
-  switch (type) {
-    case ScalarType::float32:
-      return "float32";
-    case ScalarType::float64:
-      return "float64";
-    case ScalarType::int32:
-      return "int32";
-  }
-  return "?";
-}
+}  // namespace
 
 std::string shape_to_string(const Shape& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
@@ -50,12 +41,27 @@ Tensor Tensor::zeros(Shape shape, ScalarType type, Device device) {
   tensor.type_ = type;
   tensor.device_ = device;
   const std::size_t bytes = tensor.bytes();
+  check_device_built(device);
+  if (device == Device::cuda) {
+    if constexpr (kCudaBackendBuilt) {
+      tensor.owner_ = std::shared_ptr<std::byte[]>(
+          static_cast<std::byte*>(cuda::device_allocate(bytes > 0 ? bytes : 1)),
+          [](std::byte* pointer) { cuda::device_release(pointer); });
+      tensor.data_ = tensor.owner_.get();
+      if (bytes > 0) cuda::device_fill_zero(tensor.data_, bytes);
+    }
+    return tensor;
+  }
   // Value-initialised: zeros. 64-byte alignment keeps Eigen's vectorised loads aligned.
   tensor.owner_ = std::shared_ptr<std::byte[]>(
       new (std::align_val_t{64}) std::byte[bytes > 0 ? bytes : 1](),
       [](std::byte* pointer) { ::operator delete[](pointer, std::align_val_t{64}); });
   tensor.data_ = tensor.owner_.get();
   return tensor;
+}
+
+Tensor Tensor::zeros_like(const Tensor& other) {
+  return zeros(other.shape_, other.type_, other.device_);
 }
 
 Tensor Tensor::borrow(void* data, Shape shape, ScalarType type, Device device) {
@@ -91,14 +97,32 @@ Tensor Tensor::view(std::int64_t offset, Shape shape) const {
 }
 
 void Tensor::fill_zero() {
-  if (numel_ > 0) std::memset(data_, 0, bytes());
+  if (numel_ == 0) return;
+  if (device_ == Device::cuda) {
+    if constexpr (kCudaBackendBuilt) cuda::device_fill_zero(data_, bytes());
+    return;
+  }
+  std::memset(data_, 0, bytes());
 }
 
 void Tensor::copy_from(const Tensor& source) {
   STRATA_CHECK(source.type_ == type_ && source.numel_ == numel_, "copy of {} {} into {} {}",
                scalar_type_name(source.type_), shape_to_string(source.shape_),
                scalar_type_name(type_), shape_to_string(shape_));
-  if (numel_ > 0) std::memcpy(data_, source.data_, bytes());
+  if (numel_ == 0) return;
+  if (device_ == Device::cuda || source.device_ == Device::cuda) {
+    if constexpr (kCudaBackendBuilt) {
+      cuda::device_copy(data_, device_, source.data_, source.device_, bytes());
+    }
+    return;
+  }
+  std::memcpy(data_, source.data_, bytes());
+}
+
+Tensor Tensor::to(Device device) const {
+  Tensor result = zeros(shape_, type_, device);
+  result.copy_from(*this);
+  return result;
 }
 
 void Tensor::check_type(ScalarType wanted) const {

@@ -6,13 +6,19 @@
 #include <chrono>
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/cuda/cuda_device.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::executor {
 
 using schemas::InputError;
 
-void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& plan_source) {
+ScalarType compute_type_of(const schemas::Plan& plan) {
+  return plan.precision == schemas::Dtype::bf16 ? ScalarType::bfloat16 : ScalarType::float32;
+}
+
+void check_plan_runs_on_one_device(const schemas::Plan& plan, const std::string& plan_source,
+                                   Device device) {
   const schemas::Mesh& mesh = plan.mesh;
   for (const auto& [axis, size] :
        {std::pair{"tp", mesh.tp}, std::pair{"cp", mesh.cp}, std::pair{"dp", mesh.dp},
@@ -24,17 +30,26 @@ void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& pl
                                    axis, size));
     }
   }
-  if (plan.precision != schemas::Dtype::fp32) {
+  const bool cuda = device == Device::cuda;
+  if (plan.precision != schemas::Dtype::fp32 && !(cuda && plan.precision == schemas::Dtype::bf16)) {
     throw InputError(plan_source, "/precision",
-                     fmt::format("the CPU backend trains in fp32, the plan says {}",
+                     fmt::format("the {} backend trains in {}, the plan says {}",
+                                 cuda ? "CUDA" : "CPU", cuda ? "fp32 or bf16" : "fp32",
                                  schemas::name_of(plan.precision, schemas::kDtypeNames)));
+  }
+  if (cuda) {
+    std::string why_not;
+    if (!cuda_device_info(&why_not)) {
+      throw InputError("--device", "", fmt::format("cuda: no GPU to train on ({})", why_not));
+    }
   }
   if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
     throw InputError(plan_source, "/recompute",
-                     "the CPU executor keeps every activation; use recompute none");
+                     "the one-device executor keeps every activation; use recompute none");
   }
   check_executor_supports(plan.model, plan_source, "/model");
-  // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter.
+  // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter
+  // (in host memory; a GPU run stages its initial values and its checkpoints through it).
   std::int64_t parameters = 0;
   for (const ParameterSpec& spec : transformer_parameters(plan.model)) {
     parameters += shape_numel(spec.shape);
@@ -55,8 +70,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
                  TrainingOptions options)
     : plan_(plan),
       options_(std::move(options)),
-      model_((check_plan_runs_on_one_cpu(plan, plan_source), plan.model), ScalarType::float32,
-             options_.seed),
+      model_((check_plan_runs_on_one_device(plan, plan_source, options_.device), plan.model),
+             compute_type_of(plan), options_.seed, options_.device),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
@@ -87,9 +102,13 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
   inputs_ =
       Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
   targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
+  device_inputs_ = options_.device == Device::cpu ? inputs_ : inputs_.to(options_.device);
+  device_targets_ = options_.device == Device::cpu ? targets_ : targets_.to(options_.device);
 }
 
 StepRecord Trainer::train_step() {
+  const bool cuda = options_.device == Device::cuda;
+  if (cuda) reset_cuda_peak_memory();
   const auto start = std::chrono::steady_clock::now();
   const schemas::BatchConfig& batch = plan_.batch;
   const std::int64_t step = state_.step;
@@ -101,11 +120,16 @@ StepRecord Trainer::train_step() {
   for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
     const std::int64_t first_sample = micro * batch.micro_batch_size;
     sampler_.fill(step, first_sample, inputs_, targets_);
+    if (cuda) {
+      device_inputs_.copy_from(inputs_);
+      device_targets_.copy_from(targets_);
+    }
     const DropoutContext dropout{state_.seed, static_cast<std::uint64_t>(step),
                                  first_sample * batch.seq_length};
-    loss_sum += model_.forward_backward(inputs_, targets_, loss_scale, dropout);
+    loss_sum += model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
   }
   const double rate = schedule_.at(step);
+  // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
   const double norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
                                      options_.max_gradient_norm);
   state_.step += 1;
@@ -117,7 +141,8 @@ StepRecord Trainer::train_step() {
                     rate,
                     norm,
                     static_cast<double>(step_tokens) / seconds,
-                    seconds};
+                    seconds,
+                    cuda ? cuda_memory_stats().peak_allocated_bytes : 0};
 }
 
 TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step) {

@@ -1,9 +1,15 @@
 // ParameterStore: a model's named parameters as views into one flat value buffer and one flat
 // gradient buffer, in a fixed order. Used by the model (views per layer), the optimizer (one pass
 // over the flat buffers), checkpoints (the buffers are the file) and the PyTorch reference export.
+//
+// Mixed precision (the CUDA backend's bfloat16 training) adds a third flat buffer: the working
+// copy of the values in the compute type, which forward and backward read, while the optimizer
+// updates the float32 masters and refreshes the copy in the same pass. Gradients stay float32.
+// Without a separate compute type, `compute` is the values themselves.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +34,17 @@ struct ParameterSpec {
 struct ParameterEntry {
   ParameterSpec spec;
   std::int64_t offset = 0;  // first element in the flat buffers
-  Tensor value;
+  Tensor value;             // the master value
   Tensor gradient;
+  Tensor compute;  // what the model computes with: value, or its working copy
 };
 
 class ParameterStore {
  public:
-  ParameterStore(std::vector<ParameterSpec> specs, ScalarType type);
+  // Values and gradients in `type` on `device`; a compute_type other than `type` adds the
+  // working copy.
+  ParameterStore(std::vector<ParameterSpec> specs, ScalarType type, Device device = Device::cpu,
+                 std::optional<ScalarType> compute_type = std::nullopt);
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -44,6 +54,15 @@ class ParameterStore {
   ParameterEntry& entry(const std::string& name);
   const ParameterEntry& entry(const std::string& name) const;
   bool contains(const std::string& name) const;
+  std::vector<ParameterSpec> specs() const;
+
+  Device device() const { return values_.device(); }
+  ScalarType compute_type() const { return compute_values_.scalar_type(); }
+  bool has_working_copy() const { return compute_values_.raw() != values_.raw(); }
+  // The working copy's flat buffer (the values themselves without one).
+  Tensor& compute_values() { return compute_values_; }
+  // Rounds the values into the working copy: after anything but the optimizer writes them.
+  void refresh_compute_values();
 
   Tensor& values() { return values_; }
   const Tensor& values() const { return values_; }
@@ -53,13 +72,15 @@ class ParameterStore {
   void zero_gradients() { gradients_.fill_zero(); }
 
   // Sets every value from its init rule: element i of parameter P is a pure function of
-  // (seed, P's name, i) (see parameter_init.h), so any shard can be made on its own.
+  // (seed, P's name, i) (see parameter_init.h), so any shard can be made on its own. Drawn in
+  // host memory (on all cores) and copied to the device.
   void initialize(std::uint64_t seed);
 
  private:
   std::vector<ParameterEntry> entries_;
   Tensor values_;
   Tensor gradients_;
+  Tensor compute_values_;
 };
 
 }  // namespace strata::executor

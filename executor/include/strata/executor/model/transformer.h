@@ -26,16 +26,22 @@ std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& mo
 
 class Transformer {
  public:
-  // Parameters are initialised from `seed` (see parameter_init.h).
-  Transformer(schemas::ModelConfig model, ScalarType type, std::uint64_t seed);
+  // Parameters are initialised from `seed` (see parameter_init.h). `type` is what the model
+  // computes in: float32/float64 on the CPU; float32 or bfloat16 on CUDA, where bfloat16 means
+  // mixed precision — float32 master weights, gradients and statistics, a bfloat16 working copy
+  // of the weights and bfloat16 activations.
+  Transformer(schemas::ModelConfig model, ScalarType type, std::uint64_t seed,
+              Device device = Device::cpu);
 
   const schemas::ModelConfig& config() const { return model_; }
   ParameterStore& parameters() { return *parameters_; }
   const ParameterStore& parameters() const { return *parameters_; }
   ScalarType scalar_type() const { return type_; }
+  Device device() const { return device_; }
 
-  // inputs and targets are int32 [batch, seq]. Returns the mean token loss of this micro-batch
-  // and accumulates the gradient of loss_scale·Σ token losses into the parameter store.
+  // inputs and targets are int32 [batch, seq] on the model's device. Returns the mean token loss of
+  // this micro-batch and accumulates the gradient of loss_scale·Σ token losses into the parameter
+  // store.
   double forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
                           const DropoutContext& dropout);
   // The same mean loss without backward (dropout, if any, applied with the same masks).
@@ -47,6 +53,8 @@ class Transformer {
 
   schemas::ModelConfig model_;
   ScalarType type_;
+  ScalarType statistics_type_;
+  Device device_;
   std::unique_ptr<ParameterStore> parameters_;
   std::vector<TransformerLayer> layers_;
   LayerScratch scratch_;
@@ -58,8 +66,8 @@ class Transformer {
 
   std::int64_t batch_ = 0, seq_ = 0;
   std::vector<Tensor> residuals_;  // [layers + 1] × [batch, seq, hidden]: each layer's input
-  Tensor final_norm_, final_mean_, final_rstd_, logits_, losses_;
-  Tensor d_logits_, d_final_norm_, d_residual_, d_residual_next_;
+  Tensor final_norm_, final_mean_, final_rstd_, logits_, losses_, log_sum_exp_;
+  Tensor d_final_norm_, d_residual_, d_residual_next_;
 };
 
 }  // namespace strata::executor

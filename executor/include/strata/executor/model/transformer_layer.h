@@ -36,7 +36,8 @@ std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConf
 // Per-micro-batch buffers shared by all layers (the backward scratch), sized for [batch, seq].
 struct LayerScratch {
   Tensor d_norm, d_attention, d_qkv, d_hidden, d_gate, d_up, d_middle, d_attention_branch;
-  void resize(const schemas::ModelConfig& model, std::int64_t tokens, ScalarType type);
+  void resize(const schemas::ModelConfig& model, std::int64_t tokens, ScalarType type,
+              Device device);
 };
 
 class TransformerLayer {
@@ -50,7 +51,7 @@ class TransformerLayer {
                 LayerScratch& scratch);
 
  private:
-  void allocate(std::int64_t batch, std::int64_t seq, ScalarType type);
+  void allocate(std::int64_t batch, std::int64_t seq, ScalarType type, Device device);
   std::uint32_t dropout_site(int branch) const;
 
   const schemas::ModelConfig& model_;

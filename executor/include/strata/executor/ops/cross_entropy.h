@@ -1,16 +1,36 @@
-// Softmax cross-entropy over the vocabulary, forward and backward. Used by the LM head's loss.
+// Softmax cross-entropy over the vocabulary, forward and backward, for the whole vocabulary or
+// for a shard of it (vocab-parallel loss: each rank holds columns [vocab_start, vocab_start +
+// shard) and the per-row statistics are combined across ranks, so no rank gathers the logits).
+// Used by the LM head's loss.
+//
+// logits are [n, columns] (float32/float64 on the CPU; float32 or bfloat16 on CUDA), targets int32
+// [n] indices into the whole vocabulary; the statistics, losses and log-sum-exps are float32 on
+// CUDA (the logits' type on the CPU).
 #pragma once
+
+#include <cstdint>
 
 #include "strata/executor/tensor/tensor.h"
 
 namespace strata::executor {
 
-// losses[n] = log Σ_v exp(logits[n, v]) − logits[n, targets[n]] for logits [n, vocab] and int32
-// targets [n] in [0, vocab).
-void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses);
-// dlogits[n] += loss_scale·(softmax(logits[n]) − onehot(targets[n])); loss_scale is the weight
-// of each token's loss in the step's loss (1 / tokens in the global batch for a mean).
-void cross_entropy_backward(const Tensor& logits, const Tensor& targets, double loss_scale,
-                            Tensor& dlogits);
+// The whole vocabulary: losses[n] = lse[n] − logits[n, targets[n]] with
+// lse[n] = log Σ_v exp(logits[n, v]), kept for the backward.
+void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& losses,
+                           Tensor& log_sum_exp);
+
+// One shard's part: row_max[n] = max_v logits[n, v], row_sum_exp[n] = Σ_v exp(logits[n, v] −
+// row_max[n]) and target_logit[n] = logits[n, targets[n] − vocab_start] when the target falls in
+// the shard, else 0. Across shards: M = max row_max, lse = M + log Σ row_sum_exp·exp(row_max −
+// M), loss = lse − Σ target_logit.
+void cross_entropy_shard_statistics(const Tensor& logits, const Tensor& targets,
+                                    std::int64_t vocab_start, Tensor& row_max, Tensor& row_sum_exp,
+                                    Tensor& target_logit);
+
+// dlogits[n, v] = loss_scale·(exp(logits[n, v] − lse[n]) − [vocab_start + v = targets[n]]),
+// the gradient of loss_scale·Σ losses. Overwrites dlogits, which may be logits itself (the
+// logits are not needed after it: that saves the memory of one [n, vocabulary] tensor).
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
+                            double loss_scale, Tensor& dlogits, std::int64_t vocab_start = 0);
 
 }  // namespace strata::executor

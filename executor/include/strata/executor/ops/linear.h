@@ -1,4 +1,6 @@
 // Linear layer: y = x·weightᵀ + bias, forward and backward. Used by every projection of the model.
+// On CUDA the weight and bias gradients are float32 whatever the activations' type (mixed
+// precision's master gradients).
 // weight is [out, in] (PyTorch's and llm.c's layout), so that part 2 shards its rows
 // (column-parallel) or its columns (row-parallel) without transposing.
 #pragma once
@@ -9,6 +11,11 @@ namespace strata::executor {
 
 // x is read as [n, in] (leading dimensions flattened), y as [n, out]; bias may be null.
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor* bias, Tensor& y);
+
+// y = gelu(x·weightᵀ + bias) with GPT-2's tanh GELU, keeping the pre-activation in gelu_input
+// for gelu_backward: on CUDA one GEMM whose epilogue adds the bias and applies GELU.
+void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor* bias,
+                         Tensor& gelu_input, Tensor& y);
 
 // Accumulates (+=), so gradient accumulation and residual branches need no extra buffers:
 //   dx += dy·weight,  dweight += dyᵀ·x,  dbias += Σ_rows dy.

@@ -10,17 +10,15 @@
 #include <vector>
 
 #include "strata/executor/check.h"
+#include "strata/executor/tensor/scalar_type.h"
 
 namespace strata::executor {
 
-// float64 exists for the finite-difference tests of every op; training on the CPU is float32.
-// bf16/fp16 join with the CUDA backend, behind the same op signatures.
-enum class ScalarType { float32, float64, int32 };
-// Where storage lives. The CUDA backend adds Device::cuda; ops dispatch on it.
-enum class Device { cpu };
-
-std::size_t scalar_bytes(ScalarType type);
-const char* scalar_type_name(ScalarType type);
+// A bfloat16 element as host code sees it: the upper 16 bits of a float32 (tensor/bfloat16.h
+// converts). CUDA kernels read the same bits as __nv_bfloat16.
+struct BFloat16 {
+  std::uint16_t bits = 0;
+};
 
 template <class T>
 constexpr ScalarType scalar_type_of();
@@ -36,15 +34,25 @@ template <>
 constexpr ScalarType scalar_type_of<std::int32_t>() {
   return ScalarType::int32;
 }
+template <>
+constexpr ScalarType scalar_type_of<BFloat16>() {
+  return ScalarType::bfloat16;
+}
 
 using Shape = std::vector<std::int64_t>;
 std::string shape_to_string(const Shape& shape);
 
+// Storage is host memory or, on Device::cuda, memory of the current GPU from the CUDA backend's
+// caching allocator; data<T>() then gives a device pointer, for kernels only. Operations that
+// touch elements (fill_zero, copy_from, to) run on the backend's one stream, in order with the
+// ops, and a copy to the host waits for the work before it.
 class Tensor {
  public:
   Tensor() = default;
   // Owned, zero-filled storage.
   static Tensor zeros(Shape shape, ScalarType type, Device device = Device::cpu);
+  // Zeros with other's shape, type and device.
+  static Tensor zeros_like(const Tensor& other);
   // Storage owned by someone else, who keeps it alive longer than the tensor.
   static Tensor borrow(void* data, Shape shape, ScalarType type, Device device = Device::cpu);
 
@@ -75,7 +83,10 @@ class Tensor {
   // (how parameters are views into one flat buffer).
   Tensor view(std::int64_t offset, Shape shape) const;
   void fill_zero();
-  void copy_from(const Tensor& source);  // same scalar type and element count
+  // Same scalar type and element count; any pair of devices.
+  void copy_from(const Tensor& source);
+  // A new tensor with this one's shape, type and elements on `device`.
+  Tensor to(Device device) const;
 
  private:
   void check_type(ScalarType wanted) const;

@@ -1,6 +1,7 @@
-// Trainer: the training loop of `strata train` on one device — batches from the token file,
-// gradient accumulation over the plan's micro-batches, global-norm clipping, AdamW with the
-// learning-rate schedule, checkpoints and resume. Part 2 runs the same loop per rank.
+// Trainer: the training loop of `strata train` on one device (the CPU, or one GPU with the CUDA
+// backend) — batches from the token file, gradient accumulation over the plan's micro-batches,
+// global-norm clipping, AdamW with the learning-rate schedule, checkpoints and resume. Part 2
+// runs the same loop per rank.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@ struct TrainingOptions {
   std::int64_t checkpoint_every = 0;  // 0: only after the last step
   bool resume = false;
   std::optional<std::filesystem::path> init_llmc;  // start from llm.c weights instead of the seed
+  Device device = Device::cpu;
 };
 
 struct StepRecord {
@@ -39,6 +41,7 @@ struct StepRecord {
   double gradient_norm = 0;  // before clipping
   double tokens_per_s = 0;
   double step_time_s = 0;
+  std::size_t peak_device_bytes = 0;  // CUDA: the most device memory tensors held this step
 };
 
 struct TrainingSummary {
@@ -50,9 +53,14 @@ struct TrainingSummary {
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
-// Checks that the executor can run `plan` as written (one device, fp32 on the CPU, no
-// recomputation, a model it builds); errors name `plan_source` and the plan's JSON path.
-void check_plan_runs_on_one_cpu(const schemas::Plan& plan, const std::string& plan_source);
+// Checks that the executor can run `plan` as written on `device` (a 1×1×1 mesh; fp32 on the CPU,
+// fp32 or bf16 on CUDA; no recomputation; a model it builds; model state that fits the host's
+// memory); errors name `plan_source` and the plan's JSON path.
+void check_plan_runs_on_one_device(const schemas::Plan& plan, const std::string& plan_source,
+                                   Device device);
+
+// The tensor type a plan's precision computes in: float32 for fp32, bfloat16 for bf16.
+ScalarType compute_type_of(const schemas::Plan& plan);
 
 class Trainer {
  public:
@@ -75,7 +83,8 @@ class Trainer {
   LearningRateSchedule schedule_;
   OptimizerMoments moments_;
   TrainingState state_;
-  Tensor inputs_, targets_;
+  Tensor inputs_, targets_;                // host: the sampler fills them
+  Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
 };
 
 }  // namespace strata::executor

@@ -1,0 +1,67 @@
+#include "strata/executor/cuda/cuda_device.h"
+
+#if STRATA_HAVE_CUDA
+#include "cuda_check.h"
+#include "cuda_context.h"
+#include "device_allocator.h"
+#endif
+
+namespace strata::executor {
+
+#if STRATA_HAVE_CUDA
+
+std::optional<CudaDeviceInfo> cuda_device_info(std::string* why_not) {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    if (why_not != nullptr) {
+      *why_not = error != cudaSuccess ? cudaGetErrorString(error) : "no CUDA device is visible";
+    }
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  int device = 0;
+  STRATA_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp properties{};
+  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
+  if (properties.major < 8) {
+    if (why_not != nullptr) {
+      *why_not = std::string(properties.name) +
+                 " is older than compute capability 8.0 (bf16 tensor cores, cp.async)";
+    }
+    return std::nullopt;
+  }
+  return CudaDeviceInfo{properties.name, properties.major, properties.minor,
+                        properties.multiProcessorCount, properties.totalGlobalMem};
+}
+
+DeviceMemoryStats cuda_memory_stats() { return cuda::device_allocator().stats(); }
+
+void reset_cuda_peak_memory() { cuda::device_allocator().reset_peak(); }
+
+void release_cached_cuda_memory() { cuda::device_allocator().release_cache(); }
+
+void cuda_synchronize() { STRATA_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream())); }
+
+#else
+
+std::optional<CudaDeviceInfo> cuda_device_info(std::string* why_not) {
+  if (why_not != nullptr) {
+    *why_not =
+        "this build has no CUDA backend (the CUDA toolkit was not found when it was "
+        "configured)";
+  }
+  return std::nullopt;
+}
+
+DeviceMemoryStats cuda_memory_stats() { return {}; }
+
+void reset_cuda_peak_memory() {}
+
+void release_cached_cuda_memory() {}
+
+void cuda_synchronize() {}
+
+#endif
+
+}  // namespace strata::executor
