@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what Strata needs and the machine lacks; safe to run again.
-#   ./setup.sh          build dependencies (enough to build and run `strata`)
-#   ./setup.sh --tests  also what the tests use (python3-jsonschema, python3-torch + OpenBLAS)
+#   ./setup.sh                 build dependencies (enough to build and run `strata`)
+#   ./setup.sh --tests         also what the tests use (python3-jsonschema, python3-torch + OpenBLAS)
+#   ./setup.sh --download DIR  download, without installing, the .deb files that a machine with no
+#                              Debian registry needs to build Strata (a GPU machine with nvcc, CMake
+#                              and a compiler of its own): README "Building with CUDA"
 # The CUDA toolkit (cuBLAS, NCCL) is not a Debian package here: CMake finds it at /usr/local/cuda
 # when present and builds without the GPU backend otherwise.
 set -euo pipefail
@@ -17,11 +20,25 @@ build_packages=(
 # 25x slower, which would make the PyTorch reference test slow and the benchmark comparison unfair.
 test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread)
 
+# What scripts/build_with_downloaded_packages.sh unpacks on such a machine: the headers, CMake
+# files and libraries of the build packages (the CPU compiler, CMake and MPI are the machine's own).
+download_packages=(
+  nlohmann-json3-dev libeigen3-dev libboost1.74-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  libcli11-dev libfmt-dev libfmt9 librandom123-dev
+)
+
 wanted=("${build_packages[@]}")
 case "${1:-}" in
   "") ;;
   --tests) wanted+=("${test_packages[@]}") ;;
-  *) echo "setup.sh: unknown option '$1' (use --tests or nothing)" >&2; exit 2 ;;
+  --download)
+    directory="${2:?setup.sh --download needs a directory}"
+    mkdir -p "$directory"
+    (cd "$directory" && apt-get download "${download_packages[@]}")
+    echo "setup.sh: ${#download_packages[@]} packages in $directory"
+    exit 0 ;;
+  *) echo "setup.sh: unknown option '$1' (use --tests, --download DIR or nothing)" >&2; exit 2 ;;
 esac
 
 missing=()
