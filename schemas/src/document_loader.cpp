@@ -26,10 +26,22 @@ ModelConfig model_from_document(const nlohmann::json& document, const std::files
   return parse_model(document, location);
 }
 
+// A name as a message shows it: a 300-character one by its start and length.
+std::string shortened_name(std::string_view name) {
+  if (name.size() <= 80) return std::string(name);
+  return fmt::format("{}…({} characters)", name.substr(0, 40), name.size());
+}
+
+// Whether a path names a file; a name the file system cannot hold (too long, say) names none.
+bool is_file(const std::filesystem::path& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error);
+}
+
 void check_custom_schedule_file(const Plan& plan, const std::filesystem::path& plan_path) {
   if (plan.schedule.type != ScheduleType::custom) return;
   const std::filesystem::path schedule = plan_path.parent_path() / plan.schedule.file;
-  if (!std::filesystem::is_regular_file(schedule)) {
+  if (!is_file(schedule)) {
     throw InputError(plan_path.string(), "/schedule/file",
                      fmt::format("\"{}\" does not exist (looked for {})", plan.schedule.file,
                                  schedule.string()));
@@ -77,23 +89,25 @@ Plan load_plan_file(const std::filesystem::path& path) {
 
 ModelConfig resolve_model(std::string_view spec, std::string_view option) {
   if (is_model_preset(spec)) return model_preset(spec);
-  if (std::filesystem::exists(spec)) return load_model_file(spec);
+  if (is_file(spec)) return load_model_file(spec);
   const std::vector<std::string_view> names = model_preset_names();
   const auto suggestion = closest_name(spec, names);
-  throw InputError(std::string(option), "",
-                   fmt::format("\"{}\" is neither a model preset nor a file{}", spec,
-                               suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion)
-                                          : "; `strata presets` lists the presets"));
+  throw InputError(
+      std::string(option), "",
+      fmt::format("\"{}\" is neither a model preset nor a file{}", shortened_name(spec),
+                  suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion)
+                             : "; `strata presets` lists the presets"));
 }
 
 ClusterConfig resolve_cluster(std::string_view spec, std::string_view option) {
   if (is_cluster_preset_spec(spec)) return cluster_preset(spec);
-  if (std::filesystem::exists(spec)) return load_cluster_file(spec);
+  if (is_file(spec)) return load_cluster_file(spec);
   const std::vector<std::string_view> names = cluster_preset_names();
   const auto suggestion = closest_name(spec.substr(0, spec.find(':')), names);
   throw InputError(
       std::string(option), "",
-      fmt::format("\"{}\" is neither a cluster preset (NAME or NAME:NODES) nor a file{}", spec,
+      fmt::format("\"{}\" is neither a cluster preset (NAME or NAME:NODES) nor a file{}",
+                  shortened_name(spec),
                   suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion)
                              : "; `strata presets` lists the presets"));
 }

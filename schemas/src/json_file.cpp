@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -40,30 +41,57 @@ std::string parse_error_explanation(const nlohmann::json::parse_error& error) {
   return colon == std::string::npos ? message : message.substr(colon + 2);
 }
 
-// Tracks the JSON pointer of the value being parsed and the keys seen in each open object.
+// Tracks the JSON pointer of the value being parsed and the keys seen in each open object. The
+// state is shared because nlohmann copies the callback, and a number that overflows a double
+// fails inside the parser, where only the state says whose value it was.
 class DuplicateKeyCheck {
  public:
-  explicit DuplicateKeyCheck(const std::string& source) : source_(source) {}
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string key;
+    std::size_t next_index;
+  };
+  struct State {
+    std::string source;
+    std::vector<Frame> frames;
+
+    // Where the value now being read goes: the current key, or the next element of an array.
+    JsonLocation location_of_value() const {
+      JsonLocation location(source);
+      for (std::size_t i = 0; i < frames.size(); ++i) {
+        const Frame& frame = frames[i];
+        const bool innermost = i + 1 == frames.size();
+        location = frame.is_object
+                       ? location / frame.key
+                       : location / (innermost ? frame.next_index : frame.next_index - 1);
+      }
+      return location;
+    }
+  };
+
+  explicit DuplicateKeyCheck(std::shared_ptr<State> state) : state_(std::move(state)) {}
 
   bool operator()(int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using event_t = nlohmann::json::parse_event_t;
+    std::vector<Frame>& frames = state_->frames;
     switch (event) {
       case event_t::object_start:
       case event_t::array_start:
         enter_value();
-        frames_.push_back(Frame{event == event_t::object_start, {}, "", 0});
+        frames.push_back(Frame{event == event_t::object_start, {}, "", 0});
         break;
       case event_t::key: {
-        Frame& frame = frames_.back();
+        Frame& frame = frames.back();
         frame.key = parsed.get<std::string>();
         if (!frame.keys.insert(frame.key).second) {
-          location_of_key().fail("duplicate key; each key may appear once in an object");
+          state_->location_of_value().fail("duplicate key; each key may appear once in an object");
         }
         break;
       }
       case event_t::object_end:
       case event_t::array_end:
-        frames_.pop_back();
+        frames.pop_back();
         break;
       case event_t::value:
         enter_value();
@@ -73,37 +101,54 @@ class DuplicateKeyCheck {
   }
 
  private:
-  struct Frame {
-    bool is_object;
-    std::set<std::string> keys;
-    std::string key;
-    std::size_t next_index;
-  };
-
   void enter_value() {
-    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().next_index;
-  }
-
-  JsonLocation location_of_key() const {
-    JsonLocation location(source_);
-    for (const Frame& frame : frames_) {
-      location = frame.is_object ? location / frame.key : location / (frame.next_index - 1);
+    if (!state_->frames.empty() && !state_->frames.back().is_object) {
+      ++state_->frames.back().next_index;
     }
-    return location;
   }
 
-  const std::string& source_;
-  std::vector<Frame> frames_;
+  std::shared_ptr<State> state_;
 };
+
+// Long tokens that nlohmann quotes back ("last read: '…'", a 100,000-digit number) shortened.
+std::string shortened(std::string text) {
+  constexpr std::size_t kLimit = 60;
+  std::string result;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find_first_of(" '\"", start);
+    if (end == std::string::npos) end = text.size();
+    const std::size_t length = end - start;
+    if (length > kLimit) {
+      result += fmt::format("{}…({} characters)", text.substr(start, kLimit / 2), length);
+    } else {
+      result += text.substr(start, length);
+    }
+    if (end < text.size()) result += text[end];
+    start = end + 1;
+  }
+  return result;
+}
 
 }  // namespace
 
 nlohmann::json parse_json_text(std::string_view text, const std::string& source) {
+  const auto state =
+      std::make_shared<DuplicateKeyCheck::State>(DuplicateKeyCheck::State{source, {}});
   try {
-    return nlohmann::json::parse(text, DuplicateKeyCheck(source));
+    return nlohmann::json::parse(text, DuplicateKeyCheck(state));
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(source, line_and_column(text, error.byte),
-                     "invalid JSON: " + parse_error_explanation(error));
+                     "invalid JSON: " + shortened(parse_error_explanation(error)));
+  } catch (const nlohmann::json::out_of_range& error) {
+    // nlohmann's 406: "number overflow parsing '1e999999999'".
+    const std::string message = error.what();
+    const std::size_t quote = message.find('\'');
+    const std::string number = quote == std::string::npos
+                                   ? std::string()
+                                   : message.substr(quote + 1, message.size() - quote - 2);
+    state->location_of_value().fail(
+        fmt::format("{} is too large for a number (beyond ±1.8e308)", shortened(number)));
   }
 }
 

@@ -11,9 +11,6 @@
 namespace strata::schemas {
 namespace {
 
-constexpr std::int64_t kMaxMeshSize = kMaxNodes * kMaxGpusPerNode;
-constexpr std::int64_t kMaxBatch = std::int64_t{1} << 32;
-
 std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader) {
   const std::string text = reader.string("order");
   std::array<MeshAxis, 4> order{};
@@ -42,9 +39,9 @@ std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader) {
 
 Mesh parse_mesh(const ObjectReader& reader) {
   Mesh mesh;
-  mesh.tp = reader.integer("tp", {1, kMaxMeshSize});
-  mesh.cp = reader.integer("cp", {1, kMaxMeshSize});
-  mesh.dp = reader.integer("dp", {1, kMaxMeshSize});
+  mesh.tp = reader.integer("tp", {1, kMaxMeshAxisSize});
+  mesh.cp = reader.integer("cp", {1, kMaxMeshAxisSize});
+  mesh.dp = reader.integer("dp", {1, kMaxMeshAxisSize});
   mesh.pp = reader.integer("pp", {1, kMaxLayers + 2});
   mesh.vpp = reader.integer("vpp", {1, kMaxLayers});
   mesh.order = parse_mesh_order(reader);
@@ -208,6 +205,17 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
 void validate_batch(const Plan& plan, const JsonLocation& location) {
   const BatchConfig& batch = plan.batch;
   const JsonLocation where = location / "batch";
+  // Plans made in memory (the planner, validate-sim's rows) meet the readers' limits here.
+  if (batch.global_batch_size < 1 || batch.global_batch_size > kMaxGlobalBatchSize) {
+    (where / "global_batch_size")
+        .fail(fmt::format("{} is outside Strata's limit of 1 to {} sequences a step",
+                          batch.global_batch_size, kMaxGlobalBatchSize));
+  }
+  if (batch.micro_batch_size < 1 || batch.micro_batch_size > batch.global_batch_size) {
+    (where / "micro_batch_size")
+        .fail(fmt::format("{} is not from 1 to the global batch {}", batch.micro_batch_size,
+                          batch.global_batch_size));
+  }
   if (batch.seq_length > plan.model.max_seq_length) {
     (where / "seq_length")
         .fail(fmt::format("{} is more than the model's max_seq_length={}", batch.seq_length,
@@ -321,10 +329,10 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       reader.object("batch"), reader.at("batch"),
       {"seq_length", "micro_batch_size", "global_batch_size", "num_micro_batches"});
   plan.batch.seq_length = batch.integer("seq_length", {1, kMaxSeqLength});
-  plan.batch.micro_batch_size = batch.integer("micro_batch_size", {1, kMaxBatch});
-  plan.batch.global_batch_size = batch.integer("global_batch_size", {1, kMaxBatch});
+  plan.batch.micro_batch_size = batch.integer("micro_batch_size", {1, kMaxGlobalBatchSize});
+  plan.batch.global_batch_size = batch.integer("global_batch_size", {1, kMaxGlobalBatchSize});
   plan.batch.num_micro_batches =
-      batch.optional_integer("num_micro_batches", {1, kMaxBatch})
+      batch.optional_integer("num_micro_batches", {1, kMaxGlobalBatchSize})
           .value_or(plan.batch.global_batch_size /
                     std::max<std::int64_t>(1, plan.batch.micro_batch_size * plan.mesh.dp));
 
@@ -414,6 +422,17 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
       (location / "predicted" / "peak_memory_bytes_per_pipeline_rank")
           .fail(
               fmt::format("{} entries for pp={}; give one per pipeline rank", ranks, plan.mesh.pp));
+    }
+    // A plan that says it does not fit is not a plan to run (the planner never writes one).
+    const std::int64_t usable = plan.cluster.usable_memory_bytes();
+    for (std::size_t rank = 0; rank < ranks; ++rank) {
+      const std::int64_t peak = plan.predicted->peak_memory_bytes_per_pipeline_rank[rank];
+      if (peak > usable) {
+        (location / "predicted" / "peak_memory_bytes_per_pipeline_rank" / rank)
+            .fail(fmt::format("{:.1f} GiB is more than the {:.1f} GiB a {} leaves usable",
+                              static_cast<double>(peak) / (1u << 30),
+                              static_cast<double>(usable) / (1u << 30), plan.cluster.gpu.name));
+      }
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/model_config.h"
 
 namespace strata::executor {
 namespace {
@@ -64,6 +65,24 @@ Header read_header(const fs::path& path, std::string& contents) {
     throw schemas::InputError(
         path.string(), "header[1]",
         fmt::format("version {} (known: 3 = float32, 5 = bfloat16)", header[1]));
+  }
+  // The shape fields, within the model format's limits, before anything is sized by them.
+  struct Field {
+    std::size_t index;
+    const char* name;
+    std::int64_t maximum;
+  };
+  for (const Field& field :
+       {Field{2, "max_seq_len", schemas::kMaxSeqLength},
+        Field{3, "vocab_size", schemas::kMaxVocabSize}, Field{4, "num_layers", schemas::kMaxLayers},
+        Field{5, "num_heads", schemas::kMaxHeads}, Field{6, "channels", schemas::kMaxHiddenSize},
+        Field{7, "padded_vocab_size", schemas::kMaxVocabSize + kVocabularyPadding}}) {
+    const std::int64_t value = header[field.index];
+    if (value < 1 || value > field.maximum) {
+      throw schemas::InputError(path.string(),
+                                fmt::format("header[{}] ({})", field.index, field.name),
+                                fmt::format("{} is not from 1 to {}", value, field.maximum));
+    }
   }
   return header;
 }

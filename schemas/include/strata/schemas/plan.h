@@ -47,6 +47,12 @@ struct Mesh {
 };
 std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order);
 
+// Strata's limits on a plan (README "Limits"): far above any published run, they bound the work
+// of every command that reads one. A step of more micro-batches than the simulator runs in full
+// is predicted from two shorter ones (simulator/plan_simulation.h).
+inline constexpr std::int64_t kMaxMeshAxisSize = kMaxNodes * kMaxGpusPerNode;  // 2^26 GPUs
+inline constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 24;     // sequences
+
 struct BatchConfig {
   std::int64_t seq_length = 0;
   std::int64_t micro_batch_size = 1;   // sequences per micro-batch per dp rank
