@@ -12,12 +12,12 @@ namespace {
 
 using namespace strata;
 
-schemas::Plan gpt3_175b_on_1024_h100() {
+schemas::Plan gpt3_175b_on_1024_h100(std::int64_t global_batch = 1536) {
   schemas::PlanKnobs knobs;
   knobs.mesh = {.tp = 8, .cp = 1, .dp = 16, .pp = 8, .vpp = 3};
   knobs.seq_length = 2048;
   knobs.micro_batch_size = 1;
-  knobs.global_batch_size = 1536;
+  knobs.global_batch_size = global_batch;
   knobs.sequence_parallel = true;
   knobs.zero_stage = 1;
   knobs.recompute = schemas::RecomputeGranularity::selective;
@@ -52,6 +52,13 @@ void BM_SimulateGpt3_175B_1024Gpus(benchmark::State& state) {
   simulate_each_iteration(state, gpt3_175b_on_1024_h100());
 }
 BENCHMARK(BM_SimulateGpt3_175B_1024Gpus)->Unit(benchmark::kMicrosecond);
+
+// The same plan at the largest global batch Strata accepts: 1,048,576 micro-batches a step,
+// predicted from two shorter steps (simulator/plan_simulation.h) instead of executed one by one.
+void BM_SimulateGpt3_175B_1024Gpus_LargestBatch(benchmark::State& state) {
+  simulate_each_iteration(state, gpt3_175b_on_1024_h100(schemas::kMaxGlobalBatchSize));
+}
+BENCHMARK(BM_SimulateGpt3_175B_1024Gpus_LargestBatch)->Unit(benchmark::kMicrosecond);
 
 void BM_SimulateLlama405B_16384Gpus(benchmark::State& state) {
   simulate_each_iteration(state, llama_405b_on_16384_h100());

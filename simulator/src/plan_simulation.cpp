@@ -1,10 +1,72 @@
 #include "strata/simulator/plan_simulation.h"
 
+#include <cmath>
+
 #include "strata/costmodels/kernel_time.h"
 #include "strata/schedule/plan_schedule.h"
 
 namespace strata::simulator {
 namespace {
+
+constexpr std::int64_t kExactMicroBatches = 1024;
+
+schemas::Plan with_micro_batches(const schemas::Plan& plan, std::int64_t micro_batches) {
+  schemas::Plan shorter = plan;
+  shorter.batch.num_micro_batches = micro_batches;
+  shorter.batch.global_batch_size = micro_batches * plan.batch.micro_batch_size * plan.mesh.dp;
+  return shorter;
+}
+
+PlanSimulation simulate_exactly(const schemas::Plan& plan,
+                                const std::filesystem::path& plan_directory,
+                                const SimulationOptions& options) {
+  PlanSimulation simulation;
+  simulation.schedule = schedule::build_plan_schedule(plan, plan_directory);
+  simulation.costs = costmodels::plan_costs(plan);
+  simulation.result = simulate(plan, simulation.schedule, simulation.costs, options);
+  simulation.metrics = step_metrics(plan, simulation.costs, simulation.result);
+  simulation.simulated_micro_batches = plan.batch.num_micro_batches;
+  return simulation;
+}
+
+// The value at `at` on the line through (first_at, first) and (second_at, second).
+double along(double first, double second, double first_at, double second_at, double at) {
+  return second + (second - first) * (at - second_at) / (second_at - first_at);
+}
+
+// The step of plan.batch.num_micro_batches micro-batches from the steps of `shorter` and
+// `longer` (see exact_micro_batch_limit).
+SimulationResult extend(const SimulationResult& shorter, const SimulationResult& longer,
+                        double shorter_count, double longer_count, double count) {
+  const auto line = [&](double a, double b) {
+    return along(a, b, shorter_count, longer_count, count);
+  };
+  SimulationResult result = longer;
+  result.step_time_s = line(shorter.step_time_s, longer.step_time_s);
+  result.bubble_fraction = 0;
+  for (std::size_t rank = 0; rank < result.breakdown.size(); ++rank) {
+    TimeBreakdown& time = result.breakdown[rank];
+    const TimeBreakdown& a = shorter.breakdown[rank];
+    const TimeBreakdown& b = longer.breakdown[rank];
+    time.compute_s = line(a.compute_s, b.compute_s);
+    time.recompute_s = line(a.recompute_s, b.recompute_s);
+    time.tp_comm_s = line(a.tp_comm_s, b.tp_comm_s);
+    time.cp_comm_s = line(a.cp_comm_s, b.cp_comm_s);
+    time.pp_comm_s = line(a.pp_comm_s, b.pp_comm_s);
+    time.dp_comm_s = line(a.dp_comm_s, b.dp_comm_s);
+    time.optimizer_s = line(a.optimizer_s, b.optimizer_s);
+    time.bubble_s = line(a.bubble_s, b.bubble_s);
+    result.bubble_fraction +=
+        time.bubble_s / result.step_time_s / static_cast<double>(result.breakdown.size());
+    RankMemory& memory = result.memory[rank];
+    memory.activations_peak_bytes = line(shorter.memory[rank].activations_peak_bytes,
+                                         longer.memory[rank].activations_peak_bytes);
+    memory.peak_bytes = line(shorter.memory[rank].peak_bytes, longer.memory[rank].peak_bytes);
+    result.peak_micro_batches_in_flight[rank] = static_cast<int>(std::llround(line(
+        shorter.peak_micro_batches_in_flight[rank], longer.peak_micro_batches_in_flight[rank])));
+  }
+  return result;
+}
 
 nlohmann::json breakdown_to_json(const TimeBreakdown& time) {
   return {{"compute_s", time.compute_s},     {"recompute_s", time.recompute_s},
@@ -42,12 +104,31 @@ StepMetrics step_metrics(const schemas::Plan& plan, const costmodels::PlanCosts&
   return metrics;
 }
 
+std::int64_t exact_micro_batch_limit(const schemas::Plan& plan) {
+  // Past the warm-up of the deepest schedule (interleaving: about 2·pp·vpp micro-batches).
+  return std::max(kExactMicroBatches, 16 * plan.mesh.pp * plan.mesh.vpp);
+}
+
 PlanSimulation simulate_plan(const schemas::Plan& plan, const std::filesystem::path& plan_directory,
                              const SimulationOptions& options) {
-  PlanSimulation simulation;
-  simulation.schedule = schedule::build_plan_schedule(plan, plan_directory);
+  const std::int64_t count = plan.batch.num_micro_batches;
+  const std::int64_t limit = exact_micro_batch_limit(plan);
+  if (plan.schedule.type == schemas::ScheduleType::custom || count <= limit) {
+    return simulate_exactly(plan, plan_directory, options);
+  }
+  // Two multiples of pp (interleaving runs micro-batches in groups of pp), both past the warm-up.
+  const std::int64_t pp = plan.mesh.pp;
+  const std::int64_t shorter_count = (limit / 2 + pp - 1) / pp * pp;
+  const std::int64_t longer_count = 2 * shorter_count;
+  SimulationOptions shorter_options = options;
+  shorter_options.record_timeline = false;
+  const PlanSimulation shorter =
+      simulate_exactly(with_micro_batches(plan, shorter_count), plan_directory, shorter_options);
+  PlanSimulation simulation =
+      simulate_exactly(with_micro_batches(plan, longer_count), plan_directory, options);
   simulation.costs = costmodels::plan_costs(plan);
-  simulation.result = simulate(plan, simulation.schedule, simulation.costs, options);
+  simulation.result = extend(shorter.result, simulation.result, static_cast<double>(shorter_count),
+                             static_cast<double>(longer_count), static_cast<double>(count));
   simulation.metrics = step_metrics(plan, simulation.costs, simulation.result);
   return simulation;
 }

@@ -2,103 +2,187 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <sstream>
 
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 
 namespace strata::simulator {
 namespace {
 
+using schemas::IntegerRange;
 using schemas::JsonLocation;
+using schemas::NumberRange;
+using schemas::ObjectReader;
 
-const nlohmann::json& member(const nlohmann::json& object, const JsonLocation& location,
-                             const char* key) {
-  if (!object.is_object() || !object.contains(key)) {
-    location.fail(fmt::format("missing required key \"{}\"", key));
+// A row's fields may be null or absent: "the source does not say". A complete row needs the ones
+// its simulation uses; every field that is there is checked for type and range.
+class RowReader {
+ public:
+  RowReader(const nlohmann::json& value, JsonLocation location,
+            std::initializer_list<std::string_view> keys, bool complete)
+      : reader_(value, std::move(location), keys), complete_(complete) {}
+
+  const ObjectReader& reader() const { return reader_; }
+  bool given(std::string_view key) const {
+    return reader_.has(key) && !reader_.value(key).is_null();
   }
-  return object.at(key);
-}
-
-std::int64_t integer(const nlohmann::json& object, const JsonLocation& location, const char* key) {
-  const nlohmann::json& value = member(object, location, key);
-  if (!value.is_number_integer() || value.get<std::int64_t>() < 0) {
-    (location / key).fail(fmt::format("{} is not a non-negative integer", value.dump()));
+  // Absent or null: nothing, unless a complete row needs it.
+  std::optional<std::int64_t> integer(std::string_view key, IntegerRange range,
+                                      bool needed = false) const {
+    if (!given(key)) return missing<std::int64_t>(key, needed);
+    return reader_.integer(key, range);
   }
-  return value.get<std::int64_t>();
-}
+  std::optional<double> number(std::string_view key, NumberRange range, bool needed = false) const {
+    if (!given(key)) return missing<double>(key, needed);
+    return reader_.number(key, range);
+  }
+  std::optional<bool> boolean(std::string_view key, bool needed = false) const {
+    if (!given(key)) return missing<bool>(key, needed);
+    return reader_.boolean(key);
+  }
+  std::optional<std::string> text(std::string_view key, bool needed = false) const {
+    if (!given(key)) return missing<std::string>(key, needed);
+    return reader_.string(key);
+  }
+  template <typename Enum, std::size_t N>
+  std::optional<Enum> choice(std::string_view key,
+                             const std::array<schemas::EnumName<Enum>, N>& names,
+                             bool needed = false) const {
+    if (!given(key)) return missing<Enum>(key, needed);
+    return reader_.choice(key, names);
+  }
+  // A member object (an empty one when absent or null).
+  const nlohmann::json& object(std::string_view key, bool needed = false) const {
+    static const nlohmann::json kEmpty = nlohmann::json::object();
+    if (!given(key)) {
+      missing<bool>(key, needed);
+      return kEmpty;
+    }
+    return reader_.object(key);
+  }
 
-std::string text(const nlohmann::json& object, const JsonLocation& location, const char* key) {
-  const nlohmann::json& value = member(object, location, key);
-  if (!value.is_string()) (location / key).fail(fmt::format("{} is not a string", value.dump()));
-  return value.get<std::string>();
-}
+ private:
+  template <class T>
+  std::optional<T> missing(std::string_view key, bool needed) const {
+    if (needed && complete_) {
+      reader_.at(key).fail("required in a complete row (null or absent means unknown)");
+    }
+    return std::nullopt;
+  }
 
-template <typename Enum, std::size_t N>
-Enum choice(const nlohmann::json& object, const JsonLocation& location, const char* key,
-            const std::array<schemas::EnumName<Enum>, N>& names) {
-  const std::string name = text(object, location, key);
-  if (auto value = schemas::value_of(name, names)) return *value;
-  std::string allowed;
-  for (const auto& entry : names)
-    allowed += (allowed.empty() ? "" : ", ") + std::string(entry.name);
-  (location / key).fail(fmt::format("\"{}\" is not one of {}", name, allowed));
-}
+  ObjectReader reader_;
+  bool complete_;
+};
 
-schemas::ModelConfig row_model(const std::string& id, const nlohmann::json& row,
-                               const JsonLocation& location) {
-  const std::string mlp =
-      row.contains("mlp") && row["mlp"].is_string() ? row["mlp"].get<std::string>() : "gelu";
-  const bool llama = mlp == "swiglu";
+enum class MlpKind { gelu, swiglu, squared_relu };
+constexpr std::array<schemas::EnumName<MlpKind>, 3> kMlpNames{
+    {{MlpKind::gelu, "gelu"},
+     {MlpKind::swiglu, "swiglu"},
+     {MlpKind::squared_relu, "squared_relu"}}};
+enum class Tier { a, b, c };
+constexpr std::array<schemas::EnumName<Tier>, 3> kTierNames{
+    {{Tier::a, "A"}, {Tier::b, "B"}, {Tier::c, "C"}}};
+enum class AttentionKind { flash, unfused };
+constexpr std::array<schemas::EnumName<AttentionKind>, 2> kAttentionNames{
+    {{AttentionKind::flash, "flash"}, {AttentionKind::unfused, "unfused"}}};
+
+RowReader row_reader(const nlohmann::json& value, const JsonLocation& location, bool complete) {
+  return RowReader(
+      value, location,
+      {"id", "source", "tier", "complete", "model", "system", "parallel", "software", "measured"},
+      complete);
+}
+constexpr NumberRange kPositiveNumber{.minimum = 0, .maximum = 1e15, .minimum_exclusive = true};
+
+std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohmann::json& value,
+                                              const JsonLocation& location, bool complete) {
+  const RowReader row(value, location,
+                      {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                       "num_kv_heads", "vocab_size", "seq_length", "mlp"},
+                      complete);
+  const auto layers = row.integer("num_layers", {1, schemas::kMaxLayers}, true);
+  const auto hidden = row.integer("hidden_size", {1, schemas::kMaxHiddenSize}, true);
+  const auto ffn = row.integer("ffn_hidden_size", {1, 4 * schemas::kMaxHiddenSize}, true);
+  const auto heads = row.integer("num_attention_heads", {1, schemas::kMaxHeads}, true);
+  const auto kv_heads = row.integer("num_kv_heads", {1, schemas::kMaxHeads});
+  const auto vocab = row.integer("vocab_size", {1, schemas::kMaxVocabSize}, true);
+  const auto seq = row.integer("seq_length", {1, schemas::kMaxSeqLength}, true);
+  const MlpKind mlp = row.choice("mlp", kMlpNames).value_or(MlpKind::gelu);
+  if (!complete) return std::nullopt;
+  const bool llama = mlp == MlpKind::swiglu;
   schemas::ModelConfig model = schemas::ModelConfig::defaults_for(
       llama ? schemas::Architecture::llama : schemas::Architecture::gpt);
   model.name = id;
-  model.num_layers = integer(row, location, "num_layers");
-  model.hidden_size = integer(row, location, "hidden_size");
-  model.ffn_hidden_size = integer(row, location, "ffn_hidden_size");
-  model.num_attention_heads = integer(row, location, "num_attention_heads");
-  model.num_kv_heads = row.contains("num_kv_heads") ? integer(row, location, "num_kv_heads")
-                                                    : model.num_attention_heads;
-  if (model.num_attention_heads == 0 || model.hidden_size % model.num_attention_heads != 0) {
+  model.num_layers = *layers;
+  model.hidden_size = *hidden;
+  model.ffn_hidden_size = *ffn;
+  model.num_attention_heads = *heads;
+  model.num_kv_heads = kv_heads.value_or(*heads);
+  if (model.hidden_size % model.num_attention_heads != 0) {
     (location / "num_attention_heads")
         .fail(fmt::format("{} does not divide hidden_size={}", model.num_attention_heads,
                           model.hidden_size));
   }
   model.head_dim = model.hidden_size / model.num_attention_heads;
-  model.vocab_size = integer(row, location, "vocab_size");
-  model.max_seq_length = integer(row, location, "seq_length");
+  model.vocab_size = *vocab;
+  model.max_seq_length = *seq;
   if (!llama) {
     // GPT-style runs of Megatron-LM: hidden and attention dropout 0.1.
     model.dropout = 0.1;
-    if (mlp == "squared_relu") model.mlp_activation = schemas::MlpActivation::squared_relu;
+    if (mlp == MlpKind::squared_relu) model.mlp_activation = schemas::MlpActivation::squared_relu;
   }
   schemas::validate_model(model, location);
   return model;
 }
 
-schemas::PlanKnobs row_knobs(const nlohmann::json& parallel, const JsonLocation& location) {
+std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
+                                            const JsonLocation& location, bool complete) {
+  const RowReader row(value, location,
+                      {"tp", "pp", "dp", "cp", "vpp", "micro_batch_size", "global_batch_size",
+                       "sequence_parallel", "recompute", "zero_stage", "precision"},
+                      complete);
   schemas::PlanKnobs knobs;
-  knobs.mesh.tp = integer(parallel, location, "tp");
-  knobs.mesh.pp = integer(parallel, location, "pp");
-  knobs.mesh.dp = integer(parallel, location, "dp");
-  knobs.mesh.cp = parallel.contains("cp") ? integer(parallel, location, "cp") : 1;
-  knobs.mesh.vpp = parallel.contains("vpp") ? integer(parallel, location, "vpp") : 1;
-  knobs.micro_batch_size = integer(parallel, location, "micro_batch_size");
-  knobs.global_batch_size = integer(parallel, location, "global_batch_size");
-  const nlohmann::json& sp = member(parallel, location, "sequence_parallel");
-  knobs.sequence_parallel = sp.is_boolean() && sp.get<bool>();
-  knobs.zero_stage = integer(parallel, location, "zero_stage");
+  const IntegerRange axis{1, schemas::kMaxMeshAxisSize};
+  const IntegerRange batch{1, schemas::kMaxGlobalBatchSize};
+  knobs.mesh.tp = row.integer("tp", axis, true).value_or(1);
+  knobs.mesh.pp = row.integer("pp", {1, schemas::kMaxLayers + 2}, true).value_or(1);
+  knobs.mesh.dp = row.integer("dp", axis, true).value_or(1);
+  knobs.mesh.cp = row.integer("cp", axis).value_or(1);
+  knobs.mesh.vpp = row.integer("vpp", {1, schemas::kMaxLayers}).value_or(1);
+  knobs.micro_batch_size = row.integer("micro_batch_size", batch, true).value_or(1);
+  knobs.global_batch_size = row.integer("global_batch_size", batch, true).value_or(1);
+  knobs.sequence_parallel = row.boolean("sequence_parallel", true).value_or(false);
+  knobs.zero_stage = row.integer("zero_stage", {0, 3}, true).value_or(0);
   // Rows do not say how gradients were reduced. Megatron-LM reduces them after the backward
   // unless --overlap-grad-reduce is given, Megatron-LM before Megatron-Core (2021–22) and
   // DeepSpeed's pipeline engine always do; only recent recipes (NeMo's) overlap. Assume the
   // default. (On the published rows, overlapping would make the NeMo rows 0.6–1.8% faster.)
   knobs.overlap_grad_reduce = false;
-  knobs.recompute = choice(parallel, location, "recompute", schemas::kRecomputeGranularityNames);
-  knobs.precision = choice(parallel, location, "precision", schemas::kDtypeNames);
+  knobs.recompute = row.choice("recompute", schemas::kRecomputeGranularityNames, true)
+                        .value_or(schemas::RecomputeGranularity::none);
+  knobs.precision =
+      row.choice("precision", schemas::kDtypeNames, true).value_or(schemas::Dtype::bf16);
   knobs.schedule = knobs.mesh.vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b
                                       : schemas::ScheduleType::one_f_one_b;
+  if (!complete) return std::nullopt;
   return knobs;
+}
+
+RunSoftware row_software(const nlohmann::json& value, const JsonLocation& location) {
+  const RowReader row(value, location,
+                      {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce"}, false);
+  RunSoftware software;
+  software.framework = row.text("framework");
+  if (auto attention = row.choice("attention", kAttentionNames)) {
+    software.attention = std::string(schemas::name_of(*attention, kAttentionNames));
+  }
+  software.tp_comm_overlap = row.boolean("tp_comm_overlap");
+  software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
+  return software;
 }
 
 }  // namespace
@@ -142,37 +226,39 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
   for (std::int64_t number = 1; std::getline(lines, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string source = fmt::format("{}:{}", path.string(), number);
-    const nlohmann::json row = schemas::parse_json_text(line, source);
+    const nlohmann::json value = schemas::parse_json_text(line, source);
     const JsonLocation location(source);
+    // The same strictness as a plan: an object, known keys only, types and ranges checked.
+    const bool complete = row_reader(value, location, false).reader().boolean("complete");
+    const RowReader row = row_reader(value, location, complete);
     PublishedRun run;
-    run.id = text(row, location, "id");
-    run.source = row.contains("source") && row["source"].is_string()
-                     ? row["source"].get<std::string>()
-                     : std::string();
-    run.tier = row.contains("tier") && row["tier"].is_string() ? row["tier"].get<std::string>()
-                                                               : std::string();
-    run.complete =
-        row.contains("complete") && row["complete"].is_boolean() && row["complete"].get<bool>();
-    const nlohmann::json& measured = member(row, location, "measured");
-    if (measured.contains("iteration_time_s") && measured["iteration_time_s"].is_number()) {
-      run.measured_step_time_s = measured["iteration_time_s"].get<double>();
-    }
-    if (run.complete) {
-      const nlohmann::json& system = member(row, location, "system");
-      const JsonLocation system_at = location / "system";
-      std::optional<double> inter_node;
-      if (system.contains("inter_node_gbps_per_gpu") &&
-          system["inter_node_gbps_per_gpu"].is_number()) {
-        inter_node = system["inter_node_gbps_per_gpu"].get<double>();
-      }
-      const schemas::ClusterConfig cluster = published_run_cluster(
-          text(system, system_at, "gpu"), integer(system, system_at, "num_gpus"),
-          integer(system, system_at, "gpus_per_node"), inter_node, system_at);
-      const schemas::ModelConfig model =
-          row_model(run.id, member(row, location, "model"), location / "model");
-      const schemas::PlanKnobs knobs =
-          row_knobs(member(row, location, "parallel"), location / "parallel");
-      run.plan = schemas::build_plan(model, cluster, knobs, source);
+    run.id = row.reader().string("id");
+    run.source = row.text("source").value_or("");
+    if (auto tier = row.choice("tier", kTierNames)) run.tier = schemas::name_of(*tier, kTierNames);
+    run.complete = complete;
+    run.software = row_software(row.object("software"), location / "software");
+    const RowReader measured(
+        row.object("measured", true), location / "measured",
+        {"iteration_time_s", "iteration_time_inferred", "tflops_per_gpu", "tflops_definition"},
+        false);
+    run.measured_step_time_s = measured.number("iteration_time_s", kPositiveNumber);
+    measured.boolean("iteration_time_inferred");
+    measured.number("tflops_per_gpu", kPositiveNumber);
+    measured.text("tflops_definition");
+
+    const RowReader system(row.object("system", true), location / "system",
+                           {"gpu", "num_gpus", "gpus_per_node", "inter_node_gbps_per_gpu"},
+                           complete);
+    const auto gpu = system.text("gpu", true);
+    const auto gpus = system.integer("num_gpus", {1, schemas::kMaxMeshAxisSize}, true);
+    const auto gpus_per_node = system.integer("gpus_per_node", {1, schemas::kMaxGpusPerNode}, true);
+    const auto inter_node = system.number("inter_node_gbps_per_gpu", kPositiveNumber);
+    const auto model = row_model(run.id, row.object("model", true), location / "model", complete);
+    const auto knobs = row_knobs(row.object("parallel", true), location / "parallel", complete);
+    if (complete) {
+      const schemas::ClusterConfig cluster =
+          published_run_cluster(*gpu, *gpus, *gpus_per_node, inter_node, location / "system");
+      run.plan = schemas::build_plan(*model, cluster, *knobs, source);
     }
     runs.push_back(std::move(run));
   }

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 #include "strata/simulator/chrome_trace.h"
@@ -10,13 +11,13 @@ namespace strata::simulator {
 namespace {
 
 schemas::Plan gpt2_plan(std::int64_t zero_stage, schemas::ScheduleType schedule, std::int64_t vpp,
-                        bool overlap_grad_reduce = true) {
+                        bool overlap_grad_reduce = true, std::int64_t global_batch = 64) {
   schemas::PlanKnobs knobs;
   knobs.overlap_grad_reduce = overlap_grad_reduce;
   knobs.mesh = {.tp = 2, .cp = 2, .dp = 4, .pp = 2, .vpp = vpp};
   knobs.seq_length = 1024;
   knobs.micro_batch_size = 2;
-  knobs.global_batch_size = 64;
+  knobs.global_batch_size = global_batch;
   knobs.sequence_parallel = true;
   knobs.zero_stage = zero_stage;
   knobs.recompute = schemas::RecomputeGranularity::selective;
@@ -107,6 +108,47 @@ TEST(PlanSimulation, TraceHasOneProcessPerRankStreamsFlowsAndMemory) {
   EXPECT_EQ(flow_starts, 2 * 8);
   EXPECT_EQ(flow_ends, flow_starts);
   EXPECT_GT(counters, 0);
+}
+
+}  // namespace
+}  // namespace strata::simulator
+
+namespace strata::simulator {
+namespace {
+
+// A step longer than the exact limit is extended along the line through two shorter ones; for
+// every generated schedule that line holds the long step's own simulation, to rounding: time,
+// each stage's breakdown and memory, and the micro-batches in flight (GPipe's grow with m).
+TEST(PlanSimulation, LongStepsExtendTwoShorterOnesExactly) {
+  using schemas::ScheduleType;
+  // 3,072 micro-batches a step: 2 × 3,072 × 4 dp = 24,576 sequences.
+  for (const schemas::Plan& plan :
+       {gpt2_plan(0, ScheduleType::one_f_one_b, 1, true, 24576),
+        gpt2_plan(1, ScheduleType::interleaved_one_f_one_b, 2, true, 24576),
+        gpt2_plan(1, ScheduleType::interleaved_one_f_one_b, 2, false, 24576),
+        gpt2_plan(3, ScheduleType::zb_h1, 1, true, 24576),
+        gpt2_plan(2, ScheduleType::gpipe, 1, true, 24576)}) {
+    ASSERT_GT(plan.batch.num_micro_batches, exact_micro_batch_limit(plan));
+    const PlanSimulation extended = simulate_plan(plan, {});
+    EXPECT_LT(extended.simulated_micro_batches, plan.batch.num_micro_batches);
+    const schedule::PipelineSchedule whole = schedule::build_plan_schedule(plan, {});
+    const costmodels::PlanCosts costs = costmodels::plan_costs(plan);
+    const SimulationResult exact = simulate(plan, whole, costs, {});
+    const std::string name(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames));
+    EXPECT_NEAR(extended.result.step_time_s, exact.step_time_s, 1e-9 * exact.step_time_s) << name;
+    EXPECT_NEAR(extended.result.bubble_fraction, exact.bubble_fraction, 1e-9) << name;
+    for (std::size_t rank = 0; rank < exact.memory.size(); ++rank) {
+      EXPECT_NEAR(extended.result.memory[rank].peak_bytes, exact.memory[rank].peak_bytes,
+                  1e-9 * exact.memory[rank].peak_bytes)
+          << name;
+      EXPECT_NEAR(extended.result.breakdown[rank].bubble_s, exact.breakdown[rank].bubble_s,
+                  1e-9 * exact.step_time_s)
+          << name;
+      EXPECT_EQ(extended.result.peak_micro_batches_in_flight[rank],
+                exact.peak_micro_batches_in_flight[rank])
+          << name;
+    }
+  }
 }
 
 }  // namespace

@@ -27,11 +27,22 @@ struct StepMetrics {
 };
 
 struct PlanSimulation {
-  schedule::PipelineSchedule schedule;
+  schedule::PipelineSchedule schedule;  // of the step actually simulated (see below)
   costmodels::PlanCosts costs;
   SimulationResult result;
   StepMetrics metrics;
+  // The plan's micro-batch count, or, for a step longer than exact_micro_batch_limit, the count of
+  // the longer of the two steps the prediction was extrapolated from (its schedule and timeline).
+  std::int64_t simulated_micro_batches = 0;
 };
+
+// Steps of up to this many micro-batches are simulated action by action. A generated schedule's
+// step is linear in its micro-batch count once the pipeline is full (every extra micro-batch adds
+// the same work to every stage; the warm-up, the drain, the gradient reduction and the optimizer
+// stay the same), so a longer step is predicted from two shorter ones, m₁ and m₂ = 2m₁ past the
+// warm-up: time, bubble and each stage's memory extend along the line through them. That bounds
+// the work of a prediction whatever the global batch. Custom schedules are simulated as written.
+std::int64_t exact_micro_batch_limit(const schemas::Plan& plan);
 
 StepMetrics step_metrics(const schemas::Plan& plan, const costmodels::PlanCosts& costs,
                          const SimulationResult& result);

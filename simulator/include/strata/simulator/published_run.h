@@ -12,12 +12,22 @@
 
 namespace strata::simulator {
 
+// The row's `software` object: which training stack ran it. Read and checked; the simulator
+// does not act on it yet (every row is simulated as Strata's own executor runs a plan).
+struct RunSoftware {
+  std::optional<std::string> framework;
+  std::optional<std::string> attention;  // "flash" or "unfused"
+  std::optional<bool> tp_comm_overlap;
+  std::optional<bool> overlap_grad_reduce;
+};
+
 struct PublishedRun {
   std::string id;
   std::string source;
   std::string tier;
   bool complete = false;
   std::optional<double> measured_step_time_s;
+  RunSoftware software;
   std::optional<schemas::Plan> plan;  // absent for incomplete rows
 };
 
@@ -28,7 +38,9 @@ schemas::ClusterConfig published_run_cluster(const std::string& gpu, std::int64_
                                              std::optional<double> inter_node_gbps_per_gpu,
                                              const schemas::JsonLocation& location);
 
-// One JSON object per line; blank lines skipped. Errors name the file and line.
+// One JSON object per line; blank lines skipped. Each row is read as strictly as a plan: known
+// keys only, types and ranges checked, null or absent meaning "the source does not say", and a
+// complete row needing every field its simulation uses. Errors name the file, line and path.
 std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path);
 
 }  // namespace strata::simulator
