@@ -36,6 +36,16 @@ void BM_PlanGpt3_175B_1024H100(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanGpt3_175B_1024H100)->Unit(benchmark::kSecond)->UseRealTime()->Iterations(1);
 
+// The largest global batch Strata accepts (2^24 sequences): the search must take no longer than at
+// the published batch above (long steps are simulated as two shorter ones).
+void BM_PlanGpt3_175B_1024H100_LargestBatch(benchmark::State& state) {
+  search(state, "gpt3-175b", "dgx-h100:128", schemas::kMaxGlobalBatchSize, 2048);
+}
+BENCHMARK(BM_PlanGpt3_175B_1024H100_LargestBatch)
+    ->Unit(benchmark::kSecond)
+    ->UseRealTime()
+    ->Iterations(1);
+
 void BM_PlanLlama405B_16384H100(benchmark::State& state) {
   search(state, "llama3.1-405b", "dgx-h100:2048", 2048, 8192);
 }

@@ -673,20 +673,30 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
       result.binding_constraint =
           "no layout satisfies the divisibility rules (heads, ffn, kv heads, sequence, global "
           "batch against the cluster's GPU count)";
-    } else if (states_bind) {
+    } else {
+      // The fewest GPUs of this kind whose memory holds the model states spread evenly over
+      // them (ZeRO-3 over all): a floor, since activations and uneven stages need more.
       const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
       const double bytes =
           static_cast<double>(costmodels::adam_model_state_bytes(options.precision).total()) *
           static_cast<double>(counts.total());
-      result.binding_constraint = fmt::format(
-          "memory for model states: weights, gradients and Adam state need {:.1f} GiB in all; "
-          "the best sharding still leaves the fullest GPU above its {:.1f} GiB",
-          bytes / kGiB, capacity / kGiB);
-    } else {
-      result.binding_constraint = fmt::format(
-          "memory for activations: model states fit when sharded, but no layout's activations "
-          "fit the {:.1f} GiB per GPU (micro-batch 1 and full recomputation included)",
-          capacity / kGiB);
+      const double gpus = std::ceil(bytes / capacity);
+      const double nodes = std::ceil(gpus / static_cast<double>(cluster.gpus_per_node));
+      const std::string floor =
+          fmt::format("at least {:.0f} {} GPUs ({:.0f} node{} of {}) would hold them", gpus,
+                      cluster.gpu.name, nodes, nodes == 1 ? "" : "s", cluster.gpus_per_node);
+      if (states_bind) {
+        result.binding_constraint = fmt::format(
+            "memory for model states: weights, gradients and Adam state need {:.1f} GiB in all; "
+            "the best sharding still leaves the fullest GPU above its {:.1f} GiB; {}",
+            bytes / kGiB, capacity / kGiB, floor);
+      } else {
+        result.binding_constraint = fmt::format(
+            "memory for activations: model states fit when sharded ({}), but no layout's "
+            "activations fit the {:.1f} GiB per GPU (micro-batch 1 and full recomputation "
+            "included)",
+            floor, capacity / kGiB);
+      }
     }
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
