@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/crc.hpp>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -15,6 +16,12 @@ namespace strata::executor {
 
 std::uint16_t TokenFile::largest_token() const {
   return tokens.empty() ? 0 : *std::max_element(tokens.begin(), tokens.end());
+}
+
+std::string TokenFile::tokens_crc32() const {
+  boost::crc_32_type crc;
+  crc.process_bytes(tokens.data(), tokens.size() * sizeof(std::uint16_t));
+  return fmt::format("{:08x}", crc.checksum());
 }
 
 TokenFile read_token_file(const std::filesystem::path& path) {

@@ -8,6 +8,7 @@
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/schemas/input_error.h"
+#include "strata/schemas/plan.h"
 
 namespace strata::executor {
 
@@ -83,7 +84,15 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (error) {
       throw InputError(options_.checkpoint_dir->string(), "", "cannot create: " + error.message());
     }
+    remove_abandoned_checkpoints(*options_.checkpoint_dir);
   }
+  run_identity_ = RunIdentity{plan_.batch.global_batch_size,
+                              plan_.batch.seq_length,
+                              std::string(schemas::name_of(plan_.precision, schemas::kDtypeNames)),
+                              static_cast<std::int64_t>(data.tokens.size()),
+                              data.tokens_crc32(),
+                              data.path.string(),
+                              schemas::plan_content_hash(plan_.model, plan_.cluster)};
   moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
   if (options_.init_llmc)
@@ -97,6 +106,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       throw InputError(options_.checkpoint_dir->string(), "", "--resume: no checkpoint here");
     }
     state_ = read_checkpoint(*latest, plan_.model, model_.parameters(), moments_);
+    if (state_.run) check_resumed_run(*state_.run, *latest);
     sampler_.set_seed(state_.seed);
   }
   inputs_ =
@@ -104,6 +114,46 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
   targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
   device_inputs_ = options_.device == Device::cpu ? inputs_ : inputs_.to(options_.device);
   device_targets_ = options_.device == Device::cpu ? targets_ : targets_.to(options_.device);
+}
+
+void Trainer::check_resumed_run(const RunIdentity& recorded,
+                                const std::filesystem::path& checkpoint) {
+  struct Difference {
+    const char* what;
+    const char* flag;
+    std::string recorded, now;
+  };
+  std::vector<Difference> differences;
+  const auto compare = [&](const char* what, const char* flag, const auto& then, const auto& now) {
+    if (then != now) {
+      differences.push_back(
+          Difference{what, flag, fmt::format("{}", then), fmt::format("{}", now)});
+    }
+  };
+  compare("global batch", "--global-batch", recorded.global_batch_size,
+          run_identity_.global_batch_size);
+  compare("sequence length", "--seq-len", recorded.seq_length, run_identity_.seq_length);
+  compare("precision", "--precision", recorded.precision, run_identity_.precision);
+  if (recorded.data_crc32 != run_identity_.data_crc32 ||
+      recorded.data_tokens != run_identity_.data_tokens) {
+    differences.push_back({"data", "--data",
+                           fmt::format("{} ({} tokens, CRC-32 {})", recorded.data_file,
+                                       recorded.data_tokens, recorded.data_crc32),
+                           fmt::format("{} ({} tokens, CRC-32 {})", run_identity_.data_file,
+                                       run_identity_.data_tokens, run_identity_.data_crc32)});
+  }
+  if (differences.empty()) return;
+  if (!options_.resume_with_changes) {
+    const Difference& first = differences.front();
+    throw InputError(first.flag, "",
+                     fmt::format("the checkpoint {} was written with {} {}, this run has {}; "
+                                 "--resume-with-changes continues it anyway",
+                                 checkpoint.string(), first.what, first.recorded, first.now));
+  }
+  for (const Difference& difference : differences) {
+    resume_changes_.push_back(
+        fmt::format("{} {} → {}", difference.what, difference.recorded, difference.now));
+  }
 }
 
 StepRecord Trainer::train_step() {
@@ -160,6 +210,7 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     const bool periodic =
         options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
     if (options_.checkpoint_dir && (last || periodic)) {
+      state_.run = run_identity_;
       summary.last_checkpoint = write_checkpoint(*options_.checkpoint_dir, plan_.model,
                                                  model_.parameters(), moments_, state_);
     }

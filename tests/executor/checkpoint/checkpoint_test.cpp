@@ -37,13 +37,27 @@ OptimizerMoments moments_for(const ParameterStore& store, std::uint32_t seed) {
 
 std::string error_of(auto&& action) { return strata::testing::input_error_message(action); }
 
+RunIdentity run_identity() {
+  return RunIdentity{8, 16, "fp32", 4000, "0badc0de", "tokens.bin", "fnv1a64:0123"};
+}
+
+// Rewrites one field of a checkpoint's state.json, leaving its recorded CRC-32 as it was.
+void edit_state(const fs::path& checkpoint, const std::string& from, const std::string& to) {
+  std::ifstream in(checkpoint / "state.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  std::ofstream(checkpoint / "state.json") << text;
+}
+
 struct CheckpointFixture : ::testing::Test {
   schemas::ModelConfig model = micro_model();
   Transformer written{model, ScalarType::float32, 7};
   OptimizerMoments written_moments = moments_for(written.parameters(), 3);
   fs::path directory = fresh_directory("checkpoints");
   fs::path saved = write_checkpoint(directory, model, written.parameters(), written_moments,
-                                    TrainingState{12, 7, 12 * 64});
+                                    TrainingState{12, 7, 12 * 64, run_identity()});
   Transformer loaded{model, ScalarType::float32, 8};
   OptimizerMoments loaded_moments = moments_for(loaded.parameters(), 9);
 };
@@ -54,6 +68,7 @@ TEST_F(CheckpointFixture, RoundTripsParametersMomentsAndState) {
   EXPECT_EQ(state.step, 12);
   EXPECT_EQ(state.seed, 7u);
   EXPECT_EQ(state.tokens_seen, 768);
+  EXPECT_EQ(state.run, run_identity());
   EXPECT_EQ(0, std::memcmp(loaded.parameters().values().raw(), written.parameters().values().raw(),
                            written.parameters().values().bytes()));
   EXPECT_EQ(0, std::memcmp(loaded_moments.second.raw(), written_moments.second.raw(),
@@ -61,10 +76,40 @@ TEST_F(CheckpointFixture, RoundTripsParametersMomentsAndState) {
 }
 
 TEST_F(CheckpointFixture, LatestIsTheHighestCompleteStepAndTemporariesAreIgnored) {
-  write_checkpoint(directory, model, written.parameters(), written_moments, TrainingState{3, 7, 0});
+  write_checkpoint(directory, model, written.parameters(), written_moments,
+                   TrainingState{3, 7, 0, std::nullopt});
   fs::create_directory(directory / ".step_00000099.tmp.123");  // a crash mid-write
   EXPECT_EQ(latest_checkpoint(directory), directory / "step_00000012");
   EXPECT_EQ(latest_checkpoint(directory / "missing"), std::nullopt);
+}
+
+// A temporary left by a writer that no longer runs is removed; a live writer's (this process's)
+// is not.
+TEST_F(CheckpointFixture, AbandonedTemporariesAreRemoved) {
+  // Process ids are below 2^22 on Linux: 2^22 + 1 is no process.
+  const fs::path abandoned = directory / ".step_00000013.tmp.4194305";
+  const fs::path live = directory / (".step_00000014.tmp." + std::to_string(::getpid()));
+  fs::create_directory(abandoned);
+  fs::create_directory(live);
+  remove_abandoned_checkpoints(directory);
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(live));
+}
+
+// An edited state.json (its own CRC-32 no longer matches) and a state whose step is not its
+// directory's are refused before anything is loaded.
+TEST_F(CheckpointFixture, EditedStateIsRefused) {
+  edit_state(saved, "\"step\": 12", "\"step\": 13");
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("state.json: /state_crc32: CRC-32"));
+  const fs::path other = write_checkpoint(directory, model, written.parameters(), written_moments,
+                                          TrainingState{20, 7, 0, std::nullopt});
+  fs::rename(other, directory / "step_00000021");
+  EXPECT_THAT(error_of([&] {
+                read_checkpoint(directory / "step_00000021", model, loaded.parameters(),
+                                loaded_moments);
+              }),
+              HasSubstr("/step: 20 belongs in a directory step_00000020, not step_00000021"));
 }
 
 TEST_F(CheckpointFixture, TruncatedFilesAreRefused) {
@@ -148,6 +193,15 @@ TEST(LlmcCheckpoint, RefusesModelsLlmcCannotHoldAndMismatchedHeaders) {
   Transformer other(longer, ScalarType::float32, 1);
   EXPECT_THAT(error_of([&] { read_llmc_parameters(path, longer, other.parameters()); }),
               HasSubstr("header[2]: 8 where model micro has 16"));
+  // A header field outside the model format's range is refused by name before it sizes anything.
+  {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    const std::int32_t minus_one = -1;
+    file.seekp(2 * 4);
+    file.write(reinterpret_cast<const char*>(&minus_one), 4);
+  }
+  EXPECT_THAT(error_of([&] { read_llmc_model_config(path); }),
+              HasSubstr("header[2] (max_seq_len): -1 is not from 1 to 16777216"));
 }
 
 }  // namespace

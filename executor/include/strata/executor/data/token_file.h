@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace strata::executor {
@@ -18,6 +19,8 @@ struct TokenFile {
   std::filesystem::path path;
   std::vector<std::uint16_t> tokens;
   std::uint16_t largest_token() const;
+  // The CRC-32 of the tokens (as 8 hex digits): what a checkpoint records of its data.
+  std::string tokens_crc32() const;
 };
 
 // Refuses, naming the file (schemas::InputError): a missing or unreadable file, a header with

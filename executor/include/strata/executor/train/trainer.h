@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "strata/executor/checkpoint/checkpoint.h"
 #include "strata/executor/data/batch_sampler.h"
@@ -30,6 +31,9 @@ struct TrainingOptions {
   std::optional<std::filesystem::path> checkpoint_dir;
   std::int64_t checkpoint_every = 0;  // 0: only after the last step
   bool resume = false;
+  // Resume although the checkpoint's run differs (another global batch, sequence length,
+  // precision or data file): without it such a resume is refused, naming both values.
+  bool resume_with_changes = false;
   std::optional<std::filesystem::path> init_llmc;  // start from llm.c weights instead of the seed
   Device device = Device::cpu;
 };
@@ -71,10 +75,14 @@ class Trainer {
   TrainingSummary run(const std::function<void(const StepRecord&)>& on_step);
   Transformer& model() { return model_; }
   std::int64_t completed_steps() const { return state_.step; }
+  // What differs from the checkpoint's run when resumed with resume_with_changes ("global batch
+  // 8 → 16", ...); empty otherwise.
+  const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
 
  private:
   StepRecord train_step();
+  void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
 
   schemas::Plan plan_;
   TrainingOptions options_;
@@ -83,6 +91,8 @@ class Trainer {
   LearningRateSchedule schedule_;
   OptimizerMoments moments_;
   TrainingState state_;
+  RunIdentity run_identity_;  // of this run, recorded in its checkpoints
+  std::vector<std::string> resume_changes_;
   Tensor inputs_, targets_;                // host: the sampler fills them
   Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
 };
