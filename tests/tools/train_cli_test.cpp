@@ -142,6 +142,52 @@ TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
   EXPECT_EQ(neither.err, "strata: command line: give --plan, --model or --init-llmc\n");
 }
 
+// A resume with nothing to do says so; one below the checkpoint, another batch, or an edited or
+// overflowing state.json is refused naming both values or the path; --resume-with-changes
+// continues another batch and says what changed.
+TEST_F(TrainCli, ResumesCheckWhatTheCheckpointRecorded) {
+  const std::string checkpoints = (directory / "ckpt").string();
+  ASSERT_EQ(strata(small_run("--steps 3 --checkpoint-dir " + checkpoints)).exit_code, 0);
+  const CommandResult again =
+      strata(small_run("--steps 3 --resume --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, "nothing to train: the checkpoint is at step 3, and --steps is 3\n");
+  const CommandResult below =
+      strata(small_run("--steps 2 --resume --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(below.exit_code, 1);
+  EXPECT_EQ(below.err,
+            "strata: --steps: 2 is below the checkpoint's step 3: nothing to train (--steps counts "
+            "the steps of the whole run)\n");
+  const std::string other_batch = "train --model " + kMicroModel + " --data " + tokens +
+                                  " --micro-batch 2 --global-batch 8 --seq-len 32 --steps 4 "
+                                  "--resume --checkpoint-dir " +
+                                  checkpoints;
+  const CommandResult refused = strata(other_batch);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("--global-batch: the checkpoint"));
+  EXPECT_THAT(refused.err, HasSubstr("was written with global batch 4, this run has 8"));
+  const CommandResult changed = strata(other_batch + " --resume-with-changes");
+  EXPECT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_THAT(changed.out, HasSubstr("resuming with a change: global batch 4 → 8"));
+  // A state.json edited by hand fails its own CRC-32; one holding a number no double holds fails
+  // at that number's path.
+  const fs::path state = directory / "ckpt" / "step_00000004" / "state.json";
+  std::string text = slurp(state);
+  text.replace(text.find("\"tokens_seen\": "), 15, "\"tokens_seen\": 1");
+  std::ofstream(state) << text;
+  const CommandResult edited =
+      strata(small_run("--steps 5 --resume --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(edited.exit_code, 1);
+  EXPECT_THAT(edited.err, HasSubstr("state.json: /state_crc32: CRC-32"));
+  text.replace(text.find("\"tokens_seen\": "), 15, "\"tokens_seen\": 1e999999999, \"x\": ");
+  std::ofstream(state) << text;
+  const CommandResult overflow =
+      strata(small_run("--steps 5 --resume --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(overflow.exit_code, 1);
+  EXPECT_EQ(lines(overflow.err), 1u);
+  EXPECT_THAT(overflow.err, HasSubstr("state.json: /tokens_seen: 1e999999999 is too large"));
+}
+
 // The device flags: bf16 and a GPU cluster need --device cuda, and cuda needs a GPU (this test
 // runs where there is none; on a GPU machine the CUDA tests train for real).
 TEST_F(TrainCli, DeviceFlagsAreCheckedBeforeTraining) {

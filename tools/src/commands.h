@@ -121,6 +121,7 @@ struct TrainOptions {
   std::optional<std::string> checkpoint_dir;
   std::int64_t checkpoint_every = 0;
   bool resume = false;
+  bool resume_with_changes = false;
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
   LogFormat log_format = LogFormat::text;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/costmodels/model_flops.h"
 #include "strata/costmodels/model_state_memory.h"
@@ -56,7 +57,7 @@ CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
   command
       ->add_option("--seq-len", options.seq_length,
                    "Sequence length for attention FLOPs (default: the model's max_seq_length)")
-      ->check(CLI::Range(std::int64_t{1}, schemas::kMaxSeqLength));
+      ->check(whole_number_from(1, schemas::kMaxSeqLength));
   command->add_option("--precision", options.precision, "Training precision for the GPU count")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}))
       ->capture_default_str();

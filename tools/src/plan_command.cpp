@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/planner/megatron_arguments.h"
 #include "strata/planner/plan_search.h"
@@ -106,25 +107,25 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
   command->add_option("--cluster", options.cluster, "Cluster preset (NAME:NODES) or file")
       ->capture_default_str();
   command->add_option("--global-batch", options.global_batch, "Sequences per optimizer step")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number_from(1, schemas::kMaxGlobalBatchSize))
       ->capture_default_str();
   command
       ->add_option("--seq-len", options.seq_length,
                    "Sequence length (default: the model's, at most 8192)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_from(1, schemas::kMaxSeqLength));
   command->add_option("--top", options.top_k, "How many plans to show")
-      ->check(CLI::Range(1, 100))
+      ->check(whole_number_from(1, 100))
       ->capture_default_str();
   command->add_option("--out", options.out_path,
                       "Write the plans as plan files: FILE, then FILE's stem .2, .3, ...");
   command
       ->add_option("--memory-reserve", options.memory_reserve,
                    "Fraction of GPU memory to keep free beyond the cluster's reserve")
-      ->check(CLI::Range(0.0, 0.9));
+      ->check(number_from(0.0, 0.9));
   command
       ->add_option("--max-tp", options.max_tp,
                    "Largest tensor-parallel size (default: 2 nodes' GPUs)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize));
   command->add_option("--schedules", options.schedules, "Schedules to consider")
       ->delimiter(',')
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}));

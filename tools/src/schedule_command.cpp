@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schedule/schedule_check.h"
@@ -14,6 +15,11 @@
 #include "strata/schemas/json_file.h"
 
 namespace strata::tools {
+namespace {
+
+constexpr std::int64_t kMaxListedActions = std::int64_t{1} << 22;
+
+}  // namespace
 
 CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options) {
   CLI::App* command = app.add_subcommand(
@@ -21,7 +27,7 @@ CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options) {
       "Print the per-rank pipeline action lists of a plan (what simulator and executor run)");
   command->add_option("--plan", options.plan, "Plan file")->required();
   command->add_option("--rank", options.rank, "Only this pipeline rank")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_from(0, schemas::kMaxMeshAxisSize - 1));
   command->add_option(
       "--write-csv", options.csv_path,
       "Also write the lists as a custom-schedule CSV file (a starting point to edit)");
@@ -31,6 +37,15 @@ CLI::App* add_schedule_command(CLI::App& app, ScheduleOptions& options) {
 
 int run_schedule(const ScheduleOptions& options) {
   const schemas::Plan plan = schemas::load_plan_file(options.plan);
+  // Every rank lists a forward and a backward per micro-batch and model chunk.
+  const std::int64_t actions = 2 * plan.batch.num_micro_batches * plan.mesh.vpp * plan.mesh.pp;
+  if (plan.schedule.type != schemas::ScheduleType::custom && actions > kMaxListedActions) {
+    throw schemas::InputError(
+        options.plan, "/batch/num_micro_batches",
+        fmt::format("{} micro-batches make about {} actions to list; strata schedule lists at most "
+                    "{} (strata simulate predicts such a step without listing it)",
+                    plan.batch.num_micro_batches, actions, kMaxListedActions));
+  }
   const std::filesystem::path plan_directory = std::filesystem::path(options.plan).parent_path();
   const schedule::PipelineSchedule pipeline = schedule::build_plan_schedule(plan, plan_directory);
   const schedule::ScheduleStats stats = schedule::check_schedule(pipeline, options.plan);

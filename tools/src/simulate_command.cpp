@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
@@ -138,30 +139,31 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(command->add_option("--model", options.model, "Model preset or file (instead of --plan)"));
   knob(command->add_option("--cluster", options.cluster,
                            "Cluster preset (NAME or NAME:NODES) or file"));
-  knob(command->add_option("--tp", options.tp, "Tensor-parallel size")->check(CLI::PositiveNumber));
+  const CLI::Validator axis = whole_number_from(1, schemas::kMaxMeshAxisSize);
+  const CLI::Validator batch = whole_number_from(1, schemas::kMaxGlobalBatchSize);
+  knob(command->add_option("--tp", options.tp, "Tensor-parallel size")->check(axis));
   knob(command->add_option("--pp", options.pp, "Pipeline-parallel size")
-           ->check(CLI::PositiveNumber));
-  knob(
-      command->add_option("--cp", options.cp, "Context-parallel size")->check(CLI::PositiveNumber));
+           ->check(whole_number_from(1, schemas::kMaxLayers + 2)));
+  knob(command->add_option("--cp", options.cp, "Context-parallel size")->check(axis));
   knob(command
            ->add_option("--dp", options.dp, "Data-parallel size (default: what the cluster leaves)")
-           ->check(CLI::PositiveNumber));
+           ->check(axis));
   knob(command->add_option("--vpp", options.vpp, "Model chunks per pipeline rank")
-           ->check(CLI::PositiveNumber));
+           ->check(whole_number_from(1, schemas::kMaxLayers)));
   knob(command->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch")
-           ->check(CLI::PositiveNumber));
+           ->check(batch));
   knob(command->add_option("--global-batch", options.global_batch, "Sequences per step")
-           ->check(CLI::PositiveNumber));
+           ->check(batch));
   knob(
       command->add_option("--seq-len", options.seq_length, "Sequence length (default: the model's)")
-          ->check(CLI::PositiveNumber));
+          ->check(whole_number_from(1, schemas::kMaxSeqLength)));
   knob(command->add_option("--recompute", options.recompute, "Activation recomputation")
            ->check(CLI::IsMember({"none", "selective", "full"})));
   knob(command->add_flag("--sequence-parallel", options.sequence_parallel,
                          "Megatron sequence parallelism"));
   knob(
       command->add_option("--zero", options.zero_stage, "ZeRO stage 0-3 (1: distributed optimizer)")
-          ->check(CLI::Range(0, 3)));
+          ->check(whole_number_from(0, 3)));
   knob(command->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
                          "Reduce data-parallel gradients after the whole backward"));
   knob(command->add_option("--schedule", options.schedule, "Pipeline schedule")

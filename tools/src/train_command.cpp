@@ -7,6 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/train/trainer.h"
@@ -19,6 +20,11 @@ namespace strata::tools {
 namespace {
 
 constexpr const char* kSingleCpuCluster = "cpu-local";
+// Bounds of the training flags (README "Limits"): finite, far above any real run.
+constexpr std::int64_t kMaxTrainingSteps = std::int64_t{1} << 40;
+constexpr double kMaxLearningRate = 1e3;
+constexpr double kMaxWeightDecay = 1e3;
+constexpr double kMaxGradientNorm = 1e30;
 constexpr const char* kDefaultGpuCluster = "dgx-h100";
 // The device of the cpu-local preset: a plan for a cluster of these trains on the CPU.
 constexpr const char* kCpuDeviceName = "cpu-core";
@@ -119,46 +125,49 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->excludes(plan);
   command
       ->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch (with --model)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number_from(1, schemas::kMaxGlobalBatchSize))
       ->excludes(plan);
   command
       ->add_option("--global-batch", options.global_batch,
                    "Sequences per optimizer step, accumulated over micro-batches (default: one "
                    "micro-batch)")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number_from(1, schemas::kMaxGlobalBatchSize))
       ->excludes(plan);
   command
       ->add_option("--seq-len", options.seq_length,
                    "Tokens per sequence (default min(256, model max))")
-      ->check(CLI::PositiveNumber)
+      ->check(whole_number_from(1, schemas::kMaxSeqLength))
       ->excludes(plan);
   command->add_option("--write-plan", options.write_plan, "Write the plan --model makes to FILE")
       ->excludes(plan);
   command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")
       ->required();
   command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
-      ->check(CLI::PositiveNumber);
-  command->add_option("--seed", options.seed,
-                      "Seed of init, data order and dropout (default 1234)");
+      ->check(whole_number_from(1, kMaxTrainingSteps));
+  command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)")
+      ->check(seed_value());
   command->add_option("--lr", options.learning_rate, "Peak learning rate")
-      ->check(CLI::PositiveNumber);
+      ->check(number_from(0, kMaxLearningRate, true));
   command
       ->add_option("--min-lr-fraction", options.min_lr_fraction,
                    "Cosine floor as a fraction of the peak")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(number_from(0.0, 1.0));
   command->add_option("--warmup-steps", options.warmup_steps, "Linear warm-up steps")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_from(0, kMaxTrainingSteps));
   command->add_option("--weight-decay", options.weight_decay, "AdamW weight decay of matrices")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_from(0, kMaxWeightDecay));
   command->add_option("--grad-clip", options.grad_clip, "Global gradient-norm limit (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_from(0, kMaxGradientNorm));
   command->add_option("--checkpoint-dir", options.checkpoint_dir, "Directory for checkpoints");
   command
       ->add_option("--checkpoint-every", options.checkpoint_every,
                    "Checkpoint every K steps (and after the last)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number_from(0, kMaxTrainingSteps));
   command->add_flag("--resume", options.resume,
                     "Continue from the newest checkpoint in --checkpoint-dir");
+  command->add_flag("--resume-with-changes", options.resume_with_changes,
+                    "With --resume: continue although the global batch, sequence length, "
+                    "precision or data file differs from the checkpoint's run");
   command->add_option("--init-llmc", options.init_llmc, "Start from an llm.c GPT-2 model file");
   command->add_option("--save-llmc", options.save_llmc, "Write the trained model as an llm.c file");
   command
@@ -227,6 +236,7 @@ int run_train(const TrainOptions& options) {
   if (options.checkpoint_dir) training.checkpoint_dir = *options.checkpoint_dir;
   training.checkpoint_every = options.checkpoint_every;
   training.resume = options.resume;
+  training.resume_with_changes = options.resume_with_changes;
   if (options.init_llmc) training.init_llmc = *options.init_llmc;
   training.device = device;
 
@@ -237,6 +247,31 @@ int run_train(const TrainOptions& options) {
                               fmt::format("{} differs from the checkpoint's seed {}; a resumed run "
                                           "keeps its seed",
                                           *options.seed, trainer.seed()));
+  }
+  if (trainer.completed_steps() > options.steps) {
+    throw schemas::InputError(
+        "--steps", "",
+        fmt::format("{} is below the checkpoint's step {}: nothing to train (--steps counts "
+                    "the steps of the whole run)",
+                    options.steps, trainer.completed_steps()));
+  }
+  if (trainer.completed_steps() == options.steps) {
+    // A finished run started again: say so, leave the checkpoint alone.
+    if (options.log_format == LogFormat::json) {
+      std::cout << nlohmann::json{{"summary", true},
+                                  {"first_step", trainer.completed_steps()},
+                                  {"steps_run", 0},
+                                  {"message", "nothing to train"}}
+                       .dump()
+                << std::endl;
+    } else {
+      fmt::print("nothing to train: the checkpoint is at step {}, and --steps is {}\n",
+                 trainer.completed_steps(), options.steps);
+    }
+    return 0;
+  }
+  for (const std::string& change : trainer.resume_changes()) {
+    if (options.log_format == LogFormat::text) fmt::print("resuming with a change: {}\n", change);
   }
   const executor::TrainingSummary summary = trainer.run([&](const executor::StepRecord& record) {
     print_step(record, options.steps, options.log_format);

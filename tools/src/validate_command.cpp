@@ -6,8 +6,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli_checks.h"
 #include "commands.h"
 #include "strata/costmodels/parameter_count.h"
+#include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "text_format.h"
@@ -65,6 +67,15 @@ int run_validate(const ValidateOptions& options) {
   for (const std::string& file : options.files) {
     try {
       const schemas::LoadedDocument document = schemas::load_document_file(file);
+      if (document.kind == schemas::DocumentKind::plan) {
+        // What `strata schedule` and `strata simulate` would check too: a custom schedule's CSV
+        // is read and run to the end (complete, on the right ranks, no deadlock). Generated
+        // schedules are correct by construction.
+        const auto& plan = std::get<schemas::Plan>(document.content);
+        if (plan.schedule.type == schemas::ScheduleType::custom) {
+          schedule::build_plan_schedule(plan, std::filesystem::path(file).parent_path());
+        }
+      }
       report.push_back({{"file", file},
                         {"valid", true},
                         {"kind", kind_name(document.kind)},
@@ -75,7 +86,7 @@ int run_validate(const ValidateOptions& options) {
     } catch (const schemas::InputError& error) {
       all_valid = false;
       report.push_back({{"file", file}, {"valid", false}, {"error", error.what()}});
-      std::fprintf(stderr, "strata: %s\n", error.what());
+      std::fprintf(stderr, "strata: %s\n", error_line(error.what()).c_str());
     }
   }
   if (options.format == OutputFormat::json) std::cout << report.dump(2) << "\n";

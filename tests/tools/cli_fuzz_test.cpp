@@ -1,0 +1,467 @@
+// The command line's contract under fuzzing: every fixture and preset, mutated (keys deleted or
+// duplicated, types swapped, extreme numbers, truncated, bytes flipped), is fed to validate,
+// describe, simulate and validate-sim, and random flag combinations to every subcommand. Each
+// case must end with exit 0, 1 or 2 — no crash, sanitizer report, hang or internal error — and
+// a failure must be exactly one `strata:` line on stderr (success: nothing there).
+//
+// Cases run `strata`'s run_cli in forked children (no exec: thousands fit in a minute), seeded
+// (STRATA_FUZZ_SEED) and bounded by a case count and a time budget (STRATA_FUZZ_SECONDS); the
+// test prints how many it ran. A failing case prints its arguments and its mutated file.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "strata/schemas/presets.h"
+#include "strata_command.h"
+
+namespace strata::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMaxCases = 4000;
+constexpr double kDefaultSeconds = 100;
+constexpr unsigned kCaseSeconds = 30;  // one case's limit: a case past it is unbounded work
+
+struct Outcome {
+  bool exited = false;
+  int code = 0;  // exit status, or the signal that ended the child
+  std::string out, err;
+};
+
+// Runs run_cli(arguments) in a child whose working directory is `directory`.
+Outcome run_strata(const std::vector<std::string>& arguments, const fs::path& directory) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) std::abort();
+  std::fflush(nullptr);
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    for (int descriptor : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(descriptor);
+    const int input = ::open("/dev/null", O_RDONLY);
+    ::dup2(input, STDIN_FILENO);
+    if (::chdir(directory.c_str()) != 0) ::_exit(97);
+    ::alarm(kCaseSeconds);
+    std::vector<std::string> words = {"strata"};
+    words.insert(words.end(), arguments.begin(), arguments.end());
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    const int code = run_cli(static_cast<int>(words.size()), argv.data());
+    std::cout.flush();
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  Outcome outcome;
+  pollfd descriptors[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&outcome.out, &outcome.err};
+  int open_pipes = 2;
+  char buffer[65536];
+  while (open_pipes > 0) {
+    if (::poll(descriptors, 2, -1) < 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (descriptors[i].fd < 0 || !(descriptors[i].revents & (POLLIN | POLLHUP))) continue;
+      const ssize_t got = ::read(descriptors[i].fd, buffer, sizeof(buffer));
+      if (got > 0) {
+        // Keep enough of the output to judge it; a big table need not be held whole.
+        if (sinks[i]->size() < (1u << 20)) sinks[i]->append(buffer, static_cast<std::size_t>(got));
+      } else {
+        ::close(descriptors[i].fd);
+        descriptors[i].fd = -1;
+        --open_pipes;
+      }
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  outcome.exited = WIFEXITED(status);
+  outcome.code = outcome.exited ? WEXITSTATUS(status) : WTERMSIG(status);
+  return outcome;
+}
+
+// What a case broke, or empty when it kept the contract.
+std::string contract_breach(const Outcome& outcome) {
+  if (!outcome.exited) {
+    return outcome.code == SIGALRM ? fmt::format("ran past {} s", kCaseSeconds)
+                                   : fmt::format("ended by signal {}", outcome.code);
+  }
+  if (outcome.code > 2) return fmt::format("exit {}", outcome.code);
+  if (outcome.code == 0) {
+    return outcome.err.empty() ? "" : "exit 0 with something on stderr";
+  }
+  const std::size_t newline = outcome.err.find('\n');
+  if (outcome.err.rfind("strata: ", 0) != 0 || newline + 1 != outcome.err.size()) {
+    return "not one `strata:` line on stderr";
+  }
+  if (outcome.err.find("internal error") != std::string::npos) return "an internal error";
+  return "";
+}
+
+// A mutation of a JSON document, as text.
+class Mutator {
+ public:
+  explicit Mutator(std::uint64_t seed) : random_(seed) {}
+
+  std::string mutate(const nlohmann::json& document) {
+    switch (pick(7)) {
+      case 0:
+        return delete_key(document);
+      case 1:
+        return duplicate_key(document);
+      case 2:
+        return replace_value(document, swapped_type());
+      case 3:
+        return replace_value(document, extreme_number());
+      case 4:
+        return truncate(document.dump(2));
+      case 5:
+        return flip_bytes(document.dump(2));
+      default:
+        return replace_value(document, "{\"unexpected\": 1}");
+    }
+  }
+
+  std::size_t pick(std::size_t n) {
+    return std::uniform_int_distribution<std::size_t>(0, n - 1)(random_);
+  }
+  template <class T>
+  const T& choose(const std::vector<T>& values) {
+    return values[pick(values.size())];
+  }
+
+ private:
+  // Every value's pointer in the document.
+  void collect(const nlohmann::json& value, const nlohmann::json::json_pointer& at,
+               std::vector<nlohmann::json::json_pointer>& pointers, bool objects_only) {
+    if (!objects_only || value.is_object()) pointers.push_back(at);
+    if (value.is_object()) {
+      for (const auto& [key, member] : value.items())
+        collect(member, at / key, pointers, objects_only);
+    } else if (value.is_array()) {
+      for (std::size_t i = 0; i < value.size(); ++i)
+        collect(value[i], at / i, pointers, objects_only);
+    }
+  }
+
+  std::string delete_key(nlohmann::json document) {
+    std::vector<nlohmann::json::json_pointer> pointers;
+    collect(document, nlohmann::json::json_pointer(), pointers, false);
+    const nlohmann::json::json_pointer at = choose(pointers);
+    if (at.empty()) return document.dump(2);
+    nlohmann::json& parent = document[at.parent_pointer()];
+    if (parent.is_object()) {
+      parent.erase(at.back());
+    } else if (parent.is_array()) {
+      parent.erase(std::stoul(at.back()));
+    }
+    return document.dump(2);
+  }
+
+  // The text of `document` with the value at a random pointer written as `replacement` (raw
+  // text: it may be invalid JSON or a number no double holds).
+  std::string replace_value(const nlohmann::json& document, const std::string& replacement) {
+    std::vector<nlohmann::json::json_pointer> pointers;
+    collect(document, nlohmann::json::json_pointer(), pointers, false);
+    return replace_value_at(document, choose(pointers), replacement);
+  }
+
+  std::string duplicate_key(nlohmann::json document) {
+    std::vector<nlohmann::json::json_pointer> objects;
+    collect(document, nlohmann::json::json_pointer(), objects, true);
+    const nlohmann::json::json_pointer at = choose(objects);
+    const nlohmann::json& object = document[at];
+    if (object.empty()) return document.dump(2);
+    const auto first = object.begin();
+    const std::string repeated =
+        nlohmann::json(first.key()).dump() + ": " + first.value().dump() + ", ";
+    std::string body = object.dump();
+    body.insert(1, repeated);
+    return replace_value_at(document, at, body);
+  }
+
+  std::string replace_value_at(nlohmann::json document, const nlohmann::json::json_pointer& at,
+                               const std::string& replacement) {
+    const std::string marker = "@@strata-fuzz-marker@@";
+    document[at] = marker;
+    std::string text = document.dump(2);
+    text.replace(text.find("\"" + marker + "\""), marker.size() + 2, replacement);
+    return text;
+  }
+
+  std::string swapped_type() {
+    static const std::vector<std::string> kValues = {
+        "\"text\"", "\"\"", "true", "null", "[]", "{}", "[1, 2]", "\"32\"", "0", "-1", "1.5"};
+    return choose(kValues);
+  }
+
+  std::string extreme_number() {
+    static const std::vector<std::string> kValues = {"0",
+                                                     "-1",
+                                                     "1e300",
+                                                     "-1e300",
+                                                     "9223372036854775807",
+                                                     "9223372036854775808",
+                                                     "18446744073709551616",
+                                                     "1e999999999",
+                                                     "-1e999999999",
+                                                     "4.9e-324",
+                                                     "0.5",
+                                                     "2147483647",
+                                                     "16777217",
+                                                     "4096",
+                                                     "1e15",
+                                                     std::string(400, '9'),
+                                                     "1e-400",
+                                                     "-0",
+                                                     "65536"};
+    return choose(kValues);
+  }
+
+  std::string truncate(const std::string& text) { return text.substr(0, pick(text.size() + 1)); }
+
+  std::string flip_bytes(std::string text) {
+    const std::size_t flips = 1 + pick(3);
+    for (std::size_t i = 0; i < flips && !text.empty(); ++i) {
+      text[pick(text.size())] ^= static_cast<char>(1 << pick(8));
+    }
+    return text;
+  }
+
+  std::mt19937_64 random_;
+};
+
+struct Document {
+  std::string name;  // the file name it is written as
+  nlohmann::json content;
+  std::string kind;  // model, cluster, plan, hf_config, row
+};
+
+std::vector<Document> seed_documents() {
+  std::vector<Document> documents;
+  const fs::path fixtures = STRATA_FIXTURES_DIR;
+  for (const char* kind : {"model", "cluster", "plan"}) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(fixtures / kind / "valid")) {
+      if (entry.path().extension() != ".json") continue;
+      documents.push_back({entry.path().filename().string(),
+                           nlohmann::json::parse(testing::slurp(entry.path())), kind});
+    }
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(fixtures / "hf")) {
+    documents.push_back(
+        {"config.json", nlohmann::json::parse(testing::slurp(entry.path())), "hf_config"});
+  }
+  for (std::string_view name : schemas::model_preset_names()) {
+    documents.push_back({std::string(name) + ".json",
+                         nlohmann::json::parse(schemas::model_preset_document(name)), "model"});
+  }
+  for (std::string_view name : schemas::cluster_preset_names()) {
+    documents.push_back({std::string(name) + ".json",
+                         nlohmann::json::parse(schemas::cluster_preset_document(name)), "cluster"});
+  }
+  std::istringstream rows(testing::slurp(fixtures / "validation/published_runs.jsonl"));
+  for (std::string line; std::getline(rows, line);) {
+    if (!line.empty()) documents.push_back({"runs.jsonl", nlohmann::json::parse(line), "row"});
+  }
+  return documents;
+}
+
+// The commands that read a document of `kind` at `file`.
+std::vector<std::vector<std::string>> commands_for(const std::string& kind,
+                                                   const std::string& file) {
+  if (kind == "row") return {{"validate-sim", file}};
+  std::vector<std::vector<std::string>> commands = {{"validate", file}};
+  if (kind == "model" || kind == "hf_config") {
+    commands.push_back({"describe", "--model", file, "--seq-len", "2048"});
+  }
+  if (kind == "cluster") {
+    commands.push_back({"describe", "--model", "gpt2-124m", "--cluster", file});
+  }
+  if (kind == "plan") commands.push_back({"simulate", "--plan", file});
+  return commands;
+}
+
+// A random command line of known flags with values good, bad and extreme.
+std::vector<std::string> random_flags(Mutator& random, const std::string& data_file) {
+  static const std::vector<std::string> kNumbers = {"1",
+                                                    "2",
+                                                    "8",
+                                                    "0",
+                                                    "-1",
+                                                    "nan",
+                                                    "inf",
+                                                    "-inf",
+                                                    "1e309",
+                                                    "abc",
+                                                    "",
+                                                    "1.5",
+                                                    "0.9",
+                                                    "4096",
+                                                    "16777216",
+                                                    "16777217",
+                                                    "9223372036854775808",
+                                                    std::string(200, '7'),
+                                                    "1e3",
+                                                    "+3"};
+  static const std::vector<std::string> kModels = {
+      "gpt-tiny", "gpt2-124m", "llama-tiny", "llama3.1-8b", "gpt3-175b", "nope", ""};
+  static const std::vector<std::string> kClusters = {
+      "dgx-h100", "dgx-h100:1", "dgx-a100-80gb:2", "cpu-local", "dgx-h100:0", "dgx-h100:x", ""};
+  const auto number = [&] { return random.choose(kNumbers); };
+  switch (random.pick(6)) {
+    case 0: {  // simulate from knobs: cheap, every knob
+      std::vector<std::string> args = {"simulate",
+                                       "--model",
+                                       random.choose(kModels),
+                                       "--cluster",
+                                       random.choose(kClusters),
+                                       "--global-batch",
+                                       number()};
+      for (const char* flag :
+           {"--tp", "--pp", "--cp", "--dp", "--vpp", "--micro-batch", "--seq-len", "--zero"}) {
+        if (random.pick(3) == 0) args.insert(args.end(), {flag, number()});
+      }
+      if (random.pick(3) == 0) {
+        args.insert(args.end(),
+                    {"--schedule", random.choose(std::vector<std::string>{
+                                       "1f1b", "gpipe", "zb-h1", "interleaved-1f1b", "x"})});
+      }
+      if (random.pick(4) == 0) args.push_back("--sequence-parallel");
+      if (random.pick(4) == 0) args.insert(args.end(), {"--format", "json"});
+      return args;
+    }
+    case 1: {  // plan: small models and clusters keep the search short
+      std::vector<std::string> args = {
+          "plan",
+          "--quiet",
+          "--model",
+          random.choose(std::vector<std::string>{"gpt-tiny", "gpt2-124m", "x"}),
+          "--cluster",
+          random.choose(std::vector<std::string>{"dgx-h100:1", "cpu-local", "dgx-a100-40gb"})};
+      for (const char* flag :
+           {"--global-batch", "--seq-len", "--top", "--memory-reserve", "--max-tp"}) {
+        if (random.pick(2) == 0) args.insert(args.end(), {flag, number()});
+      }
+      return args;
+    }
+    case 2: {  // describe
+      std::vector<std::string> args = {"describe", "--model", random.choose(kModels)};
+      if (random.pick(2) == 0) args.insert(args.end(), {"--seq-len", number()});
+      if (random.pick(2) == 0) args.insert(args.end(), {"--cluster", random.choose(kClusters)});
+      if (random.pick(3) == 0)
+        args.insert(args.end(), {"--precision",
+                                 random.choose(std::vector<std::string>{"fp8", "bf16", "int4"})});
+      return args;
+    }
+    case 3: {  // train: the micro model, a few steps at most
+      std::vector<std::string> args = {
+          "train",
+          "--model",
+          STRATA_FIXTURES_DIR "/executor/gpt-micro.json",
+          "--data",
+          data_file,
+          "--steps",
+          random.choose(std::vector<std::string>{"1", "2", "0", "-1", "nan"})};
+      for (const char* flag :
+           {"--micro-batch", "--global-batch", "--seq-len", "--seed", "--lr", "--min-lr-fraction",
+            "--warmup-steps", "--weight-decay", "--grad-clip", "--checkpoint-every"}) {
+        if (random.pick(4) == 0) args.insert(args.end(), {flag, number()});
+      }
+      if (random.pick(3) == 0) args.insert(args.end(), {"--checkpoint-dir", "ckpt"});
+      if (random.pick(4) == 0) args.push_back("--resume");
+      return args;
+    }
+    case 4:  // presets and unknown words
+      return {random.choose(
+                  std::vector<std::string>{"presets", "presets", "plna", "--version", "-x", ""}),
+              random.choose(std::vector<std::string>{"--show", "--format", "json", "x"}),
+              random.choose(kModels)};
+    default: {  // schedule of a fixture plan, with a rank
+      return {"schedule", "--plan", STRATA_FIXTURES_DIR "/plan/valid/gpt2-cpu-tp2-pp2.json",
+              "--rank", number()};
+    }
+  }
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string line;
+  for (const std::string& word : words) line += (line.empty() ? "" : " ") + word.substr(0, 80);
+  return line;
+}
+
+TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
+  const char* seed_text = std::getenv("STRATA_FUZZ_SEED");
+  const char* seconds_text = std::getenv("STRATA_FUZZ_SECONDS");
+  const std::uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 10) : 20261123;
+  const double budget_s = seconds_text ? std::strtod(seconds_text, nullptr) : kDefaultSeconds;
+  const fs::path directory =
+      fs::path(::testing::TempDir()) / ("cli-fuzz-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  fs::create_directories(directory);
+  // The custom-schedule plan fixture reads its CSV beside it.
+  fs::copy_file(fs::path(STRATA_FIXTURES_DIR) / "plan/valid/llama8b-schedule.csv",
+                directory / "llama8b-schedule.csv");
+  {
+    std::ofstream text(directory / "text.txt");
+    for (int i = 0; i < 400; ++i) text << "the plan runs on every rank and the step is predicted ";
+  }
+  ASSERT_EQ(run_strata({"data", "--text", "text.txt", "--out", "tokens.bin"}, directory).code, 0);
+
+  Mutator mutator(seed);
+  const std::vector<Document> documents = seed_documents();
+  const auto started = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  int cases = 0, failures = 0;
+  while (cases < kMaxCases && elapsed() < budget_s) {
+    std::vector<std::vector<std::string>> commands;
+    std::string mutated;
+    if (mutator.pick(4) != 0) {
+      const Document& document = mutator.choose(documents);
+      mutated = mutator.mutate(document.content);
+      std::ofstream(directory / document.name) << mutated << (document.kind == "row" ? "\n" : "");
+      commands = commands_for(document.kind, document.name);
+    } else {
+      commands = {random_flags(mutator, "tokens.bin")};
+    }
+    for (const std::vector<std::string>& command : commands) {
+      ++cases;
+      const Outcome outcome = run_strata(command, directory);
+      const std::string breach = contract_breach(outcome);
+      if (breach.empty()) continue;
+      if (++failures <= 10) {
+        ADD_FAILURE() << "strata " << joined(command) << ": " << breach
+                      << "\nstderr: " << outcome.err.substr(0, 2000)
+                      << (mutated.empty() ? "" : "\nfile: " + mutated.substr(0, 4000));
+      }
+    }
+  }
+  std::printf("fuzz: %d cases in %.1f s (seed %llu), %d broke the contract\n", cases, elapsed(),
+              static_cast<unsigned long long>(seed), failures);
+  EXPECT_GT(cases, 100);
+  fs::remove_all(directory);
+}
+
+}  // namespace
+}  // namespace strata::tools

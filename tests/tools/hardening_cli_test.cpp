@@ -1,0 +1,190 @@
+// Bad and extreme input as an adversarial user gives it: every case ends with exit 1 (input) or
+// 2 (usage) and one `strata:` line naming the flag or file, the path and the rule — never NaN in
+// a plan, unbounded work, an "internal error" or a value echoed back whole.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "strata_command.h"
+
+namespace strata::tools {
+namespace {
+
+using strata::testing::CommandResult;
+using strata::testing::lines;
+using strata::testing::slurp;
+using strata::testing::strata;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+namespace fs = std::filesystem;
+
+const fs::path kFixtures = STRATA_FIXTURES_DIR;
+
+struct HardeningCli : ::testing::Test {
+  void SetUp() override {
+    directory = fs::path(::testing::TempDir()) /
+                ("hardening-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(directory);
+    fs::create_directories(directory);
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    const fs::path path = directory / name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  // One line on stderr, starting "strata: ", with the given exit status.
+  static void expect_refused(const CommandResult& result, int exit_code, const std::string& text) {
+    EXPECT_EQ(result.exit_code, exit_code) << result.err;
+    EXPECT_EQ(lines(result.err), 1u) << result.err;
+    EXPECT_THAT(result.err, StartsWith("strata: "));
+    EXPECT_THAT(result.err, HasSubstr(text));
+    EXPECT_THAT(result.err, Not(HasSubstr("internal error")));
+  }
+  fs::path directory;
+};
+
+TEST_F(HardeningCli, NonFiniteFlagValuesAreRefusedNamingTheFlag) {
+  expect_refused(strata("plan --model llama3.1-8b --cluster dgx-h100 --global-batch 64 "
+                        "--seq-len 4096 --memory-reserve nan"),
+                 2, "--memory-reserve: nan is not a finite number");
+  for (const char* flag : {"--lr", "--grad-clip", "--weight-decay", "--min-lr-fraction"}) {
+    expect_refused(strata(std::string("train --model gpt-tiny --data x.bin ") + flag + " nan"), 2,
+                   std::string(flag) + ": nan is not a finite number");
+  }
+  expect_refused(strata("train --model gpt-tiny --data x.bin --lr inf"), 2,
+                 "--lr: inf is not a finite number");
+  // Ranges read as people write them, not as 309 digits of the largest double.
+  const CommandResult steps = strata("train --model gpt-tiny --data x.bin --steps 0");
+  expect_refused(steps, 2, "--steps: 0 is not a whole number from 1 to 1099511627776");
+  EXPECT_LT(steps.err.size(), 200u);
+  expect_refused(strata("train --model gpt-tiny --data x.bin --seed -1"), 2,
+                 "--seed: -1 is not a whole number from 0 to 18446744073709551615");
+  expect_refused(strata("train --model gpt-tiny --data x.bin --seed 18446744073709551616"), 2,
+                 "--seed: 18446744073709551616 is not a whole number");
+  expect_refused(strata("plna"), 2, "unknown subcommand \"plna\"; did you mean \"plan\"?");
+}
+
+// Every reserve the flag accepts gives plans whose predicted memory fits, and `validate` refuses
+// a plan file whose own prediction does not.
+TEST_F(HardeningCli, PlansFitForEveryReserveAndValidateChecksTheFit) {
+  for (const char* reserve : {"0", "0.5", "0.9"}) {
+    const fs::path out = directory / (std::string("plan-") + reserve + ".json");
+    const CommandResult run =
+        strata(std::string("plan --model llama3.1-8b --cluster dgx-h100 --global-batch 64 "
+                           "--seq-len 4096 --top 3 --format json --memory-reserve ") +
+               reserve + " --out " + out.string());
+    if (run.exit_code == 1) {  // at a 0.9 reserve nothing may fit: said so, nothing written
+      EXPECT_THAT(run.err, HasSubstr("no plan fits"));
+      EXPECT_FALSE(fs::exists(out));
+      continue;
+    }
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const nlohmann::json report = nlohmann::json::parse(run.out);
+    for (const nlohmann::json& plan : report.at("plans")) {
+      EXPECT_LE(plan.at("peak_memory_bytes").get<double>(),
+                plan.at("capacity_bytes").get<double>());
+    }
+    EXPECT_EQ(strata("validate " + out.string()).exit_code, 0);
+  }
+  nlohmann::json plan =
+      nlohmann::json::parse(slurp(kFixtures / "plan/valid/llama70b-h100-uneven-predicted.json"));
+  plan["predicted"]["peak_memory_bytes_per_pipeline_rank"][1] = std::int64_t{128204773785};
+  expect_refused(strata("validate " + write("over.json", plan.dump()).string()), 1,
+                 "/predicted/peak_memory_bytes_per_pipeline_rank/1: 119.4 GiB is more than the");
+}
+
+// The largest accepted global batch plans and simulates (the simulator extends two shorter steps
+// instead of listing 16M micro-batches); one above it is refused with the limit.
+TEST_F(HardeningCli, BatchesHaveALimitAndTheLargestRunsInBoundedWork) {
+  expect_refused(strata("plan --global-batch 2147483647"), 2,
+                 "--global-batch: 2147483647 is not a whole number from 1 to 16777216");
+  const CommandResult plan = strata("plan --model gpt2-124m --global-batch 16777216 --quiet");
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  const CommandResult simulate =
+      strata("simulate --model gpt2-124m --cluster dgx-h100 --global-batch 16777216 --pp 8");
+  EXPECT_EQ(simulate.exit_code, 0) << simulate.err;
+  EXPECT_THAT(simulate.out, HasSubstr("micro-batch 1 × 16777216"));
+  // `strata schedule` lists every action: a 16M micro-batch step is refused there, not listed.
+  const fs::path plan_file = directory / "huge.json";
+  strata(
+      "train --model gpt-tiny --data missing.bin --global-batch 16777216 --micro-batch 1 "
+      "--write-plan " +
+      plan_file.string());
+  expect_refused(strata("schedule --plan " + plan_file.string()), 1,
+                 "/batch/num_micro_batches: 16777216 micro-batches make about");
+}
+
+// Numbers a double cannot hold, and numbers 100,000 digits long: an input error at the value's
+// JSON path, the value shortened.
+TEST_F(HardeningCli, OverflowingJsonNumbersAreInputErrorsAtTheirPath) {
+  nlohmann::json model = nlohmann::json::parse(slurp(kFixtures / "executor/gpt-micro.json"));
+  std::string text = model.dump();
+  text.replace(text.find("\"num_layers\":2"), 14, "\"num_layers\":1e999999999");
+  expect_refused(strata("validate " + write("overflow.json", text).string()), 1,
+                 "overflow.json: /num_layers: 1e999999999 is too large for a number");
+  text = model.dump();
+  text.replace(text.find("\"num_layers\":2"), 14, "\"num_layers\":" + std::string(100000, '7'));
+  const CommandResult digits = strata("validate " + write("digits.json", text).string());
+  expect_refused(digits, 1, "digits.json: /num_layers: 7777");
+  EXPECT_LT(digits.err.size(), 300u);
+  const std::string long_name(300, 'x');
+  const CommandResult name = strata("plan --model " + long_name);
+  expect_refused(name, 1, "--model: \"xxxx");
+  EXPECT_LT(name.err.size(), 300u);
+}
+
+TEST_F(HardeningCli, PublishedRunRowsAreReadStrictly) {
+  const std::string row =
+      slurp(kFixtures / "validation/published_runs_sample.jsonl")
+          .substr(0, slurp(kFixtures / "validation/published_runs_sample.jsonl").find('\n'));
+  const auto run = [&](const std::string& from, const std::string& to) {
+    std::string changed = row;
+    const std::size_t at = changed.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    changed.replace(at, from.size(), to);
+    return strata("validate-sim " + write("rows.jsonl", changed + "\n").string());
+  };
+  expect_refused(run("\"seq_length\": 2048", "\"seq_length\": 0"), 1,
+                 "rows.jsonl:1: /model/seq_length: 0 is below the minimum 1");
+  expect_refused(run("\"iteration_time_s\": 3.53", "\"iteration_time_s\": -1"), 1,
+                 "/measured/iteration_time_s: -1 must be greater than 0");
+  expect_refused(run("\"iteration_time_s\": 3.53", "\"iteration_time_s\": 0"), 1,
+                 "/measured/iteration_time_s: 0 must be greater than 0");
+  expect_refused(run("\"iteration_time_s\": 3.53", "\"iteration_time_s\": \"3.53\""), 1,
+                 "/measured/iteration_time_s: expected a number, got a string");
+  expect_refused(run("\"global_batch_size\": 512", "\"global_batch_size\": 1099511627776"), 1,
+                 "/parallel/global_batch_size: 1099511627776 is above the maximum 16777216");
+  expect_refused(run("\"tier\": \"A\"", "\"tier\": \"A\", \"colour\": 1"), 1,
+                 "/colour: unknown key");
+  expect_refused(run("\"gpu\": \"a100-sxm4-80gb\"", "\"gpu\": null"), 1,
+                 "/system/gpu: required in a complete row");
+  expect_refused(strata("validate-sim " + write("array.jsonl", "[1, 2]\n").string()), 1,
+                 "array.jsonl:1: expected an object, got an array");
+}
+
+// A custom schedule that is not one, or that deadlocks, fails `validate` as it fails `schedule`.
+TEST_F(HardeningCli, ValidateRunsTheScheduleChecks) {
+  const std::string plan = slurp(kFixtures / "plan/valid/llama8b-h100-cp-custom.json");
+  write("plan.json", plan);
+  write("llama8b-schedule.csv", "this is not, a schedule\n");
+  expect_refused(strata("validate " + (directory / "plan.json").string()), 1,
+                 "llama8b-schedule.csv");
+  // Rank 0 waits for backward 0 before sending forward 0, which that backward needs.
+  const std::string valid = slurp(kFixtures / "plan/valid/llama8b-schedule.csv");
+  write("llama8b-schedule.csv", "0B0,0F0" + valid.substr(valid.find(",0F1")));
+  expect_refused(strata("validate " + (directory / "plan.json").string()), 1,
+                 "llama8b-schedule.csv");
+}
+
+TEST_F(HardeningCli, NothingFitsSaysHowManyGpusWouldHoldTheModel) {
+  const CommandResult run = strata("plan --model gpt3-1t --cluster dgx-h100:1 --quiet");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(lines(run.err), 1u);
+  EXPECT_THAT(run.err, HasSubstr("at least 225 H100-SXM5-80GB GPUs (29 nodes of 8) would hold"));
+}
+
+}  // namespace
+}  // namespace strata::tools
