@@ -13,7 +13,11 @@ namespace {
 
 std::string joined(const std::vector<Action>& actions) {
   std::string text;
-  for (const Action& action : actions) text += (text.empty() ? "" : " ") + to_string(action);
+  // Appended in two steps: `"" + to_string(...)` trips GCC 12's false-positive -Wrestrict at -O3.
+  for (const Action& action : actions) {
+    if (!text.empty()) text += ' ';
+    text += to_string(action);
+  }
   return text;
 }
 
