@@ -108,6 +108,16 @@ ReservedMemory parse_reserved_memory(const nlohmann::json& value, const JsonLoca
 
 }  // namespace
 
+Dtype default_training_precision(const GpuProfile& gpu) {
+  // fp8 is never a default: it needs scaling recipes a plan must ask for explicitly.
+  for (const Dtype preferred : {Dtype::bf16, Dtype::fp16, Dtype::tf32, Dtype::fp32}) {
+    if (gpu.peak_dense_tflops.contains(preferred)) {
+      return preferred;
+    }
+  }
+  return Dtype::bf16;  // nothing listed: validation of the plan names the missing peak
+}
+
 std::int64_t ClusterConfig::reserved_bytes() const {
   const auto slack = static_cast<std::int64_t>(
       std::ceil(reserved_memory.allocator_slack_fraction * static_cast<double>(gpu.memory_bytes)));

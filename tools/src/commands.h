@@ -62,7 +62,7 @@ struct SimulateOptions {
   bool no_overlap_grad_reduce = false;
   std::int64_t zero_stage = 0;
   std::string schedule = "1f1b";
-  std::string precision = "bf16";
+  std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
   std::string mode = "symmetric";
   std::optional<std::string> trace_path;
   OutputFormat format = OutputFormat::table;
@@ -87,7 +87,7 @@ struct PlanOptions {
   double memory_reserve = 0;
   std::optional<std::int64_t> max_tp;
   std::vector<std::string> schedules;
-  std::string precision = "bf16";
+  std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
   std::string emit;
   bool quiet = false;
   OutputFormat format = OutputFormat::table;

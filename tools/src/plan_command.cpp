@@ -10,6 +10,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "precision_choice.h"
 #include "strata/planner/megatron_arguments.h"
 #include "strata/planner/plan_search.h"
 #include "strata/schemas/document_loader.h"
@@ -129,9 +130,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
   command->add_option("--schedules", options.schedules, "Schedules to consider")
       ->delimiter(',')
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}));
-  command->add_option("--precision", options.precision, "Training dtype")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}))
-      ->capture_default_str();
+  command
+      ->add_option("--precision", options.precision,
+                   "Training dtype (default: bf16, or the best the cluster's GPU has)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}));
   command->add_option("--emit", options.emit, "Also print the best plan for: megatron")
       ->check(CLI::IsMember({"megatron"}));
   command->add_flag("--quiet", options.quiet, "No progress bar");
@@ -151,7 +153,7 @@ int run_plan(const PlanOptions& options) {
   search.top_k = options.top_k;
   search.memory_reserve_fraction = options.memory_reserve;
   search.max_tp = options.max_tp.value_or(0);
-  search.precision = *schemas::value_of(options.precision, schemas::kDtypeNames);
+  search.precision = training_precision(options.precision, cluster);
   if (!options.schedules.empty()) {
     search.schedules.clear();
     for (const std::string& name : options.schedules) {
@@ -232,7 +234,8 @@ int run_plan(const PlanOptions& options) {
   } else {
     std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}\n", model.name,
                              cluster.world_size(), cluster.gpu.name, cluster.name,
-                             options.global_batch, seq, options.precision);
+                             options.global_batch, seq,
+                             schemas::name_of(search.precision, schemas::kDtypeNames));
     if (!result.best.empty()) {
       TextTable table(
           {"#", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp", "schedule", "order",

@@ -7,6 +7,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "precision_choice.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -72,7 +73,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options) {
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
-  knobs.precision = parse_choice(options.precision, schemas::kDtypeNames);
+  knobs.precision = training_precision(options.precision, cluster);
   return schemas::build_plan(model, cluster, knobs, kCommandLine);
 }
 
@@ -168,7 +169,9 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
                          "Reduce data-parallel gradients after the whole backward"));
   knob(command->add_option("--schedule", options.schedule, "Pipeline schedule")
            ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"})));
-  knob(command->add_option("--precision", options.precision, "Training dtype")
+  knob(command
+           ->add_option("--precision", options.precision,
+                        "Training dtype (default: bf16, or the best the cluster's GPU has)")
            ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"})));
   command
       ->add_option("--mode", options.mode,

@@ -45,6 +45,11 @@ struct GpuProfile {
   bool operator==(const GpuProfile&) const = default;
 };
 
+// The precision a plan trains in when the user names none: bf16 where the GPU has a bf16 peak
+// (mixed-precision training's norm), otherwise the narrowest of fp16, tf32, fp32 it lists. A CPU
+// profile lists only fp32, so `strata plan --cluster cpu-local:4` plans in fp32.
+Dtype default_training_precision(const GpuProfile& gpu);
+
 // A level of the interconnect, from the inside out: tier 0 is e.g. the NVLink domain, tier 1 the
 // inter-node fabric. A tier connects groups of `scope_gpus` consecutive ranks; tiers nest.
 struct NetworkTier {
