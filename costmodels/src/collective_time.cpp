@@ -56,19 +56,7 @@ GroupSpan group_span(const schemas::ClusterConfig& cluster,
 
 std::vector<std::int64_t> first_group_ranks(const schemas::Mesh& mesh,
                                             const std::vector<schemas::MeshAxis>& axes) {
-  std::vector<std::int64_t> ranks{0};
-  for (schemas::MeshAxis axis : axes) {
-    const std::int64_t stride = schemas::axis_stride(mesh, axis);
-    const std::int64_t size = mesh.size_of(axis);
-    std::vector<std::int64_t> grown;
-    grown.reserve(ranks.size() * static_cast<std::size_t>(size));
-    for (std::int64_t base : ranks) {
-      for (std::int64_t i = 0; i < size; ++i) grown.push_back(base + i * stride);
-    }
-    ranks = std::move(grown);
-  }
-  std::sort(ranks.begin(), ranks.end());
-  return ranks;
+  return schemas::mesh_group_of(mesh, axes, 0);
 }
 
 namespace {

@@ -3,6 +3,13 @@
 #include <algorithm>
 
 namespace strata::schemas {
+namespace {
+
+bool in_mask(std::span<const MeshAxis> axes, MeshAxis axis) {
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
+}
+
+}  // namespace
 
 std::int64_t axis_stride(const Mesh& mesh, MeshAxis axis) {
   std::int64_t stride = 1;
@@ -31,17 +38,61 @@ std::int64_t mesh_rank(const Mesh& mesh, const MeshCoordinates& coordinates) {
   return rank;
 }
 
-std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh, MeshAxis axis) {
-  const std::int64_t size = mesh.size_of(axis);
-  const std::int64_t stride = axis_stride(mesh, axis);
+std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::span<const MeshAxis> axes,
+                                        std::int64_t rank) {
+  // The group's first member zeroes the masked coordinates; the others add every combination of
+  // masked coordinates times their strides, the fastest axis innermost (so ranks increase).
+  MeshCoordinates base = mesh_coordinates(mesh, rank);
+  for (MeshAxis axis : axes) base[static_cast<std::size_t>(axis)] = 0;
+  std::vector<std::int64_t> group{mesh_rank(mesh, base)};
+  for (MeshAxis axis : mesh.order) {
+    if (!in_mask(axes, axis)) continue;
+    const std::int64_t stride = axis_stride(mesh, axis);
+    const std::size_t inner = group.size();
+    for (std::int64_t index = 1; index < mesh.size_of(axis); ++index) {
+      for (std::size_t member = 0; member < inner; ++member) {
+        group.push_back(group[member] + index * stride);
+      }
+    }
+  }
+  return group;
+}
+
+std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::initializer_list<MeshAxis> axes,
+                                        std::int64_t rank) {
+  return mesh_group_of(mesh, std::span<const MeshAxis>(axes.begin(), axes.size()), rank);
+}
+
+std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
+                                                   std::span<const MeshAxis> axes) {
   std::vector<std::vector<std::int64_t>> groups;
   for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
-    if (mesh_coordinates(mesh, rank)[static_cast<std::size_t>(axis)] != 0) continue;
-    std::vector<std::int64_t> group;
-    for (std::int64_t index = 0; index < size; ++index) group.push_back(rank + index * stride);
-    groups.push_back(std::move(group));
+    const MeshCoordinates coordinates = mesh_coordinates(mesh, rank);
+    const bool first_member = std::all_of(axes.begin(), axes.end(), [&](MeshAxis axis) {
+      return coordinates[static_cast<std::size_t>(axis)] == 0;
+    });
+    if (first_member) groups.push_back(mesh_group_of(mesh, axes, rank));
   }
   return groups;
+}
+
+std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
+                                                   std::initializer_list<MeshAxis> axes) {
+  return mesh_groups(mesh, std::span<const MeshAxis>(axes.begin(), axes.size()));
+}
+
+std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh, MeshAxis axis) {
+  return mesh_groups(mesh, {axis});
+}
+
+std::vector<std::int64_t> embedding_group_of(const Mesh& mesh, std::int64_t rank) {
+  const std::vector<std::int64_t> pipeline = mesh_group_of(mesh, {MeshAxis::pp}, rank);
+  if (pipeline.size() == 1) return pipeline;
+  return {pipeline.front(), pipeline.back()};
+}
+
+std::vector<std::int64_t> position_embedding_group_of(const Mesh& mesh, std::int64_t rank) {
+  return {mesh_group_of(mesh, {MeshAxis::pp}, rank).front()};
 }
 
 }  // namespace strata::schemas

@@ -1,10 +1,15 @@
-// Where each rank sits in a plan's mesh and which ranks form each tp, cp, dp or pp group, from
-// the mesh sizes and their order (Megatron-LM's RankGenerator). Used by the cost models (which
-// network tiers a group spans) and by the executor (its process groups).
+// Where each rank sits in a plan's mesh and which ranks form each group, from the mesh sizes and
+// their order (Megatron-LM's RankGenerator): sizes in the plan's order, strides their prefix
+// products, and any group is a mask over axes — {tp}, {dp}, {pp}, {tp, pp} (model parallel),
+// {dp, cp} (gradient reduction), ... — holding the ranks that agree on every axis outside the
+// mask. Used by the cost models (which network tiers a group spans) and by the executor (its
+// process groups, one communicator per group this rank is in).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "strata/schemas/plan.h"
@@ -20,9 +25,28 @@ std::int64_t axis_stride(const Mesh& mesh, MeshAxis axis);
 MeshCoordinates mesh_coordinates(const Mesh& mesh, std::int64_t rank);
 std::int64_t mesh_rank(const Mesh& mesh, const MeshCoordinates& coordinates);
 
-// Every group along `axis` (ranks that differ only in that coordinate), each in order of that
-// coordinate; groups in order of their first rank. E.g. tp=2, dp=2, order tp-cp-dp-pp:
-// tp groups {0,1} {2,3}, dp groups {0,2} {1,3}.
+// The group along `axes` that holds `rank`: the ranks whose coordinates equal rank's on every
+// axis not in `axes`, in increasing rank order (which is the order of their coordinates along
+// `axes`, the fastest axis varying first). An empty mask gives {rank}; all four give every rank.
+std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::span<const MeshAxis> axes,
+                                        std::int64_t rank);
+std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::initializer_list<MeshAxis> axes,
+                                        std::int64_t rank);
+
+// Every group along `axes`, each in increasing rank order, groups in order of their first rank.
+// E.g. tp=2, dp=2, order tp-cp-dp-pp: tp groups {0,1} {2,3}, dp groups {0,2} {1,3}.
+std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
+                                                   std::span<const MeshAxis> axes);
+std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
+                                                   std::initializer_list<MeshAxis> axes);
 std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh, MeshAxis axis);
+
+// The ranks that share a tied word embedding with `rank`: the first and the last stage of its
+// pipeline (Megatron's embedding group; one rank when pp = 1). Their embedding gradients are
+// summed before the optimizer step.
+std::vector<std::int64_t> embedding_group_of(const Mesh& mesh, std::int64_t rank);
+// The rank of `rank`'s pipeline that holds the learned position embedding: its first stage
+// (Megatron's position-embedding group).
+std::vector<std::int64_t> position_embedding_group_of(const Mesh& mesh, std::int64_t rank);
 
 }  // namespace strata::schemas
