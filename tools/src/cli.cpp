@@ -16,15 +16,12 @@
 #include "build_info.h"
 #include "cli_checks.h"
 #include "commands.h"
-#include "strata/executor/cuda/cuda_device.h"
+#include "failure_report.h"
+#include "strata/executor/distributed/communicator.h"
 #include "strata/schemas/closest_name.h"
 #include "strata/schemas/input_error.h"
 
 namespace {
-
-constexpr int kExitInvalidInput = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitInternal = 3;
 
 std::string version_text() {
   return fmt::format("strata {} (CUDA toolkit: {})", strata::tools::kVersion,
@@ -70,6 +67,7 @@ int run_cli(int argc, char** argv) {
     const std::string word = argv[1];
     if (std::find(names.begin(), names.end(), word) == names.end()) {
       const auto suggestion = schemas::closest_name(word, names);
+      if (executor::launch_rank() != 0) return kExitUsage;
       std::fprintf(stderr, "strata: unknown subcommand \"%s\"%s (see strata --help)\n",
                    shorten_value(word).c_str(),
                    suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion).c_str() : "");
@@ -86,7 +84,10 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForVersion& version) {
     return app.exit(version);
   } catch (const CLI::ParseError& error) {
-    std::fprintf(stderr, "strata: %s (see strata --help)\n", error_line(error.what()).c_str());
+    // Under mpirun every rank parses the same words: the first says what is wrong.
+    if (executor::launch_rank() == 0) {
+      std::fprintf(stderr, "strata: %s (see strata --help)\n", error_line(error.what()).c_str());
+    }
     return kExitUsage;
   }
 
@@ -100,23 +101,10 @@ int run_cli(int argc, char** argv) {
     if (plan_command->parsed()) return run_plan(plan);
     if (data_command->parsed()) return run_data(data);
     if (train_command->parsed()) return run_train(train);
-  } catch (const schemas::InputError& error) {
-    std::fprintf(stderr, "strata: %s\n", error_line(error.what()).c_str());
-    return kExitInvalidInput;
-  } catch (const executor::DeviceError& error) {
-    std::fprintf(stderr, "strata: %s\n", error_line(error.what()).c_str());
-    return kExitInvalidInput;
-  } catch (const std::filesystem::filesystem_error& error) {
-    // A path the file system refuses (too long, no permission) that no reader caught first.
-    std::fprintf(stderr, "strata: %s: %s\n", error_line(error.path1().string()).c_str(),
-                 error.code().message().c_str());
-    return kExitInvalidInput;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "strata: out of memory\n");
-    return kExitInvalidInput;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "strata: internal error: %s\n", error_line(error.what()).c_str());
-    return kExitInternal;
+  } catch (...) {
+    const FailureReport report = failure_report(std::current_exception());
+    std::fprintf(stderr, "strata: %s\n", report.line.c_str());
+    return report.exit_code;
   }
   return kExitUsage;
 }

@@ -128,6 +128,14 @@ struct TrainOptions {
   std::optional<std::string> device;     // cpu | cuda (default: where the plan's cluster is)
   std::optional<std::string> precision;  // fp32 | bf16, with --model
   std::optional<std::string> cluster;    // the GPU cluster preset a --model plan names on cuda
+  // The layout of a --model plan (on cpu-local:tp·dp): dp defaults to the job's ranks / tp.
+  std::int64_t tp = 1;
+  std::optional<std::int64_t> dp;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;
+  std::string recompute = "none";
+  bool no_overlap_grad_reduce = false;
+  std::optional<std::int64_t> bucket_size;  // gradient-reduction bucket, in parameters
 };
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
 int run_train(const TrainOptions& options);

@@ -1,20 +1,30 @@
 // `strata train`: trains a model with a plan — read from --plan, or made from --model and the
-// batch flags for one CPU device (shown with --write-plan) — on a token file, logging each step
-// and checkpointing as asked.
+// batch and layout flags (shown with --write-plan) — on a token file, logging each step beside
+// the simulator's prediction for the plan, and checkpointing as asked. Under mpirun (or srun) each
+// rank runs its part of the plan; rank 0 logs.
+//
+// A parallel job fails in one of three ways, each ending every rank without a hang: before
+// training (bad input: every rank checks its own), the ranks agree on the lowest rank that
+// failed, which alone prints its line, and all exit with its status; during training, the
+// failing rank prints its line and aborts the job (MPI_Abort).
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "failure_report.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
+#include "strata/simulator/plan_simulation.h"
 
 namespace strata::tools {
 namespace {
@@ -42,8 +52,11 @@ schemas::ClusterConfig one_gpu_of(const std::string& preset) {
   return cluster;
 }
 
-// The plan `strata train --model M` runs: one device, the batch and precision from the flags.
-schemas::Plan single_device_plan(const TrainOptions& options, executor::Device device) {
+// The plan `strata train --model M` runs: the batch, precision and layout from the flags; on the
+// CPU a cpu-local cluster of tp·dp ranks (dp: what the job's ranks leave after tp), on cuda one
+// GPU.
+schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device device,
+                              std::int64_t world_size) {
   if (!options.model && !options.init_llmc) {
     throw schemas::InputError("command line", "", "give --plan, --model or --init-llmc");
   }
@@ -53,22 +66,48 @@ schemas::Plan single_device_plan(const TrainOptions& options, executor::Device d
   schemas::PlanKnobs knobs;
   knobs.seq_length = options.seq_length.value_or(std::min<std::int64_t>(model.max_seq_length, 256));
   knobs.micro_batch_size = options.micro_batch;
-  knobs.global_batch_size = options.global_batch.value_or(options.micro_batch);
-  knobs.recompute = schemas::RecomputeGranularity::none;
+  knobs.mesh.tp = options.tp;
+  knobs.mesh.dp = options.dp.value_or(std::max<std::int64_t>(1, world_size / options.tp));
+  knobs.global_batch_size = options.global_batch.value_or(options.micro_batch * knobs.mesh.dp);
+  knobs.sequence_parallel = options.sequence_parallel;
+  knobs.zero_stage = options.zero_stage;
+  knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
+  knobs.recompute = *schemas::value_of(options.recompute, schemas::kRecomputeGranularityNames);
   const bool cuda = device == executor::Device::cuda;
   knobs.precision = options.precision == std::string("bf16") || (!options.precision && cuda)
                         ? schemas::Dtype::bf16
                         : schemas::Dtype::fp32;
+  const std::int64_t ranks = knobs.mesh.tp * knobs.mesh.dp;
   const schemas::ClusterConfig cluster =
       cuda ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
-           : schemas::cluster_preset(kSingleCpuCluster);
+           : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
   schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");
   plan.description =
-      fmt::format("{} on one {}, written by strata train", model.name, cuda ? "GPU" : "CPU device");
+      ranks == 1 ? fmt::format("{} on one {}, written by strata train", model.name,
+                               cuda ? "GPU" : "CPU device")
+                 : fmt::format("{} on {} CPU ranks (tp {} × dp {}), written by strata train",
+                               model.name, ranks, knobs.mesh.tp, knobs.mesh.dp);
   return plan;
 }
 
-void print_step(const executor::StepRecord& record, std::int64_t steps, LogFormat format) {
+// What the simulator predicts for the plan on the cluster it names, for the log.
+struct Prediction {
+  double step_time_s = 0;
+  double peak_bytes = 0;  // the largest of any rank
+};
+
+Prediction predict(const schemas::Plan& plan, const std::filesystem::path& plan_directory) {
+  const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, plan_directory);
+  Prediction prediction{simulation.metrics.step_time_s, 0};
+  for (const simulator::RankMemory& memory : simulation.result.memory) {
+    prediction.peak_bytes = std::max(prediction.peak_bytes, memory.peak_bytes);
+  }
+  return prediction;
+}
+
+void print_step(const executor::StepRecord& record, std::int64_t steps,
+                const Prediction& prediction, LogFormat format) {
+  const double ratio = record.step_time_s / prediction.step_time_s;
   if (format == LogFormat::json) {
     std::cout << nlohmann::json{{"step", record.step},
                                 {"loss", record.loss},
@@ -76,20 +115,29 @@ void print_step(const executor::StepRecord& record, std::int64_t steps, LogForma
                                 {"gradient_norm", record.gradient_norm},
                                 {"tokens_per_s", record.tokens_per_s},
                                 {"step_time_s", record.step_time_s},
-                                {"peak_device_bytes", record.peak_device_bytes}}
+                                {"communication_s", record.communication_s},
+                                {"predicted_step_time_s", prediction.step_time_s},
+                                {"measured_over_predicted", ratio},
+                                {"peak_device_bytes", record.peak_device_bytes},
+                                {"peak_host_bytes", record.peak_host_bytes},
+                                {"predicted_peak_bytes", prediction.peak_bytes}}
                      .dump()
               << std::endl;
     return;
   }
+  const std::size_t peak =
+      record.peak_device_bytes > 0 ? record.peak_device_bytes : record.peak_host_bytes;
   fmt::print(
       "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} "
-      "ms{}\n",
+      "ms (predicted {:.1f} ms, ×{:.2f}){}{}\n",
       record.step, fmt::formatted_size("{}", steps), steps, record.loss, record.learning_rate,
       record.gradient_norm, record.tokens_per_s, record.step_time_s * 1e3,
-      record.peak_device_bytes > 0
-          ? fmt::format(" | peak {:.2f} GiB",
-                        static_cast<double>(record.peak_device_bytes) / (1u << 30))
-          : std::string());
+      prediction.step_time_s * 1e3, ratio,
+      record.communication_s > 0
+          ? fmt::format(" | comm {:.0f}%", 100 * record.communication_s / record.step_time_s)
+          : std::string(),
+      peak > 0 ? fmt::format(" | peak {:.2f} GiB", static_cast<double>(peak) / (1u << 30))
+               : std::string());
   std::fflush(stdout);
 }
 
@@ -117,9 +165,13 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   CLI::App* command = app.add_subcommand(
-      "train", "Train a model with a plan on a token file, on the CPU or one GPU");
+      "train",
+      "Train a model with a plan on a token file: on the CPU or one GPU, or under mpirun with "
+      "the plan's tensor, sequence and data parallelism and ZeRO");
   CLI::Option* plan = command->add_option(
-      "--plan", options.plan, "Plan file to run (a 1x1x1 mesh; fp32, or bf16 on a GPU)");
+      "--plan", options.plan,
+      "Plan file to run (fp32 on the CPU, any tp/sp/dp/ZeRO layout with pp = cp = 1, one rank "
+      "per mesh position under mpirun; fp32 or bf16 on one GPU)");
   command
       ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);
@@ -140,6 +192,37 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->excludes(plan);
   command->add_option("--write-plan", options.write_plan, "Write the plan --model makes to FILE")
       ->excludes(plan);
+  command->add_option("--tp", options.tp, "Tensor-parallel size of a --model plan")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
+      ->add_option("--dp", options.dp,
+                   "Data-parallel size of a --model plan (default: the job's ranks / tp)")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
+      ->add_flag("--sequence-parallel", options.sequence_parallel,
+                 "Sequence parallelism in a --model plan (needs --tp > 1)")
+      ->excludes(plan);
+  command
+      ->add_option("--zero", options.zero_stage,
+                   "ZeRO stage of a --model plan: 0-3 (1: distributed optimizer)")
+      ->check(whole_number_from(0, 3))
+      ->excludes(plan);
+  command
+      ->add_option("--recompute", options.recompute,
+                   "Activation recomputation of a --model plan: none, selective or full")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->excludes(plan);
+  command
+      ->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
+                 "Reduce gradients after the whole backward in a --model plan")
+      ->excludes(plan);
+  command
+      ->add_option("--bucket-size", options.bucket_size,
+                   "Gradient-reduction bucket of a data-parallel run, in parameters (default "
+                   "max(40M, 1M·dp), Megatron's)")
+      ->check(whole_number_from(1, std::int64_t{1} << 40));
   command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")
       ->required();
   command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
@@ -200,91 +283,175 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   return command;
 }
 
-int run_train(const TrainOptions& options) {
+namespace {
+
+// Thrown once a failure has been reported for the whole job: the exit status to return.
+struct ReportedFailure {
+  int exit_code = kExitInvalidInput;
+};
+
+// Runs a setup phase on every rank. In a parallel job the ranks then agree whether any failed:
+// the lowest rank that did prints its line — "rank R: " in front when not every rank failed — and
+// every rank leaves with the highest exit status. A phase must end with no collective pending,
+// so that a rank that failed early and one that did not meet in the agreement.
+void run_phase(executor::Communicator& world, const std::function<void()>& phase) {
+  if (world.size() == 1) {
+    phase();
+    return;
+  }
+  std::optional<FailureReport> failure;
+  try {
+    phase();
+  } catch (...) {
+    failure = failure_report(std::current_exception());
+  }
+  executor::Tensor lowest = executor::Tensor::zeros({2}, executor::ScalarType::float64);
+  lowest.data<double>()[0] = failure ? world.rank() : world.size();
+  lowest.data<double>()[1] = failure ? -failure->exit_code : 0;
+  world.all_reduce(lowest, executor::ReduceOp::min);
+  executor::Tensor failed = executor::Tensor::zeros({1}, executor::ScalarType::float64);
+  failed.data<double>()[0] = failure ? 1 : 0;
+  world.all_reduce(failed, executor::ReduceOp::sum);
+  const int first = static_cast<int>(lowest.data<double>()[0]);
+  if (first == world.size()) return;
+  if (first == world.rank()) {
+    const bool everyone = static_cast<int>(failed.data<double>()[0]) == world.size();
+    std::fprintf(stderr, "strata: %s%s\n",
+                 everyone ? "" : fmt::format("rank {}: ", world.rank()).c_str(),
+                 failure->line.c_str());
+  }
+  throw ReportedFailure{static_cast<int>(-lowest.data<double>()[1])};
+}
+
+int train(const TrainOptions& options, executor::Communicator& world) {
+  const bool logs = world.rank() == 0;
   std::string plan_source = "command line";
   schemas::Plan plan;
+  std::filesystem::path plan_directory;
   executor::Device device = options.device ? parse_device(*options.device) : executor::Device::cpu;
-  if (options.plan) {
-    plan = schemas::load_plan_file(*options.plan);
-    plan_source = *options.plan;
-    if (!options.device && plan.cluster.gpu.name != kCpuDeviceName) {
-      device = executor::Device::cuda;  // the plan is for a GPU cluster
-    }
-  } else {
-    if (options.cluster && device != executor::Device::cuda) {
-      throw schemas::InputError("--cluster", "", "names the GPU cluster of a --device cuda run");
-    }
-    if (options.precision == std::string("bf16") && device != executor::Device::cuda) {
-      throw schemas::InputError("--precision", "", "bf16 trains on a GPU: add --device cuda");
-    }
-    plan = single_device_plan(options, device);
-    if (options.write_plan) {
-      schemas::write_json_document(*options.write_plan, schemas::plan_to_json(plan));
-    }
-  }
-  executor::check_plan_runs_on_one_device(plan, plan_source, device);
-  const executor::TokenFile data = executor::read_token_file(options.data);
-
+  std::optional<executor::TokenFile> data;
   executor::TrainingOptions training;
-  training.steps = options.steps;
-  training.seed = options.seed.value_or(1234);
-  training.learning_rate = options.learning_rate;
-  training.min_learning_rate_fraction = options.min_lr_fraction;
-  training.warmup_steps = options.warmup_steps;
-  training.adamw.weight_decay = options.weight_decay;
-  training.max_gradient_norm = options.grad_clip;
-  if (options.checkpoint_dir) training.checkpoint_dir = *options.checkpoint_dir;
-  training.checkpoint_every = options.checkpoint_every;
-  training.resume = options.resume;
-  training.resume_with_changes = options.resume_with_changes;
-  if (options.init_llmc) training.init_llmc = *options.init_llmc;
-  training.device = device;
-
-  executor::Trainer trainer(plan, plan_source, data, training);
-  if (options.resume && options.seed && *options.seed != trainer.seed()) {
-    // Data order and dropout follow the checkpoint's seed; another would not continue the run.
-    throw schemas::InputError("--seed", "",
-                              fmt::format("{} differs from the checkpoint's seed {}; a resumed run "
-                                          "keeps its seed",
-                                          *options.seed, trainer.seed()));
-  }
-  if (trainer.completed_steps() > options.steps) {
-    throw schemas::InputError(
-        "--steps", "",
-        fmt::format("{} is below the checkpoint's step {}: nothing to train (--steps counts "
-                    "the steps of the whole run)",
-                    options.steps, trainer.completed_steps()));
-  }
-  if (trainer.completed_steps() == options.steps) {
+  Prediction prediction;
+  // Phase 1, on each rank alone: the plan, the checks, the data.
+  run_phase(world, [&] {
+    if (options.plan) {
+      plan = schemas::load_plan_file(*options.plan);
+      plan_source = *options.plan;
+      plan_directory = std::filesystem::path(*options.plan).parent_path();
+      if (!options.device && plan.cluster.gpu.name != kCpuDeviceName) {
+        device = executor::Device::cuda;  // the plan is for a GPU cluster
+      }
+    } else {
+      if (options.cluster && device != executor::Device::cuda) {
+        throw schemas::InputError("--cluster", "", "names the GPU cluster of a --device cuda run");
+      }
+      if (options.precision == std::string("bf16") && device != executor::Device::cuda) {
+        throw schemas::InputError("--precision", "", "bf16 trains on a GPU: add --device cuda");
+      }
+      plan = plan_from_flags(options, device, world.size());
+      if (options.write_plan && logs) {
+        schemas::write_json_document(*options.write_plan, schemas::plan_to_json(plan));
+      }
+    }
+    executor::check_plan_runs(plan, plan_source, device, world.size());
+    data = executor::read_token_file(options.data);
+    prediction = predict(plan, plan_directory);
+    training.steps = options.steps;
+    training.seed = options.seed.value_or(1234);
+    training.learning_rate = options.learning_rate;
+    training.min_learning_rate_fraction = options.min_lr_fraction;
+    training.warmup_steps = options.warmup_steps;
+    training.adamw.weight_decay = options.weight_decay;
+    training.max_gradient_norm = options.grad_clip;
+    if (options.checkpoint_dir) training.checkpoint_dir = *options.checkpoint_dir;
+    training.checkpoint_every = options.checkpoint_every;
+    training.resume = options.resume;
+    training.resume_with_changes = options.resume_with_changes;
+    if (options.init_llmc) training.init_llmc = *options.init_llmc;
+    training.device = device;
+    training.bucket_elements = options.bucket_size.value_or(0);
+  });
+  // Phase 2: the trainer — the process groups (collective), then each rank's own model, shards
+  // and checkpoint.
+  std::unique_ptr<executor::Trainer> trainer;
+  run_phase(world, [&] {
+    trainer = std::make_unique<executor::Trainer>(plan, plan_source, *data, training, &world);
+    if (options.resume && options.seed && *options.seed != trainer->seed()) {
+      // Data order and dropout follow the checkpoint's seed; another would not continue the run.
+      throw schemas::InputError("--seed", "",
+                                fmt::format("{} differs from the checkpoint's seed {}; a resumed "
+                                            "run keeps its seed",
+                                            *options.seed, trainer->seed()));
+    }
+    if (trainer->completed_steps() > options.steps) {
+      throw schemas::InputError(
+          "--steps", "",
+          fmt::format("{} is below the checkpoint's step {}: nothing to train (--steps counts "
+                      "the steps of the whole run)",
+                      options.steps, trainer->completed_steps()));
+    }
+  });
+  if (trainer->completed_steps() == options.steps) {
     // A finished run started again: say so, leave the checkpoint alone.
+    if (!logs) return 0;
     if (options.log_format == LogFormat::json) {
       std::cout << nlohmann::json{{"summary", true},
-                                  {"first_step", trainer.completed_steps()},
+                                  {"first_step", trainer->completed_steps()},
                                   {"steps_run", 0},
                                   {"message", "nothing to train"}}
                        .dump()
                 << std::endl;
     } else {
       fmt::print("nothing to train: the checkpoint is at step {}, and --steps is {}\n",
-                 trainer.completed_steps(), options.steps);
+                 trainer->completed_steps(), options.steps);
     }
     return 0;
   }
-  for (const std::string& change : trainer.resume_changes()) {
-    if (options.log_format == LogFormat::text) fmt::print("resuming with a change: {}\n", change);
+  if (logs && options.log_format == LogFormat::text) {
+    for (const std::string& change : trainer->resume_changes()) {
+      fmt::print("resuming with a change: {}\n", change);
+    }
+    if (world.size() > 1) {
+      fmt::print("{} ranks: tp {} × dp {}{}, ZeRO-{}, {} over {}\n", world.size(), plan.mesh.tp,
+                 plan.mesh.dp, plan.sequence_parallel ? " with sequence parallelism" : "",
+                 plan.zero_stage, plan.model.name, world.backend());
+    }
   }
-  const executor::TrainingSummary summary = trainer.run([&](const executor::StepRecord& record) {
-    print_step(record, options.steps, options.log_format);
-  });
-  print_summary(summary, options.log_format);
-  if (options.save_llmc) {
-    executor::write_llmc_checkpoint(*options.save_llmc, plan.model, trainer.model().parameters());
+  // Phase 3: training. A rank that fails now may leave others inside a collective: it says why
+  // and ends the job.
+  try {
+    const executor::TrainingSummary summary = trainer->run([&](const executor::StepRecord& record) {
+      if (logs) print_step(record, options.steps, prediction, options.log_format);
+    });
+    if (logs) print_summary(summary, options.log_format);
+    if (options.save_llmc) {
+      executor::ParameterStore whole(executor::transformer_parameters(plan.model),
+                                     executor::ScalarType::float32);
+      trainer->gather_parameters(whole);
+      if (logs) executor::write_llmc_checkpoint(*options.save_llmc, plan.model, whole);
+    }
+    if (!std::isfinite(summary.final_loss)) {
+      if (logs)
+        std::fprintf(stderr, "strata: training diverged: the loss is %f\n", summary.final_loss);
+      return 1;
+    }
+    return 0;
+  } catch (...) {
+    if (world.size() == 1) throw;
+    const FailureReport report = failure_report(std::current_exception());
+    std::fprintf(stderr, "strata: rank %d: %s\n", world.rank(), report.line.c_str());
+    world.abort(report.exit_code);
   }
-  if (!std::isfinite(summary.final_loss)) {
-    std::fprintf(stderr, "strata: training diverged: the loss is %f\n", summary.final_loss);
-    return 1;
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& options) {
+  try {
+    return train(options, executor::world_communicator());
+  } catch (const ReportedFailure& failure) {
+    return failure.exit_code;
   }
-  return 0;
 }
 
 }  // namespace strata::tools

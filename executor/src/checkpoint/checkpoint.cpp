@@ -13,6 +13,7 @@
 
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
 namespace {
@@ -37,12 +38,14 @@ json file_entry(const void* data, std::size_t bytes) {
   return json{{"bytes", bytes}, {"crc32", hex(crc32_of(data, bytes))}};
 }
 
-void write_binary(const fs::path& path, std::initializer_list<const Tensor*> tensors) {
+// Writes the tensors one after another and returns the file's entry in state.json.
+json write_binary(const fs::path& path, const std::vector<const Tensor*>& tensors) {
   std::string contents;
   for (const Tensor* tensor : tensors) {
     contents.append(static_cast<const char*>(tensor->raw()), tensor->bytes());
   }
   schemas::write_file_atomically(path, contents);
+  return file_entry(contents.data(), contents.size());
 }
 
 // The CRC-32 of a state document without its own checksum field (keys are sorted in the dump).
@@ -71,6 +74,13 @@ RunIdentity run_from_json(const json& run) {
                      run.at("plan_hash").get<std::string>()};
 }
 
+// The whole model's parameter count (a parallel rank's store holds slices of it).
+std::int64_t total_parameters(const ParameterStore& parameters) {
+  std::int64_t count = 0;
+  for (const ParameterEntry& entry : parameters.entries()) count += shape_numel(entry.spec.shape);
+  return count;
+}
+
 json parameter_layout(const ParameterStore& parameters) {
   json layout = json::array();
   for (const ParameterEntry& entry : parameters.entries()) {
@@ -86,8 +96,8 @@ Tensor on_host(const Tensor& tensor) {
 }
 
 // Reads `name` from the checkpoint into `tensors` (in order), after checking size and CRC.
-void read_binary(const fs::path& checkpoint, const json& state, const char* name,
-                 std::initializer_list<Tensor*> tensors) {
+void read_binary(const fs::path& checkpoint, const json& state, const std::string& name,
+                 const std::vector<Tensor*>& tensors) {
   const fs::path path = checkpoint / name;
   const std::string source = path.string();
   if (!fs::exists(path)) throw schemas::InputError(source, "", "missing from the checkpoint");
@@ -121,30 +131,25 @@ void read_binary(const fs::path& checkpoint, const json& state, const char* name
   }
 }
 
-}  // namespace
+fs::path checkpoint_name(std::int64_t step) { return fmt::format("step_{:08d}", step); }
 
-fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig& model,
-                          const ParameterStore& parameters, const OptimizerMoments& moments,
-                          const TrainingState& state) {
+// DIR/.step_N.tmp.PID, fresh, after clearing what killed writers left.
+fs::path create_temporary(const fs::path& directory, std::int64_t step, long writer_pid) {
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) {
     throw schemas::InputError(directory.string(), "", "cannot create: " + error.message());
   }
-  const std::string name = fmt::format("step_{:08d}", state.step);
-  const fs::path final_path = directory / name;
   const fs::path temporary =
-      directory / fmt::format(".{}.tmp.{}", name, static_cast<long>(::getpid()));
+      directory / fmt::format(".{}.tmp.{}", checkpoint_name(step).string(), writer_pid);
   remove_abandoned_checkpoints(directory);
   fs::remove_all(temporary);
   fs::create_directory(temporary);
-  const Tensor values = on_host(parameters.values());
-  const Tensor first_moments = on_host(moments.first);
-  const Tensor second_moments = on_host(moments.second);
-  write_binary(temporary / "model.bin", {&values});
-  write_binary(temporary / "optimizer.bin", {&first_moments, &second_moments});
-  std::string optimizer_bytes(static_cast<const char*>(first_moments.raw()), first_moments.bytes());
-  optimizer_bytes.append(static_cast<const char*>(second_moments.raw()), second_moments.bytes());
+  return temporary;
+}
+
+json state_document(const schemas::ModelConfig& model, const ParameterStore& parameters,
+                    const TrainingState& state, json files, json parallel) {
   json document{{"format", kFormat},
                 {"version", kVersion},
                 {"step", state.step},
@@ -155,15 +160,22 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
                   {"sampler", "window starts drawn from (seed, step, sample index)"}}},
                 {"model", schemas::model_to_json(model)},
                 {"parameters",
-                 {{"count", parameters.total_elements()},
-                  {"dtype", scalar_type_name(parameters.values().scalar_type())},
+                 {{"count", total_parameters(parameters)},
+                  {"dtype", scalar_type_name(parameters.scalar_type())},
                   {"layout", parameter_layout(parameters)}}},
-                {"files",
-                 {{"model.bin", file_entry(values.raw(), values.bytes())},
-                  {"optimizer.bin", file_entry(optimizer_bytes.data(), optimizer_bytes.size())}}}};
+                {"files", std::move(files)}};
+  if (!parallel.is_null()) document["parallel"] = std::move(parallel);
   if (state.run) document["run"] = run_to_json(*state.run);
   document[kStateChecksum] = state_checksum(document);
+  return document;
+}
+
+// Writes state.json into the temporary directory and renames it into place.
+fs::path finish_checkpoint(const fs::path& directory, const fs::path& temporary, std::int64_t step,
+                           const json& document) {
   schemas::write_file_atomically(temporary / "state.json", document.dump(2) + "\n");
+  const fs::path final_path = directory / checkpoint_name(step);
+  std::error_code error;
   fs::remove_all(final_path);
   fs::rename(temporary, final_path, error);
   if (error) {
@@ -172,6 +184,88 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
                               "cannot rename into place: " + error.message());
   }
   return final_path;
+}
+
+// state.json of a checkpoint after the checks every reader makes: format and version, its own
+// CRC-32, the step against the directory's name, the model and the parameter layout.
+json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& model,
+                    const ParameterStore& parameters) {
+  const fs::path state_path = checkpoint / "state.json";
+  if (!fs::exists(state_path)) {
+    throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
+  }
+  const json state = schemas::read_json_file(state_path);
+  const std::string source = state_path.string();
+  const int version = state.at("version").is_number_integer() ? state.at("version").get<int>() : 0;
+  if (state.at("format") != kFormat || version < 1 || version > kVersion) {
+    throw schemas::InputError(source, "/format",
+                              fmt::format("not a {} file of version 1 to {}", kFormat, kVersion));
+  }
+  if (version >= 2) {
+    const std::string recorded = state.at(kStateChecksum).get<std::string>();
+    const std::string actual = state_checksum(state);
+    if (recorded != actual) {
+      throw schemas::InputError(
+          source, "/" + std::string(kStateChecksum),
+          fmt::format("CRC-32 {} differs from the recorded {} (edited or corrupted)", actual,
+                      recorded));
+    }
+  }
+  const std::int64_t step = state.at("step").get<std::int64_t>();
+  const fs::path expected_name = checkpoint_name(step);
+  if (checkpoint.filename() != expected_name) {
+    throw schemas::InputError(source, "/step",
+                              fmt::format("{} belongs in a directory {}, not {}", step,
+                                          expected_name.string(), checkpoint.filename().string()));
+  }
+  const json expected_model = schemas::model_to_json(model);
+  for (const auto& [key, value] : expected_model.items()) {
+    if (!state.at("model").contains(key) || state.at("model").at(key) != value) {
+      throw schemas::InputError(
+          source, "/model/" + key,
+          fmt::format("the checkpoint's model has {}, the model to train has {}",
+                      state.at("model").value(key, json()).dump(), value.dump()));
+    }
+  }
+  if (state.at("parameters").at("layout") != parameter_layout(parameters) ||
+      state.at("parameters").at("dtype") != scalar_type_name(parameters.scalar_type())) {
+    throw schemas::InputError(source, "/parameters",
+                              "parameter names, shapes or dtype differ from the model's");
+  }
+  return state;
+}
+
+TrainingState training_state_of(const json& state) {
+  TrainingState result{state.at("step").get<std::int64_t>(), state.at("seed").get<std::uint64_t>(),
+                       state.at("tokens_seen").get<std::int64_t>(), std::nullopt};
+  if (state.contains("run")) result.run = run_from_json(state.at("run"));
+  return result;
+}
+
+std::string mesh_text(const json& layout) {
+  const json& mesh = layout.at("mesh");
+  return fmt::format("tp {} · cp {} · dp {} · pp {} ({}), ZeRO-{}, buckets of {}",
+                     mesh.at("tp").get<std::int64_t>(), mesh.at("cp").get<std::int64_t>(),
+                     mesh.at("dp").get<std::int64_t>(), mesh.at("pp").get<std::int64_t>(),
+                     mesh.at("order").get<std::string>(),
+                     layout.at("zero_stage").get<std::int64_t>(),
+                     layout.at("bucket_elements").get<std::int64_t>());
+}
+
+}  // namespace
+
+fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig& model,
+                          const ParameterStore& parameters, const OptimizerMoments& moments,
+                          const TrainingState& state) {
+  const fs::path temporary = create_temporary(directory, state.step, ::getpid());
+  const Tensor values = on_host(parameters.values());
+  const Tensor first_moments = on_host(moments.first);
+  const Tensor second_moments = on_host(moments.second);
+  json files{{"model.bin", write_binary(temporary / "model.bin", {&values})},
+             {"optimizer.bin",
+              write_binary(temporary / "optimizer.bin", {&first_moments, &second_moments})}};
+  const json document = state_document(model, parameters, state, std::move(files), json());
+  return finish_checkpoint(directory, temporary, state.step, document);
 }
 
 void remove_abandoned_checkpoints(const fs::path& directory) {
@@ -204,57 +298,145 @@ std::optional<fs::path> latest_checkpoint(const fs::path& directory) {
 
 TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelConfig& model,
                               ParameterStore& parameters, OptimizerMoments& moments) {
-  const fs::path state_path = checkpoint / "state.json";
-  if (!fs::exists(state_path)) {
-    throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
-  }
-  const json state = schemas::read_json_file(state_path);
-  const std::string source = state_path.string();
+  const std::string source = (checkpoint / "state.json").string();
   try {
-    const int version =
-        state.at("version").is_number_integer() ? state.at("version").get<int>() : 0;
-    if (state.at("format") != kFormat || version < 1 || version > kVersion) {
-      throw schemas::InputError(source, "/format",
-                                fmt::format("not a {} file of version 1 to {}", kFormat, kVersion));
-    }
-    if (version >= 2) {
-      const std::string recorded = state.at(kStateChecksum).get<std::string>();
-      const std::string actual = state_checksum(state);
-      if (recorded != actual) {
-        throw schemas::InputError(
-            source, "/" + std::string(kStateChecksum),
-            fmt::format("CRC-32 {} differs from the recorded {} (edited or corrupted)", actual,
-                        recorded));
-      }
-    }
-    const std::int64_t step = state.at("step").get<std::int64_t>();
-    const std::string expected_name = fmt::format("step_{:08d}", step);
-    if (checkpoint.filename() != expected_name) {
-      throw schemas::InputError(source, "/step",
-                                fmt::format("{} belongs in a directory {}, not {}", step,
-                                            expected_name, checkpoint.filename().string()));
-    }
-    const json expected_model = schemas::model_to_json(model);
-    for (const auto& [key, value] : expected_model.items()) {
-      if (!state.at("model").contains(key) || state.at("model").at(key) != value) {
-        throw schemas::InputError(
-            source, "/model/" + key,
-            fmt::format("the checkpoint's model has {}, the model to train has {}",
-                        state.at("model").value(key, json()).dump(), value.dump()));
-      }
-    }
-    if (state.at("parameters").at("layout") != parameter_layout(parameters) ||
-        state.at("parameters").at("dtype") != scalar_type_name(parameters.values().scalar_type())) {
-      throw schemas::InputError(source, "/parameters",
-                                "parameter names, shapes or dtype differ from the model's");
+    const json state = verified_state(checkpoint, model, parameters);
+    if (state.contains("parallel")) {
+      throw schemas::InputError(
+          source, "/parallel",
+          fmt::format("written by a parallel run ({}); it resumes with the same plan under mpirun",
+                      mesh_text(state.at("parallel"))));
     }
     read_binary(checkpoint, state, "model.bin", {&parameters.values()});
     read_binary(checkpoint, state, "optimizer.bin", {&moments.first, &moments.second});
     parameters.refresh_compute_values();
-    TrainingState result{step, state.at("seed").get<std::uint64_t>(),
-                         state.at("tokens_seen").get<std::int64_t>(), std::nullopt};
-    if (state.contains("run")) result.run = run_from_json(state.at("run"));
-    return result;
+    return training_state_of(state);
+  } catch (const json::exception& error) {
+    throw schemas::InputError(source, "",
+                              fmt::format("malformed checkpoint state: {}", error.what()));
+  }
+}
+
+ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64_t zero_stage,
+                                               std::int64_t rank) {
+  schemas::Mesh mesh;
+  mesh.tp = mesh_json.at("tp").get<std::int64_t>();
+  mesh.cp = mesh_json.at("cp").get<std::int64_t>();
+  mesh.dp = mesh_json.at("dp").get<std::int64_t>();
+  mesh.pp = mesh_json.at("pp").get<std::int64_t>();
+  const std::string order = mesh_json.at("order").get<std::string>();
+  for (std::size_t i = 0; i < 4; ++i) {
+    mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
+  }
+  const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
+  const auto coordinate = [&](schemas::MeshAxis axis) {
+    return at[static_cast<std::size_t>(axis)];
+  };
+  // Context-parallel ranks hold the same state as their dp peers.
+  const bool first_replica =
+      coordinate(schemas::MeshAxis::dp) == 0 && coordinate(schemas::MeshAxis::cp) == 0;
+  const std::int64_t tp = coordinate(schemas::MeshAxis::tp);
+  const std::int64_t pp = coordinate(schemas::MeshAxis::pp);
+  const std::int64_t dp = coordinate(schemas::MeshAxis::dp);
+  ShardedCheckpointPart part;
+  const bool sharded_values = zero_stage >= 3;
+  const bool sharded_moments = zero_stage >= 1;
+  part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? dp : 0);
+  part.moments_file = fmt::format("optimizer.tp{}.pp{}.dp{}.bin", tp, pp, sharded_moments ? dp : 0);
+  part.writes_values = first_replica || (sharded_values && coordinate(schemas::MeshAxis::cp) == 0);
+  part.writes_moments =
+      first_replica || (sharded_moments && coordinate(schemas::MeshAxis::cp) == 0);
+  return part;
+}
+
+fs::path write_sharded_checkpoint(const fs::path& directory, const schemas::ModelConfig& model,
+                                  const ParameterStore& parameters,
+                                  const ShardedCheckpointPart& part, const TrainingState& state,
+                                  Communicator& world) {
+  // Rank 0 makes the temporary directory and tells everyone its name (its PID).
+  Tensor writer = Tensor::zeros({1}, ScalarType::float64);
+  fs::path temporary;
+  if (world.rank() == 0) {
+    temporary = create_temporary(directory, state.step, ::getpid());
+    writer.data<double>()[0] = static_cast<double>(::getpid());
+  }
+  world.broadcast(writer, 0);
+  temporary = directory / fmt::format(".{}.tmp.{}", checkpoint_name(state.step).string(),
+                                      static_cast<long>(writer.data<double>()[0]));
+  // Each rank writes its pieces and reports (written?, bytes, CRC-32) for each of the two.
+  Tensor record = Tensor::zeros({6}, ScalarType::float64);
+  double* mine = record.data<double>();
+  const auto write = [&](const std::string& name, const std::vector<Tensor>& tensors,
+                         double* slot) {
+    std::vector<const Tensor*> pointers;
+    for (const Tensor& tensor : tensors) pointers.push_back(&tensor);
+    const json entry = write_binary(temporary / name, pointers);
+    slot[0] = 1;
+    slot[1] = static_cast<double>(entry.at("bytes").get<std::size_t>());
+    slot[2] = static_cast<double>(std::stoul(entry.at("crc32").get<std::string>(), nullptr, 16));
+  };
+  if (part.writes_values) write(part.values_file, part.values, mine);
+  if (part.writes_moments) write(part.moments_file, part.moments, mine + 3);
+  Tensor records = Tensor::zeros({6 * world.size()}, ScalarType::float64);
+  world.all_gather(record, records);
+  Tensor renamed = Tensor::zeros({1}, ScalarType::float64);
+  std::string failure;
+  if (world.rank() == 0) {
+    json files = json::object();
+    for (int rank = 0; rank < world.size(); ++rank) {
+      const ShardedCheckpointPart names =
+          sharded_checkpoint_files(part.layout.at("mesh"), part.layout.at("zero_stage"), rank);
+      const double* theirs = records.data<double>() + 6 * rank;
+      const auto add = [&](const std::string& name, const double* slot) {
+        if (slot[0] == 0) return;
+        files[name] = json{{"bytes", static_cast<std::size_t>(slot[1])},
+                           {"crc32", hex(static_cast<std::uint32_t>(slot[2]))}};
+      };
+      add(names.values_file, theirs);
+      add(names.moments_file, theirs + 3);
+    }
+    try {
+      finish_checkpoint(directory, temporary, state.step,
+                        state_document(model, parameters, state, std::move(files), part.layout));
+      renamed.data<double>()[0] = 1;
+    } catch (const schemas::InputError& error) {
+      failure = error.what();
+    }
+  }
+  world.broadcast(renamed, 0);
+  const fs::path final_path = directory / checkpoint_name(state.step);
+  if (renamed.data<double>()[0] == 0) {
+    throw schemas::InputError(
+        final_path.string(), "",
+        failure.empty() ? "rank 0 could not complete the checkpoint" : failure);
+  }
+  return final_path;
+}
+
+TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas::ModelConfig& model,
+                                      const ParameterStore& parameters,
+                                      ShardedCheckpointPart& part) {
+  const std::string source = (checkpoint / "state.json").string();
+  try {
+    const json state = verified_state(checkpoint, model, parameters);
+    if (!state.contains("parallel")) {
+      throw schemas::InputError(source, "/parallel",
+                                fmt::format("written by a one-device run; this run is {}: "
+                                            "resuming on another layout is not supported",
+                                            mesh_text(part.layout)));
+    }
+    if (state.at("parallel") != part.layout) {
+      throw schemas::InputError(
+          source, "/parallel",
+          fmt::format("written by {}; this run is {}: resuming on another layout is not supported",
+                      mesh_text(state.at("parallel")), mesh_text(part.layout)));
+    }
+    std::vector<Tensor*> values, moments;
+    for (Tensor& tensor : part.values) values.push_back(&tensor);
+    for (Tensor& tensor : part.moments) moments.push_back(&tensor);
+    read_binary(checkpoint, state, part.values_file, values);
+    read_binary(checkpoint, state, part.moments_file, moments);
+    return training_state_of(state);
   } catch (const json::exception& error) {
     throw schemas::InputError(source, "",
                               fmt::format("malformed checkpoint state: {}", error.what()));

@@ -1,5 +1,7 @@
 #include "strata/executor/model/parameter_init.h"
 
+#include <algorithm>
+
 #include "strata/executor/random/counter_random.h"
 #include "strata/executor/tensor/bfloat16.h"
 
@@ -42,6 +44,19 @@ void initialize_elements(Tensor& shard, const InitRule& rule, std::uint64_t seed
       case ScalarType::int32:  // refused above; a throw inside the parallel loop would abort
         break;
     }
+  }
+}
+
+void initialize_slice(Tensor& destination, std::int64_t destination_offset,
+                      const ParameterEntry& entry, std::int64_t first, std::int64_t last,
+                      std::uint64_t seed) {
+  for (const ElementRun& run : entry.runs) {
+    const std::int64_t begin = std::max(first, run.local_offset);
+    const std::int64_t end = std::min(last, run.local_offset + run.length);
+    if (begin >= end) continue;
+    Tensor part = destination.view(destination_offset + (begin - first), {end - begin});
+    initialize_elements(part, entry.spec.init, seed, entry.spec.name,
+                        static_cast<std::uint64_t>(run.global_offset + (begin - run.local_offset)));
   }
 }
 

@@ -6,26 +6,40 @@
 namespace strata::executor {
 
 ParameterStore::ParameterStore(std::vector<ParameterSpec> specs, ScalarType type, Device device,
-                               std::optional<ScalarType> compute_type) {
-  std::int64_t total = 0;
-  for (const ParameterSpec& spec : specs) total += shape_numel(spec.shape);
-  values_ = Tensor::zeros({total}, type, device);
-  gradients_ = Tensor::zeros({total}, type, device);
-  compute_values_ = compute_type && *compute_type != type
-                        ? Tensor::zeros({total}, *compute_type, device)
-                        : values_;
+                               std::optional<ScalarType> compute_type, StoreOptions options)
+    : options_(options), type_(type), device_(device) {
+  const std::int64_t tp_rank = options.tensor_parallel_rank;
+  const std::int64_t tp_size = options.tensor_parallel_size;
+  std::vector<Shape> shapes;
+  for (const ParameterSpec& spec : specs) {
+    shapes.push_back(local_shape(spec.shape, spec.tensor_parallel, tp_rank, tp_size));
+    total_elements_ += shape_numel(shapes.back());
+  }
+  const ScalarType working_type = compute_type.value_or(type);
+  if (options.own_values) {
+    values_ = Tensor::zeros({total_elements_}, type, device);
+    compute_values_ =
+        working_type != type ? Tensor::zeros({total_elements_}, working_type, device) : values_;
+  }
+  if (options.own_gradients) gradients_ = Tensor::zeros({total_elements_}, type, device);
   std::int64_t offset = 0;
-  for (ParameterSpec& spec : specs) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    ParameterSpec& spec = specs[i];
     for (const ParameterEntry& existing : entries_) {
       STRATA_CHECK(existing.spec.name != spec.name, "parameter {} declared twice", spec.name);
     }
-    const std::int64_t count = shape_numel(spec.shape);
-    Tensor value = values_.view(offset, spec.shape);
-    Tensor gradient = gradients_.view(offset, spec.shape);
-    Tensor compute = compute_values_.view(offset, spec.shape);
-    entries_.push_back(ParameterEntry{std::move(spec), offset, std::move(value),
-                                      std::move(gradient), std::move(compute)});
-    offset += count;
+    ParameterEntry entry;
+    entry.runs = local_element_runs(spec.shape, spec.tensor_parallel, tp_rank, tp_size);
+    entry.shape = shapes[i];
+    entry.offset = offset;
+    if (options.own_values) {
+      entry.value = values_.view(offset, entry.shape);
+      entry.compute = compute_values_.view(offset, entry.shape);
+    }
+    if (options.own_gradients) entry.gradient = gradients_.view(offset, entry.shape);
+    entry.spec = std::move(spec);
+    offset += shape_numel(entry.shape);
+    entries_.push_back(std::move(entry));
   }
 }
 
@@ -56,12 +70,12 @@ bool ParameterStore::contains(const std::string& name) const {
 }
 
 void ParameterStore::initialize(std::uint64_t seed) {
+  STRATA_CHECK(options_.own_values, "a store whose values a ZeRO-3 owner holds initialises there");
   Tensor host = device() == Device::cpu
                     ? values_
                     : Tensor::zeros(values_.shape(), values_.scalar_type(), Device::cpu);
   for (ParameterEntry& parameter : entries_) {
-    Tensor shard = host.view(parameter.offset, parameter.spec.shape);
-    initialize_elements(shard, parameter.spec.init, seed, parameter.spec.name, 0);
+    initialize_slice(host, parameter.offset, parameter, 0, shape_numel(parameter.shape), seed);
   }
   if (host.raw() != values_.raw()) values_.copy_from(host);
   refresh_compute_values();

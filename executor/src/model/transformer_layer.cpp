@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "norm_dispatch.h"
+#include "strata/executor/ops/bias.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/gelu.h"
@@ -51,7 +52,10 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
                                                         std::int64_t index) {
   const std::int64_t hidden = model.hidden_size;
   const std::int64_t ffn = model.ffn_hidden_size;
-  const AttentionShape attention{model.num_attention_heads, model.num_kv_heads, model.head_dim};
+  const std::int64_t heads = model.num_attention_heads;
+  const std::int64_t kv_heads = model.num_kv_heads;
+  const std::int64_t head_dim = model.head_dim;
+  const AttentionShape attention{heads, kv_heads, head_dim};
   const bool layernorm = model.norm == schemas::NormKind::layernorm;
   // GPT-2's scaled init: residual-branch outputs get std 0.02/√(2·layers).
   const InitRule weight{InitKind::normal, 0.02};
@@ -59,54 +63,92 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
                                  0.02 / std::sqrt(2.0 * static_cast<double>(model.num_layers))};
   const InitRule zeros{InitKind::zeros, 0};
   const InitRule ones{InitKind::ones, 0};
+  // The placement table (ATorch's TPInfo, Megatron's layer choice). Weights are [out, in]:
+  // column-parallel layers split their output rows, row-parallel ones their input columns. The
+  // fused qkv rows split per segment by heads, so each rank gets its q heads and the k and v
+  // heads they read.
+  const Placement replicated = Placement::replicate();
+  const Placement column_parallel = Placement::shard(0);
+  const Placement row_parallel = Placement::shard(1);
+  const Placement qkv_heads =
+      Placement::shard(0, {{heads, head_dim}, {kv_heads, head_dim}, {kv_heads, head_dim}});
+  const Placement output_heads = Placement::shard(1, {{heads, head_dim}});
   std::vector<ParameterSpec> specs;
-  auto add = [&](const char* suffix, Shape shape, InitRule init, bool decay) {
-    specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay});
+  auto add = [&](const char* suffix, Shape shape, InitRule init, bool decay, Placement placement) {
+    specs.push_back(
+        ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, std::move(placement)});
   };
-  add("attention_norm.weight", {hidden}, ones, false);
-  if (layernorm) add("attention_norm.bias", {hidden}, zeros, false);
-  add("attention.qkv.weight", {attention.qkv_width(), hidden}, weight, true);
-  if (model.qkv_bias) add("attention.qkv.bias", {attention.qkv_width()}, zeros, false);
-  add("attention.output.weight", {hidden, attention.output_width()}, residual_output, true);
-  if (model.attention_output_bias) add("attention.output.bias", {hidden}, zeros, false);
-  add("mlp_norm.weight", {hidden}, ones, false);
-  if (layernorm) add("mlp_norm.bias", {hidden}, zeros, false);
-  if (model.mlp_activation == schemas::MlpActivation::swiglu) {
-    add("mlp.gate.weight", {ffn, hidden}, weight, true);
-    if (model.mlp_bias) add("mlp.gate.bias", {ffn}, zeros, false);
-    add("mlp.up.weight", {ffn, hidden}, weight, true);
-    if (model.mlp_bias) add("mlp.up.bias", {ffn}, zeros, false);
-  } else {
-    add("mlp.fc.weight", {ffn, hidden}, weight, true);
-    if (model.mlp_bias) add("mlp.fc.bias", {ffn}, zeros, false);
+  add("attention_norm.weight", {hidden}, ones, false, replicated);
+  if (layernorm) add("attention_norm.bias", {hidden}, zeros, false, replicated);
+  add("attention.qkv.weight", {attention.qkv_width(), hidden}, weight, true, qkv_heads);
+  if (model.qkv_bias) add("attention.qkv.bias", {attention.qkv_width()}, zeros, false, qkv_heads);
+  add("attention.output.weight", {hidden, attention.output_width()}, residual_output, true,
+      output_heads);
+  if (model.attention_output_bias) {
+    add("attention.output.bias", {hidden}, zeros, false, replicated);
   }
-  add("mlp.output.weight", {hidden, ffn}, residual_output, true);
-  if (model.mlp_bias) add("mlp.output.bias", {hidden}, zeros, false);
+  add("mlp_norm.weight", {hidden}, ones, false, replicated);
+  if (layernorm) add("mlp_norm.bias", {hidden}, zeros, false, replicated);
+  if (model.mlp_activation == schemas::MlpActivation::swiglu) {
+    add("mlp.gate.weight", {ffn, hidden}, weight, true, column_parallel);
+    if (model.mlp_bias) add("mlp.gate.bias", {ffn}, zeros, false, column_parallel);
+    add("mlp.up.weight", {ffn, hidden}, weight, true, column_parallel);
+    if (model.mlp_bias) add("mlp.up.bias", {ffn}, zeros, false, column_parallel);
+  } else {
+    add("mlp.fc.weight", {ffn, hidden}, weight, true, column_parallel);
+    if (model.mlp_bias) add("mlp.fc.bias", {ffn}, zeros, false, column_parallel);
+  }
+  add("mlp.output.weight", {hidden, ffn}, residual_output, true, row_parallel);
+  if (model.mlp_bias) add("mlp.output.bias", {hidden}, zeros, false, replicated);
   return specs;
 }
 
-void LayerScratch::resize(const ModelConfig& model, std::int64_t tokens, ScalarType type,
-                          Device device) {
-  const AttentionShape attention{model.num_attention_heads, model.num_kv_heads, model.head_dim};
-  if (d_norm.numel() == tokens * model.hidden_size && d_norm.scalar_type() == type &&
-      d_norm.device() == device) {
+AttentionShape local_attention_shape(const ModelConfig& model, std::int64_t tp_size) {
+  return AttentionShape{model.num_attention_heads / tp_size,
+                        model.num_kv_heads >= tp_size ? model.num_kv_heads / tp_size : 1,
+                        model.head_dim};
+}
+
+void LayerScratch::resize(const ModelConfig& model, const TensorParallelism& tp, std::int64_t batch,
+                          std::int64_t seq, ScalarType type, Device device) {
+  if (batch == batch_ && seq == seq_ && d_norm_full.scalar_type() == type &&
+      d_norm_full.device() == device) {
     return;
   }
-  d_norm = Tensor::zeros({tokens, model.hidden_size}, type, device);
+  batch_ = batch;
+  seq_ = seq;
+  const std::int64_t tokens = batch * seq;
+  const std::int64_t local = tp.local_tokens(tokens);
+  const std::int64_t hidden = model.hidden_size;
+  const AttentionShape attention = local_attention_shape(model, tp.size());
+  const std::int64_t ffn = model.ffn_hidden_size / tp.size();
+  const bool sp = tp.shards_tokens();
+  branch_full = Tensor::zeros({tokens, hidden}, type, device);
+  // Without token sharding the local tensors are the full ones: no copies between them.
+  branch = sp ? Tensor::zeros({local, hidden}, type, device) : branch_full;
+  norm_local = sp ? Tensor::zeros({local, hidden}, type, device) : Tensor();
+  mlp_full = sp ? Tensor::zeros({tokens, hidden}, type, device) : Tensor();
+  d_norm_full = Tensor::zeros({tokens, hidden}, type, device);
+  d_norm = sp ? Tensor::zeros({local, hidden}, type, device) : d_norm_full;
   d_attention = Tensor::zeros({tokens, attention.output_width()}, type, device);
   d_qkv = Tensor::zeros({tokens, attention.qkv_width()}, type, device);
-  d_hidden = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
-  d_gate = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
-  d_up = Tensor::zeros({tokens, model.ffn_hidden_size}, type, device);
-  d_middle = Tensor::zeros({tokens, model.hidden_size}, type, device);
-  d_attention_branch = Tensor::zeros({tokens, model.hidden_size}, type, device);
+  d_hidden = Tensor::zeros({tokens, ffn}, type, device);
+  d_gate = Tensor::zeros({tokens, ffn}, type, device);
+  d_up = model.mlp_activation == schemas::MlpActivation::swiglu
+             ? Tensor::zeros({tokens, ffn}, type, device)
+             : Tensor();
+  d_middle = Tensor::zeros({local, hidden}, type, device);
+  d_attention_branch = Tensor::zeros({local, hidden}, type, device);
+  d_branch = Tensor::zeros({local, hidden}, type, device);
+  d_branch_full = sp ? Tensor::zeros({tokens, hidden}, type, device) : Tensor();
 }
 
 TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
-                                   ParameterStore& store)
+                                   ParameterStore& store, const TensorParallelism& tp)
     : model_(model),
       index_(index),
-      shape_{model.num_attention_heads, model.num_kv_heads, model.head_dim},
+      tp_(tp),
+      shape_(local_attention_shape(model, tp.size())),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu) {
   attention_norm_weight_ = &store.entry(name_of(index, "attention_norm.weight"));
   attention_norm_bias_ = optional_entry(store, name_of(index, "attention_norm.bias"));
@@ -123,133 +165,172 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   mlp_up_bias_ = llama_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
   mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
   mlp_output_bias_ = optional_entry(store, name_of(index, "mlp.output.bias"));
+  STRATA_CHECK(qkv_weight_->shape[0] == shape_.qkv_width(),
+               "layer {}: qkv slice of {} rows for {} heads and {} kv heads", index,
+               qkv_weight_->shape[0], shape_.num_heads, shape_.num_kv_heads);
 }
 
-std::uint32_t TransformerLayer::dropout_site(int branch) const {
+DropoutKey TransformerLayer::key(const DropoutContext& dropout, int branch) const {
   // Site 0 is the embedding's; layer l uses 1 + 2l (attention branch) and 2 + 2l (MLP branch).
-  return static_cast<std::uint32_t>(1 + 2 * index_ + branch);
+  DropoutKey key =
+      dropout_key(model_, dropout, static_cast<std::uint32_t>(1 + 2 * index_ + branch));
+  key.first_token += tp_.first_local_token(batch_ * seq_);
+  return key;
 }
 
-void TransformerLayer::allocate(std::int64_t batch, std::int64_t seq, ScalarType type,
-                                Device device) {
-  if (batch == batch_ && seq == seq_ && norm1_.scalar_type() == type && norm1_.device() == device) {
+void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::int64_t seq,
+                                ScalarType type, Device device) {
+  const Shape qkv_shape{batch, seq, shape_.qkv_width()};
+  if (a.qkv.shape() == qkv_shape && a.qkv.scalar_type() == type && a.qkv.device() == device) {
     return;
   }
   const ScalarType statistics = statistics_type(type);
+  const std::int64_t tokens = batch * seq;
+  const std::int64_t local = tp_.local_tokens(tokens);
+  const std::int64_t hidden = model_.hidden_size;
+  const std::int64_t ffn = mlp_in_weight_->shape[0];
+  a.mean1 = Tensor::zeros({local}, statistics, device);
+  a.rstd1 = Tensor::zeros({local}, statistics, device);
+  a.norm1_full = Tensor::zeros({tokens, hidden}, type, device);
+  a.qkv = Tensor::zeros(qkv_shape, type, device);
+  a.attention_out = Tensor::zeros({batch, seq, shape_.output_width()}, type, device);
+  a.lse = Tensor::zeros({batch, shape_.num_heads, seq}, statistics, device);
+  a.middle = Tensor::zeros({local, hidden}, type, device);
+  a.mean2 = Tensor::zeros({local}, statistics, device);
+  a.rstd2 = Tensor::zeros({local}, statistics, device);
+  a.norm2_full = Tensor::zeros({tokens, hidden}, type, device);
+  a.hidden_in = Tensor::zeros({tokens, ffn}, type, device);
+  a.up = llama_mlp_ ? Tensor::zeros({tokens, ffn}, type, device) : Tensor();
+  a.hidden_out = Tensor::zeros({tokens, ffn}, type, device);
+}
+
+void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch, std::int64_t seq,
+                               const DropoutContext& dropout, LayerScratch& scratch) {
   batch_ = batch;
   seq_ = seq;
-  const std::int64_t tokens = batch * seq;
-  const std::int64_t hidden = model_.hidden_size;
-  const std::int64_t ffn = model_.ffn_hidden_size;
-  norm1_ = Tensor::zeros({tokens, hidden}, type, device);
-  mean1_ = Tensor::zeros({tokens}, statistics, device);
-  rstd1_ = Tensor::zeros({tokens}, statistics, device);
-  qkv_ = Tensor::zeros({batch, seq, shape_.qkv_width()}, type, device);
-  attention_out_ = Tensor::zeros({batch, seq, shape_.output_width()}, type, device);
-  lse_ = Tensor::zeros({batch, shape_.num_heads, seq}, statistics, device);
-  branch_ = Tensor::zeros({tokens, hidden}, type, device);
-  middle_ = Tensor::zeros({tokens, hidden}, type, device);
-  norm2_ = Tensor::zeros({tokens, hidden}, type, device);
-  mean2_ = Tensor::zeros({tokens}, statistics, device);
-  rstd2_ = Tensor::zeros({tokens}, statistics, device);
-  hidden_in_ = Tensor::zeros({tokens, ffn}, type, device);
-  up_ = llama_mlp_ ? Tensor::zeros({tokens, ffn}, type, device) : Tensor();
-  hidden_out_ = Tensor::zeros({tokens, ffn}, type, device);
-}
-
-void TransformerLayer::forward(const Tensor& x, Tensor& out, const DropoutContext& dropout) {
-  allocate(x.size(0), x.size(1), x.scalar_type(), x.device());
+  LayerActivations& a = activations();
+  allocate(a, batch, seq, x.scalar_type(), x.device());
+  scratch.resize(model_, tp_, batch, seq, x.scalar_type(), x.device());
   const double p = model_.dropout;
+  const bool sp = tp_.shards_tokens();
+  const std::int64_t hidden = model_.hidden_size;
   // Attention branch.
+  Tensor& norm1 = sp ? scratch.norm_local : a.norm1_full;
   detail::norm_forward(model_.norm, x, attention_norm_weight_->compute,
-                       value_of(attention_norm_bias_), model_.norm_epsilon, norm1_, mean1_, rstd1_);
-  linear_forward(norm1_, qkv_weight_->compute, value_of(qkv_bias_), qkv_);
+                       value_of(attention_norm_bias_), model_.norm_epsilon, norm1, a.mean1,
+                       a.rstd1);
+  gather_sequence(tp_, norm1, a.norm1_full);
+  linear_forward(a.norm1_full, qkv_weight_->compute, value_of(qkv_bias_), a.qkv);
   if (model_.rope_theta) {
-    rotary_forward(qkv_, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
+    rotary_forward(a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                    *model_.rope_theta);
   }
-  causal_attention_forward(qkv_, shape_, attention_out_, lse_);
-  linear_forward(attention_out_, attention_output_weight_->compute,
-                 value_of(attention_output_bias_), branch_);
-  if (p > 0) dropout_forward(branch_, p, dropout_key(model_, dropout, dropout_site(0)), branch_);
-  residual_forward(x, branch_, middle_);
-  // MLP branch.
-  detail::norm_forward(model_.norm, middle_, mlp_norm_weight_->compute, value_of(mlp_norm_bias_),
-                       model_.norm_epsilon, norm2_, mean2_, rstd2_);
-  if (llama_mlp_) {
-    linear_forward(norm2_, mlp_in_weight_->compute, value_of(mlp_in_bias_), hidden_in_);
-    linear_forward(norm2_, mlp_up_weight_->compute, value_of(mlp_up_bias_), up_);
-    swiglu_forward(hidden_in_, up_, hidden_out_);
-  } else {
-    linear_gelu_forward(norm2_, mlp_in_weight_->compute, value_of(mlp_in_bias_), hidden_in_,
-                        hidden_out_);
+  causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
+  linear_forward(a.attention_out, attention_output_weight_->compute,
+                 separate_bias() ? nullptr : value_of(attention_output_bias_), scratch.branch_full);
+  reduce_sequence(tp_, scratch.branch_full, scratch.branch);
+  if (separate_bias() && attention_output_bias_) {
+    bias_forward(scratch.branch, attention_output_bias_->compute);
   }
-  Tensor mlp_branch = out.reshaped({batch_ * seq_, model_.hidden_size});
-  linear_forward(hidden_out_, mlp_output_weight_->compute, value_of(mlp_output_bias_), mlp_branch);
-  if (p > 0)
-    dropout_forward(mlp_branch, p, dropout_key(model_, dropout, dropout_site(1)), mlp_branch);
-  residual_forward(middle_, mlp_branch, mlp_branch);
+  if (p > 0) dropout_forward(scratch.branch, p, key(dropout, 0), scratch.branch);
+  residual_forward(x, scratch.branch, a.middle);
+  // MLP branch.
+  Tensor& norm2 = sp ? scratch.norm_local : a.norm2_full;
+  detail::norm_forward(model_.norm, a.middle, mlp_norm_weight_->compute, value_of(mlp_norm_bias_),
+                       model_.norm_epsilon, norm2, a.mean2, a.rstd2);
+  gather_sequence(tp_, norm2, a.norm2_full);
+  if (llama_mlp_) {
+    linear_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in);
+    linear_forward(a.norm2_full, mlp_up_weight_->compute, value_of(mlp_up_bias_), a.up);
+    swiglu_forward(a.hidden_in, a.up, a.hidden_out);
+  } else {
+    linear_gelu_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in,
+                        a.hidden_out);
+  }
+  Tensor mlp_branch = out.reshaped({out.numel() / hidden, hidden});
+  Tensor& mlp_partial = sp ? scratch.mlp_full : mlp_branch;
+  linear_forward(a.hidden_out, mlp_output_weight_->compute,
+                 separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
+  reduce_sequence(tp_, mlp_partial, mlp_branch);
+  if (separate_bias() && mlp_output_bias_) bias_forward(mlp_branch, mlp_output_bias_->compute);
+  if (p > 0) dropout_forward(mlp_branch, p, key(dropout, 1), mlp_branch);
+  residual_forward(a.middle, mlp_branch, mlp_branch);
 }
 
-void TransformerLayer::backward(const Tensor& x, const Tensor& d_out, Tensor& dx,
+void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
                                 const DropoutContext& dropout, LayerScratch& scratch) {
+  if (recomputes()) forward(x, out, batch_, seq_, dropout, scratch);
+  LayerActivations& a = activations();
   const double p = model_.dropout;
-  scratch.resize(model_, batch_ * seq_, x.scalar_type(), x.device());
+  const bool sp = tp_.shards_tokens();
+  scratch.resize(model_, tp_, batch_, seq_, x.scalar_type(), x.device());
   // The MLP residual: d_middle starts as d_out, and the MLP branch sees d_out too.
   Tensor& d_middle = scratch.d_middle;
   d_middle.copy_from(d_out);
-  const Tensor* d_mlp_out = &d_out;
-  Tensor d_mlp_dropped;
+  const Tensor* d_mlp = &d_out;
   if (p > 0) {
-    d_mlp_dropped = Tensor::zeros_like(d_out);
-    dropout_backward(d_out, p, dropout_key(model_, dropout, dropout_site(1)), d_mlp_dropped);
-    d_mlp_out = &d_mlp_dropped;
+    scratch.d_branch.fill_zero();
+    dropout_backward(d_out, p, key(dropout, 1), scratch.d_branch);
+    d_mlp = &scratch.d_branch;
+  }
+  if (separate_bias() && mlp_output_bias_) bias_backward(*d_mlp, mlp_output_bias_->gradient);
+  if (sp) {
+    gather_sequence(tp_, *d_mlp, scratch.d_branch_full);
+    d_mlp = &scratch.d_branch_full;
   }
   scratch.d_hidden.fill_zero();
-  linear_backward(*d_mlp_out, hidden_out_, mlp_output_weight_->compute, &scratch.d_hidden,
-                  mlp_output_weight_->gradient, gradient_of(mlp_output_bias_));
+  linear_backward(*d_mlp, a.hidden_out, mlp_output_weight_->compute, &scratch.d_hidden,
+                  mlp_output_weight_->gradient,
+                  separate_bias() ? nullptr : gradient_of(mlp_output_bias_));
   scratch.d_gate.fill_zero();
-  scratch.d_norm.fill_zero();
+  scratch.d_norm_full.fill_zero();
   if (llama_mlp_) {
     scratch.d_up.fill_zero();
-    swiglu_backward(scratch.d_hidden, hidden_in_, up_, scratch.d_gate, scratch.d_up);
-    linear_backward(scratch.d_up, norm2_, mlp_up_weight_->compute, &scratch.d_norm,
+    swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
+    linear_backward(scratch.d_up, a.norm2_full, mlp_up_weight_->compute, &scratch.d_norm_full,
                     mlp_up_weight_->gradient, gradient_of(mlp_up_bias_));
   } else {
-    gelu_backward(scratch.d_hidden, hidden_in_, scratch.d_gate);
+    gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate);
   }
-  linear_backward(scratch.d_gate, norm2_, mlp_in_weight_->compute, &scratch.d_norm,
+  linear_backward(scratch.d_gate, a.norm2_full, mlp_in_weight_->compute, &scratch.d_norm_full,
                   mlp_in_weight_->gradient, gradient_of(mlp_in_bias_));
-  detail::norm_backward(model_.norm, scratch.d_norm, middle_, mlp_norm_weight_->compute, mean2_,
-                        rstd2_, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
+  reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
+  detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
+                        a.rstd2, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
   // The attention residual: dx gets d_middle, and so does the attention branch.
   scratch.d_attention_branch.fill_zero();
   residual_backward(d_middle, dx, scratch.d_attention_branch);
   const Tensor* d_branch = &scratch.d_attention_branch;
-  Tensor d_branch_dropped;
   if (p > 0) {
-    d_branch_dropped = Tensor::zeros_like(d_middle);
-    dropout_backward(scratch.d_attention_branch, p, dropout_key(model_, dropout, dropout_site(0)),
-                     d_branch_dropped);
-    d_branch = &d_branch_dropped;
+    scratch.d_branch.fill_zero();
+    dropout_backward(scratch.d_attention_branch, p, key(dropout, 0), scratch.d_branch);
+    d_branch = &scratch.d_branch;
+  }
+  if (separate_bias() && attention_output_bias_) {
+    bias_backward(*d_branch, attention_output_bias_->gradient);
+  }
+  if (sp) {
+    gather_sequence(tp_, *d_branch, scratch.d_branch_full);
+    d_branch = &scratch.d_branch_full;
   }
   scratch.d_attention.fill_zero();
-  linear_backward(*d_branch, attention_out_, attention_output_weight_->compute,
+  linear_backward(*d_branch, a.attention_out, attention_output_weight_->compute,
                   &scratch.d_attention, attention_output_weight_->gradient,
-                  gradient_of(attention_output_bias_));
+                  separate_bias() ? nullptr : gradient_of(attention_output_bias_));
   scratch.d_qkv.fill_zero();
-  Tensor d_qkv = scratch.d_qkv.reshaped(qkv_.shape());
-  causal_attention_backward(scratch.d_attention.reshaped(attention_out_.shape()), qkv_,
-                            attention_out_, lse_, shape_, d_qkv);
+  Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
+  causal_attention_backward(scratch.d_attention.reshaped(a.attention_out.shape()), a.qkv,
+                            a.attention_out, a.lse, shape_, d_qkv);
   if (model_.rope_theta) {
     rotary_backward(d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                     *model_.rope_theta);
   }
-  scratch.d_norm.fill_zero();
-  linear_backward(d_qkv, norm1_, qkv_weight_->compute, &scratch.d_norm, qkv_weight_->gradient,
-                  gradient_of(qkv_bias_));
-  detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, mean1_,
-                        rstd1_, dx, attention_norm_weight_->gradient,
+  scratch.d_norm_full.fill_zero();
+  linear_backward(d_qkv, a.norm1_full, qkv_weight_->compute, &scratch.d_norm_full,
+                  qkv_weight_->gradient, gradient_of(qkv_bias_));
+  reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
+  detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, a.mean1,
+                        a.rstd1, dx, attention_norm_weight_->gradient,
                         gradient_of(attention_norm_bias_));
 }
 

@@ -131,4 +131,35 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   });
 }
 
+void cross_entropy_rescale_shard_sums(const Tensor& row_max, const Tensor& global_max,
+                                      Tensor& row_sum_exp) {
+  check_same_numel("cross_entropy_rescale_shard_sums", row_max, global_max);
+  check_same_numel("cross_entropy_rescale_shard_sums", row_max, row_sum_exp);
+  STRATA_CHECK(!on_cuda("cross_entropy_rescale_shard_sums", {&row_max, &global_max, &row_sum_exp}),
+               "cross_entropy_rescale_shard_sums: the parallel executor runs on the CPU backend");
+  check_cpu_same_type("cross_entropy_rescale_shard_sums", {&row_max, &global_max, &row_sum_exp});
+  dispatch_floating(row_max.scalar_type(), "cross_entropy_rescale_shard_sums", [&]<class T>() {
+    cpu::as_vector<T>(row_sum_exp).array() *=
+        (cpu::as_vector<T>(row_max).array() - cpu::as_vector<T>(global_max).array()).exp();
+  });
+}
+
+void cross_entropy_shard_losses(const Tensor& global_max, const Tensor& sum_exp,
+                                const Tensor& target_logit, Tensor& losses, Tensor& log_sum_exp) {
+  for (const Tensor* tensor : {&sum_exp, &target_logit, static_cast<const Tensor*>(&losses),
+                               static_cast<const Tensor*>(&log_sum_exp)}) {
+    check_same_numel("cross_entropy_shard_losses", global_max, *tensor);
+  }
+  STRATA_CHECK(!on_cuda("cross_entropy_shard_losses",
+                        {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp}),
+               "cross_entropy_shard_losses: the parallel executor runs on the CPU backend");
+  check_cpu_same_type("cross_entropy_shard_losses",
+                      {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp});
+  dispatch_floating(global_max.scalar_type(), "cross_entropy_shard_losses", [&]<class T>() {
+    auto lse = cpu::as_vector<T>(log_sum_exp);
+    lse.array() = cpu::as_vector<T>(global_max).array() + cpu::as_vector<T>(sum_exp).array().log();
+    cpu::as_vector<T>(losses) = lse - cpu::as_vector<T>(target_logit);
+  });
+}
+
 }  // namespace strata::executor

@@ -61,4 +61,51 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
   });
 }
 
+void vocab_parallel_embedding_forward(const Tensor& ids, const Tensor& table_shard,
+                                      std::int64_t vocab_start, Tensor& out) {
+  const std::int64_t hidden = table_shard.size(1);
+  STRATA_CHECK(out.numel() == ids.numel() * hidden,
+               "vocab_parallel_embedding_forward: out {} for {} ids", shape_to_string(out.shape()),
+               ids.numel());
+  STRATA_CHECK(!on_cuda("vocab_parallel_embedding_forward", {&ids, &table_shard, &out}),
+               "vocab_parallel_embedding_forward: the parallel executor runs on the CPU backend");
+  check_cpu_same_type("vocab_parallel_embedding_forward", {&table_shard, &out});
+  const std::int64_t rows = table_shard.size(0);
+  dispatch_floating(table_shard.scalar_type(), "vocab_parallel_embedding_forward", [&]<class T>() {
+    const auto table = cpu::as_matrix<T>(table_shard, hidden);
+    auto out_rows = cpu::as_matrix<T>(out, hidden);
+    const std::int32_t* id = ids.data<std::int32_t>();
+    for (std::int64_t n = 0; n < ids.numel(); ++n) {
+      const std::int64_t local = id[n] - vocab_start;
+      if (local >= 0 && local < rows) {
+        out_rows.row(n) = table.row(local);
+      } else {
+        out_rows.row(n).setZero();
+      }
+    }
+  });
+}
+
+void vocab_parallel_embedding_backward(const Tensor& ids, const Tensor& dout,
+                                       std::int64_t vocab_start, Tensor& dtable_shard) {
+  const std::int64_t hidden = dtable_shard.size(1);
+  STRATA_CHECK(dout.numel() == ids.numel() * hidden,
+               "vocab_parallel_embedding_backward: dout {} for {} ids",
+               shape_to_string(dout.shape()), ids.numel());
+  STRATA_CHECK(!on_cuda("vocab_parallel_embedding_backward", {&ids, &dout, &dtable_shard}),
+               "vocab_parallel_embedding_backward: the parallel executor runs on the CPU backend");
+  check_cpu_same_type("vocab_parallel_embedding_backward", {&dout, &dtable_shard});
+  const std::int64_t rows = dtable_shard.size(0);
+  dispatch_floating(dtable_shard.scalar_type(), "vocab_parallel_embedding_backward",
+                    [&]<class T>() {
+                      auto table = cpu::as_matrix<T>(dtable_shard, hidden);
+                      const auto dout_rows = cpu::as_matrix<T>(dout, hidden);
+                      const std::int32_t* id = ids.data<std::int32_t>();
+                      for (std::int64_t n = 0; n < ids.numel(); ++n) {
+                        const std::int64_t local = id[n] - vocab_start;
+                        if (local >= 0 && local < rows) table.row(local) += dout_rows.row(n);
+                      }
+                    });
+}
+
 }  // namespace strata::executor

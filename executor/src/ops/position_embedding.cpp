@@ -51,4 +51,42 @@ void position_embedding_backward(const Tensor& dx, Tensor& dtable) {
   });
 }
 
+namespace {
+
+void check_rows(const char* op, const Tensor& x, const Tensor& table, std::int64_t seq_length) {
+  STRATA_CHECK(x.dim() == 2 && x.size(1) == table.size(1) && seq_length <= table.size(0),
+               "{}: x {} table {} sequence {}", op, shape_to_string(x.shape()),
+               shape_to_string(table.shape()), seq_length);
+  STRATA_CHECK(!on_cuda(op, {&x, &table}), "{}: the parallel executor runs on the CPU backend", op);
+  check_cpu_same_type(op, {&table, &x});
+}
+
+}  // namespace
+
+void position_embedding_forward_rows(const Tensor& table, Tensor& x, std::int64_t seq_length,
+                                     std::int64_t first_token) {
+  check_rows("position_embedding_forward_rows", x, table, seq_length);
+  const std::int64_t hidden = x.size(1);
+  dispatch_floating(x.scalar_type(), "position_embedding_forward_rows", [&]<class T>() {
+    const auto positions = cpu::as_matrix<T>(table, hidden);
+    auto rows = cpu::as_matrix<T>(x, hidden);
+    for (std::int64_t i = 0; i < rows.rows(); ++i) {
+      rows.row(i) += positions.row((first_token + i) % seq_length);
+    }
+  });
+}
+
+void position_embedding_backward_rows(const Tensor& dx, Tensor& dtable, std::int64_t seq_length,
+                                      std::int64_t first_token) {
+  check_rows("position_embedding_backward_rows", dx, dtable, seq_length);
+  const std::int64_t hidden = dx.size(1);
+  dispatch_floating(dx.scalar_type(), "position_embedding_backward_rows", [&]<class T>() {
+    auto positions = cpu::as_matrix<T>(dtable, hidden);
+    const auto rows = cpu::as_matrix<T>(dx, hidden);
+    for (std::int64_t i = 0; i < rows.rows(); ++i) {
+      positions.row((first_token + i) % seq_length) += rows.row(i);
+    }
+  });
+}
+
 }  // namespace strata::executor

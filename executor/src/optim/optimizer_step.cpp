@@ -81,8 +81,8 @@ double optimizer_step(ParameterStore& parameters, OptimizerMoments& moments, dou
   for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
   const double norm = clip_gradients(gradients, max_gradient_norm);
   for (ParameterEntry& entry : parameters.entries()) {
-    Tensor first = moments.first.view(entry.offset, entry.spec.shape);
-    Tensor second = moments.second.view(entry.offset, entry.spec.shape);
+    Tensor first = moments.first.view(entry.offset, entry.shape);
+    Tensor second = moments.second.view(entry.offset, entry.shape);
     adamw_update(entry.value, entry.gradient, first, second, learning_rate,
                  entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config);
   }

@@ -1,9 +1,11 @@
 #include "strata/executor/train/trainer.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <tuple>
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
@@ -18,20 +20,33 @@ ScalarType compute_type_of(const schemas::Plan& plan) {
   return plan.precision == schemas::Dtype::bf16 ? ScalarType::bfloat16 : ScalarType::float32;
 }
 
-void check_plan_runs_on_one_device(const schemas::Plan& plan, const std::string& plan_source,
-                                   Device device) {
+void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
+                     std::int64_t world_size) {
   const schemas::Mesh& mesh = plan.mesh;
-  for (const auto& [axis, size] :
-       {std::pair{"tp", mesh.tp}, std::pair{"cp", mesh.cp}, std::pair{"dp", mesh.dp},
-        std::pair{"pp", mesh.pp}, std::pair{"vpp", mesh.vpp}}) {
+  for (const auto& [axis, size, what] : {std::tuple{"pp", mesh.pp, "pipeline parallelism"},
+                                         std::tuple{"vpp", mesh.vpp, "interleaved pipeline stages"},
+                                         std::tuple{"cp", mesh.cp, "context parallelism"}}) {
     if (size != 1) {
       throw InputError(plan_source, fmt::format("/mesh/{}", axis),
-                       fmt::format("{}={}: this executor trains on one device (a 1×1×1 mesh); "
-                                   "parallel meshes run with the parallel executor",
-                                   axis, size));
+                       fmt::format("{}={}: the executor does not run {} yet (it runs tensor, "
+                                   "sequence and data parallelism with ZeRO 0-3)",
+                                   axis, size, what));
     }
   }
+  if (world_size != mesh.world_size()) {
+    throw InputError(plan_source, "/mesh",
+                     fmt::format("the plan runs on {} ranks (tp {} × cp {} × dp {} × pp {}); this "
+                                 "job has {}{}",
+                                 mesh.world_size(), mesh.tp, mesh.cp, mesh.dp, mesh.pp, world_size,
+                                 world_size == 1 ? " (start it with mpirun -np N)" : ""));
+  }
   const bool cuda = device == Device::cuda;
+  if (cuda && mesh.world_size() > 1) {
+    throw InputError(plan_source, "/mesh",
+                     fmt::format("{} ranks: the CUDA backend trains on one GPU; parallel plans "
+                                 "run on the CPU (--device cpu)",
+                                 mesh.world_size()));
+  }
   if (plan.precision != schemas::Dtype::fp32 && !(cuda && plan.precision == schemas::Dtype::bf16)) {
     throw InputError(plan_source, "/precision",
                      fmt::format("the {} backend trains in {}, the plan says {}",
@@ -44,39 +59,87 @@ void check_plan_runs_on_one_device(const schemas::Plan& plan, const std::string&
       throw InputError("--device", "", fmt::format("cuda: no GPU to train on ({})", why_not));
     }
   }
-  if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
-    throw InputError(plan_source, "/recompute",
-                     "the one-device executor keeps every activation; use recompute none");
-  }
   check_executor_supports(plan.model, plan_source, "/model");
   // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter
-  // (in host memory; a GPU run stages its initial values and its checkpoints through it).
+  // (in host memory; a GPU run stages its initial values and its checkpoints through it), for
+  // one tensor-parallel rank's share.
   std::int64_t parameters = 0;
   for (const ParameterSpec& spec : transformer_parameters(plan.model)) {
     parameters += shape_numel(spec.shape);
   }
-  const double state_bytes = 16.0 * static_cast<double>(parameters);
+  const double state_bytes = 16.0 * static_cast<double>(parameters) / static_cast<double>(mesh.tp);
   const double physical_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                                 static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (state_bytes > physical_bytes) {
     throw InputError(
         plan_source, "/model",
         fmt::format("{}'s {} parameters need {:.1f} GB for fp32 values, gradients and "
-                    "AdamW moments; this machine has {:.1f} GB",
-                    plan.model.name, parameters, state_bytes / 1e9, physical_bytes / 1e9));
+                    "AdamW moments{}; this machine has {:.1f} GB",
+                    plan.model.name, parameters, state_bytes / 1e9,
+                    mesh.tp > 1 ? fmt::format(" on each of {} tensor-parallel ranks", mesh.tp) : "",
+                    physical_bytes / 1e9));
   }
 }
 
+namespace {
+
+// The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute.
+TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* groups) {
+  TransformerOptions options;
+  if (groups != nullptr) {
+    options.tensor_parallel.group = &groups->tensor_parallel();
+    options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
+    options.tensor_parallel.replicas = [groups](std::int64_t replicas) -> Communicator& {
+      return groups->tensor_parallel_replicas(replicas);
+    };
+    options.own_values = plan.zero_stage < 3;
+    options.own_gradients = plan.zero_stage < 2;
+  }
+  // Full recomputation: all layers, or the first N (with one pipeline stage, its one entry).
+  // Selective recomputation needs nothing more: our attention never stores the probabilities.
+  if (plan.recompute.granularity == schemas::RecomputeGranularity::full) {
+    options.recomputed_layers = plan.recompute.full_layers_per_stage.empty()
+                                    ? plan.model.num_layers
+                                    : plan.recompute.full_layers_per_stage.front();
+  }
+  return options;
+}
+
+std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::string& plan_source,
+                                          Device device, Communicator* world) {
+  check_plan_runs(plan, plan_source, device, world ? world->size() : 1);
+  if (plan.mesh.world_size() == 1) return nullptr;
+  return std::make_unique<ProcessGroups>(*world, plan.mesh);
+}
+
+std::size_t peak_resident_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+}  // namespace
+
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
-                 TrainingOptions options)
+                 TrainingOptions options, Communicator* world)
     : plan_(plan),
       options_(std::move(options)),
-      model_((check_plan_runs_on_one_device(plan, plan_source, options_.device), plan.model),
-             compute_type_of(plan), options_.seed, options_.device),
+      world_(world),
+      groups_(groups_for(plan, plan_source, options_.device, world)),
+      model_(plan.model, compute_type_of(plan), options_.seed, options_.device,
+             model_options(plan, groups_.get())),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps} {
+  if (groups_) {
+    const std::int64_t bucket = options_.bucket_elements > 0
+                                    ? options_.bucket_elements
+                                    : default_bucket_elements(plan_.mesh.dp);
+    sharded_ = std::make_unique<ShardedOptimizer>(
+        model_, *groups_, ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket},
+        options_.seed);
+  }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
     std::error_code error;
@@ -84,7 +147,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (error) {
       throw InputError(options_.checkpoint_dir->string(), "", "cannot create: " + error.message());
     }
-    remove_abandoned_checkpoints(*options_.checkpoint_dir);
+    if (!world_ || world_->rank() == 0) remove_abandoned_checkpoints(*options_.checkpoint_dir);
   }
   run_identity_ = RunIdentity{plan_.batch.global_batch_size,
                               plan_.batch.seq_length,
@@ -93,10 +156,17 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
                               data.tokens_crc32(),
                               data.path.string(),
                               schemas::plan_content_hash(plan_.model, plan_.cluster)};
-  moments_ = OptimizerMoments::zeros_like(model_.parameters());
+  if (!sharded_) moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
-  if (options_.init_llmc)
-    read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
+  if (options_.init_llmc) {
+    if (sharded_) {
+      ParameterStore whole(transformer_parameters(plan_.model), ScalarType::float32);
+      read_llmc_parameters(*options_.init_llmc, plan_.model, whole);
+      sharded_->scatter_values(whole);
+    } else {
+      read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
+    }
+  }
   if (options_.resume) {
     if (!options_.checkpoint_dir) {
       throw InputError("--resume", "", "needs --checkpoint-dir to resume from");
@@ -105,7 +175,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (!latest) {
       throw InputError(options_.checkpoint_dir->string(), "", "--resume: no checkpoint here");
     }
-    state_ = read_checkpoint(*latest, plan_.model, model_.parameters(), moments_);
+    state_ = read_latest_checkpoint(*latest);
     if (state_.run) check_resumed_run(*state_.run, *latest);
     sampler_.set_seed(state_.seed);
   }
@@ -114,6 +184,52 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
   targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
   device_inputs_ = options_.device == Device::cpu ? inputs_ : inputs_.to(options_.device);
   device_targets_ = options_.device == Device::cpu ? targets_ : targets_.to(options_.device);
+}
+
+ShardedCheckpointPart Trainer::checkpoint_part() {
+  const schemas::Mesh& mesh = plan_.mesh;
+  const nlohmann::json mesh_json{{"tp", mesh.tp},
+                                 {"cp", mesh.cp},
+                                 {"dp", mesh.dp},
+                                 {"pp", mesh.pp},
+                                 {"order", schemas::mesh_order_to_string(mesh.order)}};
+  ShardedCheckpointPart part =
+      sharded_checkpoint_files(mesh_json, plan_.zero_stage, world_->rank());
+  part.layout = nlohmann::json{
+      {"mesh", mesh_json},
+      {"zero_stage", plan_.zero_stage},
+      {"bucket_elements",
+       options_.bucket_elements > 0 ? options_.bucket_elements : default_bucket_elements(mesh.dp)}};
+  part.values = sharded_->values_state();
+  part.moments = sharded_->moments_state();
+  return part;
+}
+
+TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& checkpoint) {
+  if (!sharded_) {
+    return read_checkpoint(checkpoint, plan_.model, model_.parameters(), moments_);
+  }
+  ShardedCheckpointPart part = checkpoint_part();
+  return read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), part);
+}
+
+std::filesystem::path Trainer::write_checkpoint_now() {
+  state_.run = run_identity_;
+  if (!sharded_) {
+    return write_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(), moments_,
+                            state_);
+  }
+  return write_sharded_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(),
+                                  checkpoint_part(), state_, *world_);
+}
+
+void Trainer::gather_parameters(ParameterStore& whole) {
+  if (sharded_) {
+    sharded_->gather_values(whole);
+    return;
+  }
+  whole.values().copy_from(model_.parameters().values());
+  whole.refresh_compute_values();
 }
 
 void Trainer::check_resumed_run(const RunIdentity& recorded,
@@ -160,15 +276,24 @@ StepRecord Trainer::train_step() {
   const bool cuda = options_.device == Device::cuda;
   if (cuda) reset_cuda_peak_memory();
   const auto start = std::chrono::steady_clock::now();
+  const double communication_before = communication_seconds();
   const schemas::BatchConfig& batch = plan_.batch;
   const std::int64_t step = state_.step;
-  // Each token's loss weighs 1 / (tokens in the global batch): the step's loss is their mean.
+  // Each token's loss weighs 1 / (tokens in the global batch): the step's loss is their mean,
+  // and the gradients summed over dp ranks are the one-device gradients.
   const std::int64_t step_tokens = batch.global_batch_size * batch.seq_length;
   const double loss_scale = 1.0 / static_cast<double>(step_tokens);
-  model_.parameters().zero_gradients();
+  // This dp rank's samples: the contiguous d-th 1/dp of the global batch.
+  const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
+  const std::int64_t first_rank_sample = dp_rank * (batch.global_batch_size / plan_.mesh.dp);
+  if (sharded_) {
+    sharded_->begin_step();
+  } else {
+    model_.parameters().zero_gradients();
+  }
   double loss_sum = 0;
   for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
-    const std::int64_t first_sample = micro * batch.micro_batch_size;
+    const std::int64_t first_sample = first_rank_sample + micro * batch.micro_batch_size;
     sampler_.fill(step, first_sample, inputs_, targets_);
     if (cuda) {
       device_inputs_.copy_from(inputs_);
@@ -176,23 +301,51 @@ StepRecord Trainer::train_step() {
     }
     const DropoutContext dropout{state_.seed, static_cast<std::uint64_t>(step),
                                  first_sample * batch.seq_length};
+    if (sharded_) sharded_->begin_micro_batch(micro + 1 == batch.num_micro_batches);
     loss_sum += model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
   }
   const double rate = schedule_.at(step);
-  // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
-  const double norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
-                                     options_.max_gradient_norm);
+  double norm = 0;
+  double micro_batches = static_cast<double>(batch.num_micro_batches);
+  if (sharded_) {
+    sharded_->finish_gradients();
+    norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
+    // The loss over every dp rank's micro-batches (tp ranks already agree on theirs).
+    Tensor sum = Tensor::zeros({1}, ScalarType::float64);
+    sum.data<double>()[0] = loss_sum;
+    groups_->data_parallel().all_reduce(sum, ReduceOp::sum);
+    loss_sum = sum.data<double>()[0];
+    micro_batches *= static_cast<double>(plan_.mesh.dp);
+  } else {
+    // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
+    norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
+                          options_.max_gradient_norm);
+  }
   state_.step += 1;
   state_.tokens_seen += step_tokens;
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double communication = communication_seconds() - communication_before;
+  std::size_t peak_host = cuda ? 0 : peak_resident_bytes();
+  if (sharded_) {
+    // The step is as long as its slowest rank; the memory the largest any rank holds.
+    Tensor slowest = Tensor::zeros({3}, ScalarType::float64);
+    slowest.data<double>()[0] = seconds;
+    slowest.data<double>()[1] = static_cast<double>(peak_host);
+    slowest.data<double>()[2] = communication;
+    groups_->world().all_reduce(slowest, ReduceOp::max);
+    seconds = slowest.data<double>()[0];
+    peak_host = static_cast<std::size_t>(slowest.data<double>()[1]);
+    communication = slowest.data<double>()[2];
+  }
   return StepRecord{state_.step,
-                    loss_sum / static_cast<double>(batch.num_micro_batches),
+                    loss_sum / micro_batches,
                     rate,
                     norm,
                     static_cast<double>(step_tokens) / seconds,
                     seconds,
-                    cuda ? cuda_memory_stats().peak_allocated_bytes : 0};
+                    cuda ? cuda_memory_stats().peak_allocated_bytes : 0,
+                    peak_host,
+                    communication};
 }
 
 TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
@@ -210,9 +363,7 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     const bool periodic =
         options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
     if (options_.checkpoint_dir && (last || periodic)) {
-      state_.run = run_identity_;
-      summary.last_checkpoint = write_checkpoint(*options_.checkpoint_dir, plan_.model,
-                                                 model_.parameters(), moments_, state_);
+      summary.last_checkpoint = write_checkpoint_now();
     }
   }
   summary.mean_tokens_per_s = summary.total_time_s > 0 ? token_count / summary.total_time_s : 0;

@@ -10,13 +10,28 @@
 //
 // A checkpoint is written under DIR/.step_00000100.tmp.PID and renamed when complete, so a crash
 // leaves either the previous checkpoint or the new one, never half of one.
+//
+// A parallel run (more than one rank) writes the same state.json — plus a "parallel" block: the
+// mesh, the ZeRO stage and the bucket size, which fix what each rank holds — and, instead of
+// model.bin and optimizer.bin, one file per distinct piece of state, written by the lowest rank
+// that holds it:
+//   DIR/step_00000100/model.tp1.pp0.dp0.bin      tp rank 1's values (every dp rank holds them
+//                                                below ZeRO-3: dp rank 0 writes them)
+//   DIR/step_00000100/optimizer.tp1.pp0.dp3.bin  dp rank 3's share of the moments (ZeRO ≥ 1)
+// All ranks write into one temporary directory (named by rank 0's PID), rank 0 adds state.json
+// listing every file's size and CRC-32 once all are written, then renames it. The directory must
+// be on a file system every rank sees. Resuming needs the same plan layout (another layout needs
+// resharding, which this format does not do).
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "strata/executor/distributed/communicator.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/optim/optimizer_step.h"
 #include "strata/schemas/model_config.h"
@@ -64,5 +79,37 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 TrainingState read_checkpoint(const std::filesystem::path& checkpoint,
                               const schemas::ModelConfig& model, ParameterStore& parameters,
                               OptimizerMoments& moments);
+
+// One rank's part of a parallel run's checkpoint: its state tensors (host memory, in file order)
+// and whether it is the rank that writes each piece.
+struct ShardedCheckpointPart {
+  nlohmann::json layout;  // the "parallel" block: what must match for a resume
+  std::vector<Tensor> values;
+  std::vector<Tensor> moments;
+  std::string values_file;   // e.g. "model.tp1.pp0.dp0.bin"
+  std::string moments_file;  // e.g. "optimizer.tp1.pp0.dp3.bin"
+  bool writes_values = false;
+  bool writes_moments = false;
+};
+
+// The files and writers of `rank` in a checkpoint of a mesh at a ZeRO stage: values per (tp, pp)
+// slice, and per dp rank at ZeRO-3; moments likewise per dp rank from ZeRO-1 on.
+ShardedCheckpointPart sharded_checkpoint_files(const nlohmann::json& mesh, std::int64_t zero_stage,
+                                               std::int64_t rank);
+
+// Collective over `world`: writes DIR/step_<step> of a parallel run atomically; returns its path
+// on every rank. `parameters` gives the parameter layout (names and whole shapes) for state.json.
+std::filesystem::path write_sharded_checkpoint(const std::filesystem::path& directory,
+                                               const schemas::ModelConfig& model,
+                                               const ParameterStore& parameters,
+                                               const ShardedCheckpointPart& part,
+                                               const TrainingState& state, Communicator& world);
+
+// Loads this rank's part of a parallel checkpoint into part.values and part.moments, refusing
+// what read_checkpoint refuses and a layout other than part.layout (naming the difference).
+TrainingState read_sharded_checkpoint(const std::filesystem::path& checkpoint,
+                                      const schemas::ModelConfig& model,
+                                      const ParameterStore& parameters,
+                                      ShardedCheckpointPart& part);
 
 }  // namespace strata::executor

@@ -2,6 +2,11 @@
 // gradient buffer, in a fixed order. Used by the model (views per layer), the optimizer (one pass
 // over the flat buffers), checkpoints (the buffers are the file) and the PyTorch reference export.
 //
+// A parallel run's store holds this rank's tensor-parallel slice of each parameter, as the
+// parameter's placement says; ZeRO-3 (parameters) and ZeRO-2/3 (gradients) leave the flat buffers
+// to the optimizer that shards them (distributed/sharded_parameters.h), which binds the entries'
+// views to its own buffers as the model walks its layers.
+//
 // Mixed precision (the CUDA backend's bfloat16 training) adds a third flat buffer: the working
 // copy of the values in the compute type, which forward and backward read, while the optimizer
 // updates the float32 masters and refreshes the copy in the same pass. Gradients stay float32.
@@ -13,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/executor/distributed/placement.h"
 #include "strata/executor/tensor/tensor.h"
 
 namespace strata::executor {
@@ -26,15 +32,28 @@ struct InitRule {
 
 struct ParameterSpec {
   std::string name;  // e.g. "layers.3.attention.qkv.weight"; keys init, checkpoints, reference
-  Shape shape;
+  Shape shape;       // the whole parameter
   InitRule init;
   bool weight_decay = false;  // AdamW decays matrices and embeddings, not biases or norm gains
+  // How the ranks of a tensor-parallel group split it (Megatron's column- and row-parallel
+  // layers, the vocabulary-parallel embedding): the model's placement table.
+  Placement tensor_parallel{};
+};
+
+// Which tensor-parallel slice of each parameter a store holds, and which flat buffers it owns.
+struct StoreOptions {
+  std::int64_t tensor_parallel_rank = 0;
+  std::int64_t tensor_parallel_size = 1;
+  bool own_values = true;     // false: value and compute views are bound by a ZeRO-3 owner
+  bool own_gradients = true;  // false: gradient views are bound by a ZeRO-2/3 owner
 };
 
 struct ParameterEntry {
   ParameterSpec spec;
-  std::int64_t offset = 0;  // first element in the flat buffers
-  Tensor value;             // the master value
+  Shape shape;                   // the slice this store holds (spec.shape on one rank)
+  std::vector<ElementRun> runs;  // that slice as runs of the whole parameter's elements
+  std::int64_t offset = 0;       // first element in the flat buffers
+  Tensor value;                  // the master value
   Tensor gradient;
   Tensor compute;  // what the model computes with: value, or its working copy
 };
@@ -44,7 +63,7 @@ class ParameterStore {
   // Values and gradients in `type` on `device`; a compute_type other than `type` adds the
   // working copy.
   ParameterStore(std::vector<ParameterSpec> specs, ScalarType type, Device device = Device::cpu,
-                 std::optional<ScalarType> compute_type = std::nullopt);
+                 std::optional<ScalarType> compute_type = std::nullopt, StoreOptions options = {});
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
@@ -55,8 +74,10 @@ class ParameterStore {
   const ParameterEntry& entry(const std::string& name) const;
   bool contains(const std::string& name) const;
   std::vector<ParameterSpec> specs() const;
+  const StoreOptions& options() const { return options_; }
+  ScalarType scalar_type() const { return type_; }
 
-  Device device() const { return values_.device(); }
+  Device device() const { return device_; }
   ScalarType compute_type() const { return compute_values_.scalar_type(); }
   bool has_working_copy() const { return compute_values_.raw() != values_.raw(); }
   // The working copy's flat buffer (the values themselves without one).
@@ -68,15 +89,20 @@ class ParameterStore {
   const Tensor& values() const { return values_; }
   Tensor& gradients() { return gradients_; }
   const Tensor& gradients() const { return gradients_; }
-  std::int64_t total_elements() const { return values_.numel(); }
+  // Elements of the slices this store holds (whether or not it owns their buffers).
+  std::int64_t total_elements() const { return total_elements_; }
   void zero_gradients() { gradients_.fill_zero(); }
 
   // Sets every value from its init rule: element i of parameter P is a pure function of
   // (seed, P's name, i) (see parameter_init.h), so any shard can be made on its own. Drawn in
-  // host memory (on all cores) and copied to the device.
+  // host memory (on all cores) and copied to the device. Needs own_values.
   void initialize(std::uint64_t seed);
 
  private:
+  StoreOptions options_;
+  ScalarType type_;
+  Device device_;
+  std::int64_t total_elements_ = 0;
   std::vector<ParameterEntry> entries_;
   Tensor values_;
   Tensor gradients_;

@@ -1,16 +1,24 @@
 // TransformerLayer: one pre-norm decoder layer (gpt or llama), its forward pass storing what
-// backward needs and its explicit backward pass. Used by Transformer, one per layer.
+// backward needs and its explicit backward pass, on one rank or as Megatron's tensor-parallel
+// layer (column-parallel qkv / fc / gate / up, row-parallel outputs, optionally sequence
+// parallel). Used by Transformer, one per layer.
 //
 //   x ─┬─ norm ─ qkv ─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─ MLP ─
 //   dropout ─(+)─ out
 //      └──────────────────────────────────────────────────────────────────────┘
 //      └─────────────────────┘
 //   MLP: gpt = fc ─ GELU ─ output;  llama = (gate, up) ─ SwiGLU ─ output
+//
+// With tensor parallelism (model/tensor_parallel.h) the norms, dropout and residuals run on this
+// rank's tokens (all of them without SP), the projections and attention on its heads and MLP
+// columns; gather_sequence enters the parallel region before qkv and the MLP's input, and
+// reduce_sequence leaves it after each output projection, whose bias is added after the sum.
 #pragma once
 
 #include <cstdint>
 
 #include "strata/executor/model/parameter_store.h"
+#include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/schemas/model_config.h"
@@ -29,34 +37,65 @@ struct DropoutContext {
 DropoutKey dropout_key(const schemas::ModelConfig& model, const DropoutContext& context,
                        std::uint32_t site);
 
-// The parameter names of layer `index`, in the order the ParameterStore lays them out.
+// The parameters of layer `index` in the order the ParameterStore lays them out, each with its
+// tensor-parallel placement (part of the model's placement table, with transformer_parameters).
 std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConfig& model,
                                                         std::int64_t index);
 
-// Per-micro-batch buffers shared by all layers (the backward scratch), sized for [batch, seq].
+// The attention shape a rank of a tp group of `tp_size` computes: its query heads and the kv
+// heads they read (one replicated kv head when tp exceeds the kv heads).
+AttentionShape local_attention_shape(const schemas::ModelConfig& model, std::int64_t tp_size);
+
+// What backward needs from a layer's forward. A layer that recomputes (full recomputation) keeps
+// none between its forward and backward: all recomputing layers share one set, refilled by
+// rerunning the forward just before the backward.
+struct LayerActivations {
+  Tensor mean1, rstd1, norm1_full, qkv, attention_out, lse, middle;
+  Tensor mean2, rstd2, norm2_full, hidden_in, up, hidden_out;
+};
+
+// Per-micro-batch buffers shared by all layers: the backward's gradients and, under sequence
+// parallelism, the forward's token-sharded intermediates.
 struct LayerScratch {
-  Tensor d_norm, d_attention, d_qkv, d_hidden, d_gate, d_up, d_middle, d_attention_branch;
-  void resize(const schemas::ModelConfig& model, std::int64_t tokens, ScalarType type,
-              Device device);
+  Tensor norm_local, branch_full, branch, mlp_full;
+  Tensor d_norm, d_norm_full, d_attention, d_qkv, d_hidden, d_gate, d_up, d_middle,
+      d_attention_branch, d_branch, d_branch_full;
+  void resize(const schemas::ModelConfig& model, const TensorParallelism& tp, std::int64_t batch,
+              std::int64_t seq, ScalarType type, Device device);
+
+ private:
+  std::int64_t batch_ = 0, seq_ = 0;
 };
 
 class TransformerLayer {
  public:
-  TransformerLayer(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store);
+  TransformerLayer(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
+                   const TensorParallelism& tp);
 
-  // out = layer(x) for x, out [batch, seq, hidden]; keeps the activations backward needs.
-  void forward(const Tensor& x, Tensor& out, const DropoutContext& dropout);
-  // dx += ∂loss/∂x given d_out; parameter gradients accumulate in the store.
-  void backward(const Tensor& x, const Tensor& d_out, Tensor& dx, const DropoutContext& dropout,
-                LayerScratch& scratch);
+  // Makes the layer keep its activations in `shared` (recomputing before its backward) instead
+  // of its own; null keeps its own.
+  void recompute_into(LayerActivations* shared) { shared_ = shared; }
+  bool recomputes() const { return shared_ != nullptr; }
+
+  // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens.
+  void forward(const Tensor& x, Tensor& out, std::int64_t batch, std::int64_t seq,
+               const DropoutContext& dropout, LayerScratch& scratch);
+  // dx += ∂loss/∂x given d_out; parameter gradients accumulate in the store. A recomputing layer
+  // first reruns its forward from x (writing `out` again, with the same values).
+  void backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
+                const DropoutContext& dropout, LayerScratch& scratch);
 
  private:
-  void allocate(std::int64_t batch, std::int64_t seq, ScalarType type, Device device);
-  std::uint32_t dropout_site(int branch) const;
+  LayerActivations& activations() { return shared_ ? *shared_ : own_; }
+  void allocate(LayerActivations& activations, std::int64_t batch, std::int64_t seq,
+                ScalarType type, Device device);
+  DropoutKey key(const DropoutContext& dropout, int branch) const;
+  bool separate_bias() const { return tp_.active(); }
 
   const schemas::ModelConfig& model_;
   std::int64_t index_;
-  AttentionShape shape_;
+  const TensorParallelism& tp_;
+  AttentionShape shape_;  // this rank's heads
   bool llama_mlp_;
   ParameterEntry* attention_norm_weight_;
   ParameterEntry* attention_norm_bias_;
@@ -73,10 +112,9 @@ class TransformerLayer {
   ParameterEntry* mlp_output_weight_;
   ParameterEntry* mlp_output_bias_;
 
-  // Activations of the last forward (one micro-batch).
-  std::int64_t batch_ = 0, seq_ = 0;
-  Tensor norm1_, mean1_, rstd1_, qkv_, attention_out_, lse_, branch_, middle_;
-  Tensor norm2_, mean2_, rstd2_, hidden_in_, up_, hidden_out_;
+  LayerActivations own_;
+  LayerActivations* shared_ = nullptr;
+  std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
 };
 
 }  // namespace strata::executor

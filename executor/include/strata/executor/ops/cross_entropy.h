@@ -27,6 +27,15 @@ void cross_entropy_shard_statistics(const Tensor& logits, const Tensor& targets,
                                     std::int64_t vocab_start, Tensor& row_max, Tensor& row_sum_exp,
                                     Tensor& target_logit);
 
+// Combining the shards' statistics once the row maxima are all-reduced (max) into global_max:
+// row_sum_exp[n] ← row_sum_exp[n]·exp(row_max[n] − global_max[n]), this shard's part of
+// Σ_v exp(logits[n, v] − M) — then, once those and the target logits are all-reduced (sum),
+// log_sum_exp = global_max + log(sum_exp) and losses = log_sum_exp − target_logit. CPU backend.
+void cross_entropy_rescale_shard_sums(const Tensor& row_max, const Tensor& global_max,
+                                      Tensor& row_sum_exp);
+void cross_entropy_shard_losses(const Tensor& global_max, const Tensor& sum_exp,
+                                const Tensor& target_logit, Tensor& losses, Tensor& log_sum_exp);
+
 // dlogits[n, v] = loss_scale·(exp(logits[n, v] − lse[n]) − [vocab_start + v = targets[n]]),
 // the gradient of loss_scale·Σ losses. Overwrites dlogits, which may be logits itself (the
 // logits are not needed after it: that saves the memory of one [n, vocabulary] tensor).

@@ -1,7 +1,13 @@
-// Trainer: the training loop of `strata train` on one device (the CPU, or one GPU with the CUDA
-// backend) — batches from the token file, gradient accumulation over the plan's micro-batches,
-// global-norm clipping, AdamW with the learning-rate schedule, checkpoints and resume. Part 2
-// runs the same loop per rank.
+// Trainer: the training loop of `strata train` — batches from the token file, gradient
+// accumulation over the plan's micro-batches, global-norm clipping, AdamW with the learning-rate
+// schedule, checkpoints and resume — on one device (the CPU, or one GPU with the CUDA backend) or,
+// for a plan of several ranks, as one rank of an MPI job running the plan's tensor, sequence and
+// data parallelism with its ZeRO stage (distributed/sharded_optimizer.h).
+//
+// Every layout computes what one device computes: dp rank d takes the contiguous d-th 1/dp of
+// the global batch's samples (sample i of a step is the same window of the data whoever reads it),
+// dropout masks and initial values are keyed by global token and element indices, and the loss of
+// a step is the mean over all of its tokens.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +19,8 @@
 
 #include "strata/executor/checkpoint/checkpoint.h"
 #include "strata/executor/data/batch_sampler.h"
+#include "strata/executor/distributed/process_groups.h"
+#include "strata/executor/distributed/sharded_optimizer.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
 #include "strata/executor/optim/learning_rate_schedule.h"
@@ -36,6 +44,9 @@ struct TrainingOptions {
   bool resume_with_changes = false;
   std::optional<std::filesystem::path> init_llmc;  // start from llm.c weights instead of the seed
   Device device = Device::cpu;
+  // Gradient-reduction bucket of a data-parallel run, in parameters; 0: Megatron's default
+  // max(40M, 1M·dp).
+  std::int64_t bucket_elements = 0;
 };
 
 struct StepRecord {
@@ -44,8 +55,10 @@ struct StepRecord {
   double learning_rate = 0;
   double gradient_norm = 0;  // before clipping
   double tokens_per_s = 0;
-  double step_time_s = 0;
+  double step_time_s = 0;             // the slowest rank's
   std::size_t peak_device_bytes = 0;  // CUDA: the most device memory tensors held this step
+  std::size_t peak_host_bytes = 0;    // the largest peak resident set of any rank so far
+  double communication_s = 0;         // the longest any rank was blocked in communication this step
 };
 
 struct TrainingSummary {
@@ -57,23 +70,31 @@ struct TrainingSummary {
   std::optional<std::filesystem::path> last_checkpoint;
 };
 
-// Checks that the executor can run `plan` as written on `device` (a 1×1×1 mesh; fp32 on the CPU,
-// fp32 or bf16 on CUDA; no recomputation; a model it builds; model state that fits the host's
-// memory); errors name `plan_source` and the plan's JSON path.
-void check_plan_runs_on_one_device(const schemas::Plan& plan, const std::string& plan_source,
-                                   Device device);
+// Checks that the executor can run `plan` as written on `device` with `world_size` ranks: as many
+// ranks as the mesh has; tp, sequence parallelism, dp and ZeRO on the CPU (pp, vpp and cp > 1 are
+// refused); one device on CUDA; fp32 on the CPU, fp32 or bf16 on CUDA; a model it builds; model
+// state that fits the host's memory. Errors name `plan_source` and the plan's JSON path.
+void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
+                     std::int64_t world_size);
 
 // The tensor type a plan's precision computes in: float32 for fp32, bfloat16 for bf16.
 ScalarType compute_type_of(const schemas::Plan& plan);
 
 class Trainer {
  public:
+  // `world` is the job's communicator for a plan of more than one rank (every rank constructs
+  // its Trainer together); a one-device plan needs none.
   Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
-          TrainingOptions options);
+          TrainingOptions options, Communicator* world = nullptr);
 
   // Runs to options.steps, calling on_step after every optimizer step.
   TrainingSummary run(const std::function<void(const StepRecord&)>& on_step);
   Transformer& model() { return model_; }
+  bool parallel() const { return sharded_ != nullptr; }
+  // The whole parameters, assembled from every rank's slices and shards into `whole` (a store
+  // of transformer_parameters()); collective over the job in a parallel run.
+  void gather_parameters(ParameterStore& whole);
+  ProcessGroups* groups() { return groups_.get(); }
   std::int64_t completed_steps() const { return state_.step; }
   // What differs from the checkpoint's run when resumed with resume_with_changes ("global batch
   // 8 → 16", ...); empty otherwise.
@@ -83,10 +104,16 @@ class Trainer {
  private:
   StepRecord train_step();
   void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
+  std::filesystem::path write_checkpoint_now();
+  TrainingState read_latest_checkpoint(const std::filesystem::path& checkpoint);
+  ShardedCheckpointPart checkpoint_part();
 
   schemas::Plan plan_;
   TrainingOptions options_;
+  Communicator* world_;
+  std::unique_ptr<ProcessGroups> groups_;  // parallel runs
   Transformer model_;
+  std::unique_ptr<ShardedOptimizer> sharded_;  // parallel runs
   BatchSampler sampler_;
   LearningRateSchedule schedule_;
   OptimizerMoments moments_;

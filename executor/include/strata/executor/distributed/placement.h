@@ -1,0 +1,79 @@
+// Placement: how a tensor is laid over the ranks of one mesh axis, in the DTensor sense —
+// Replicate (every rank holds all of it), Shard(dim) (each rank holds a slice of one dimension) or
+// Partial (each rank holds a summand; the tensor is their sum, pending a reduction). Used by the
+// model's parameter table (model/transformer.h), from which shard shapes, the elements a rank owns,
+// shard initialisation, checkpoint slicing and ZeRO's flattening all follow.
+//
+// A sharded dimension may be a concatenation of segments split separately — the fused qkv
+// projection is [q heads | k heads | v heads], and each rank takes its heads of each — and a
+// segment is split by whole blocks (a head is head_dim rows):
+//   - blocks divisible by the group size n: rank r takes blocks [r·b/n, (r+1)·b/n);
+//   - n a multiple of blocks (kv heads when tp exceeds them): each block on n/b neighbouring
+//     ranks, rank r taking block r/(n/b) — a replicated block, whose gradient is Partial over
+//     those n/b ranks;
+//   - otherwise, blocks of one element (a vocabulary of 50,257 rows over 2 ranks): the first
+//     ranks take one block more — rank r takes [⌊r·b/n⌋, ⌊(r+1)·b/n⌋).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "strata/executor/tensor/tensor.h"
+
+namespace strata::executor {
+
+enum class PlacementKind { replicate, shard, partial };
+
+struct ShardSegment {
+  std::int64_t blocks = 0;
+  std::int64_t block_size = 1;  // elements of the sharded dimension per block
+};
+
+struct Placement {
+  PlacementKind kind = PlacementKind::replicate;
+  int dim = 0;  // shard only
+  // Shard only: the dimension's segments in order; empty means one segment of blocks of 1.
+  std::vector<ShardSegment> segments;
+
+  static Placement replicate() { return {}; }
+  static Placement partial() { return {PlacementKind::partial, 0, {}}; }
+  static Placement shard(int dim, std::vector<ShardSegment> segments = {}) {
+    return {PlacementKind::shard, dim, std::move(segments)};
+  }
+  bool operator==(const Placement&) const = default;
+};
+
+// One contiguous interval of a sharded dimension held by a rank.
+struct DimensionInterval {
+  std::int64_t global_start = 0;  // index in the whole dimension
+  std::int64_t length = 0;
+  std::int64_t replicas = 1;       // ranks holding the same interval (1: this rank alone)
+  std::int64_t replica_index = 0;  // this rank's place among them
+};
+
+// The intervals of the sharded dimension (of `dimension_size` elements) that `rank` of `size`
+// holds, in order; they make up its local dimension. A Replicate placement gives the whole.
+std::vector<DimensionInterval> shard_intervals(const Placement& placement,
+                                               std::int64_t dimension_size, std::int64_t rank,
+                                               std::int64_t size);
+
+// The shape `rank` of `size` holds of a tensor of `global_shape`.
+Shape local_shape(const Shape& global_shape, const Placement& placement, std::int64_t rank,
+                  std::int64_t size);
+
+// A run of row-major elements that are contiguous both in the rank's local tensor and in the
+// global tensor.
+struct ElementRun {
+  std::int64_t global_offset = 0;
+  std::int64_t local_offset = 0;
+  std::int64_t length = 0;
+  std::int64_t replicas = 1;  // as in DimensionInterval: > 1 for a replicated block
+  std::int64_t replica_index = 0;
+};
+
+// The local tensor as runs of the global one, in local order, covering it exactly once
+// (adjacent runs merged).
+std::vector<ElementRun> local_element_runs(const Shape& global_shape, const Placement& placement,
+                                           std::int64_t rank, std::int64_t size);
+
+}  // namespace strata::executor

@@ -1,0 +1,134 @@
+// ShardedOptimizer: a parallel run's gradient reduction and optimizer step — data parallelism with
+// ZeRO stage 0 to 3 over the dp group, on top of tensor parallelism — as the model's unit hooks.
+// Used by the trainer for any plan of more than one rank.
+//
+// The model's parameters (this rank's tensor-parallel slices, in store order) form units — the
+// embeddings, each layer, the head — and units form buckets: consecutive units, collected from the
+// head backwards until a bucket holds bucket_elements (Megatron's --ddp-bucket-size); under ZeRO-3
+// every unit is a bucket, as each is gathered and freed on its own. Each bucket is padded to a
+// multiple of dp elements and dp rank d owns its d-th 1/dp (Megatron's distributed optimizer
+// layout): padding never silently unshards a bucket that dp does not divide.
+//
+//   stage 0  every rank holds values, gradients and AdamW moments; each bucket's gradients are
+//            all-reduced over dp once the last micro-batch's backward is done with it
+//            (asynchronously, overlapping the rest of the backward, with overlap_grad_reduce).
+//   stage 1  moments sharded: gradients are reduce-scattered, AdamW updates this rank's share
+//            of the fp32 values, and the shares are all-gathered back into every rank's values.
+//   stage 2  gradients sharded too: a bucket's gradients live in a transient buffer during each
+//            micro-batch's backward and are reduce-scattered into this rank's share at its end.
+//   stage 3  values sharded too: a unit's values are all-gathered into a transient buffer before
+//            its forward, freed after, and gathered again for its backward.
+//
+// Before the dp reduction a bucket's tensor-parallel partial sums are completed: the gradients of
+// parameters replicated over a token-sharded (sequence-parallel) tp group, and of blocks
+// replicated over tp ranks (kv heads when tp exceeds them). The global gradient norm sums each
+// element's square exactly once: on the rank that owns it among its tp replicas and, where
+// gradients are replicated over dp (stage 0), on dp rank 0 only; then one all-reduce over the job.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "strata/executor/distributed/process_groups.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/executor/optim/adamw.h"
+
+namespace strata::executor {
+
+struct ShardingOptions {
+  std::int64_t zero_stage = 0;
+  bool overlap_grad_reduce = true;
+  std::int64_t bucket_elements = 40'000'000;
+};
+
+// Megatron-LM's default bucket: max(40M, 1M·dp) parameters (what the simulator charges).
+std::int64_t default_bucket_elements(std::int64_t dp);
+
+class ShardedOptimizer final : public ParameterUnitHooks {
+ public:
+  // Installs itself as `model`'s unit hooks. Under ZeRO-3 the model's store owns no values and
+  // this rank's shards are initialised here from `seed` (the same elements one device draws).
+  ShardedOptimizer(Transformer& model, ProcessGroups& groups, ShardingOptions options,
+                   std::uint64_t seed);
+  ~ShardedOptimizer() override;
+
+  // Before a step's first micro-batch: zeroes the gradients.
+  void begin_step();
+  // Before each micro-batch's forward_backward; `last` is the step's last micro-batch (where the
+  // stage 0 and 1 reductions start).
+  void begin_micro_batch(bool last);
+  // After the last micro-batch: waits for reductions in flight and runs those still to run.
+  void finish_gradients();
+  // Clipping to max_gradient_norm (≤ 0: none) and AdamW step t = step + 1; returns the global
+  // gradient norm before clipping.
+  double step(double learning_rate, std::int64_t step, const AdamWConfig& config,
+              double max_gradient_norm);
+
+  // The whole parameters, assembled from every rank's slices and shards (collective over the
+  // job): into `whole`, a store of transformer_parameters() on one rank.
+  void gather_values(ParameterStore& whole);
+  // Sets this rank's values from whole parameters (e.g. an llm.c file read on every rank).
+  void scatter_values(const ParameterStore& whole);
+
+  // The state a checkpoint holds, as this rank keeps it: its values (all of them below ZeRO-3,
+  // its shards at 3) and its AdamW moments (all, or its shards from ZeRO-1 on).
+  std::vector<Tensor> values_state();
+  std::vector<Tensor> moments_state();
+
+  std::int64_t zero_stage() const { return options_.zero_stage; }
+  std::size_t bucket_count() const { return buckets_.size(); }
+  std::int64_t padding_elements() const;  // over this rank's buckets: what padding adds
+
+  void acquire_values(std::int64_t unit) override;
+  void release_values(std::int64_t unit) override;
+  void acquire_gradients(std::int64_t unit) override;
+  void release_gradients(std::int64_t unit) override;
+
+ private:
+  struct Bucket {
+    std::int64_t first_unit = 0, last_unit = 0;  // inclusive, forward order
+    std::int64_t begin = 0, elements = 0;        // in the store's flat layout
+    std::int64_t padded = 0, shard = 0;          // padded = shard × dp
+    std::int64_t shard_offset = 0;               // of this rank's share in the shard buffers
+    std::vector<std::size_t> entries;            // indices into the store's entries
+    // Bucket-relative ranges of elements whose square this rank counts in the norm.
+    std::vector<std::pair<std::int64_t, std::int64_t>> owned;
+    Tensor gradient_buffer;  // stage 2/3: the transient padded gradients during a backward
+    Tensor value_buffer;     // stage 3: the transient padded values while a unit runs
+    int value_references = 0;
+    bool reduced = false;  // this step's (stage 0/1) or micro-batch's (2/3) reduction started
+  };
+  struct UnitState {
+    std::size_t bucket = 0;
+    int gradient_references = 0;
+    bool backward_done = false;  // in the current micro-batch
+  };
+
+  void build_buckets();
+  void initialise_value_shards(std::uint64_t seed);
+  void bind_values(Bucket& bucket);
+  void unbind_values(Bucket& bucket);
+  void bind_gradients(Bucket& bucket);
+  void unbind_gradients(Bucket& bucket);
+  void bucket_finished(Bucket& bucket);
+  void complete_tensor_parallel_sums(Bucket& bucket);
+  void reduce(Bucket& bucket);
+  Tensor bucket_gradients(Bucket& bucket);  // the bucket's unpadded gradients, flat
+  Tensor shard_of(Tensor& flat, const Bucket& bucket) const;
+  double owned_sum_of_squares();
+
+  Transformer& model_;
+  ParameterStore& store_;
+  ProcessGroups& groups_;
+  ShardingOptions options_;
+  std::int64_t dp_size_ = 1, dp_rank_ = 0;
+  bool last_micro_batch_ = false;
+  std::vector<Bucket> buckets_;  // forward order
+  std::vector<UnitState> units_;
+  std::vector<CommunicationRequest> in_flight_;
+  // From ZeRO-1 on: this rank's shares, concatenated over buckets (moments; gradients from 1,
+  // values from 3). Below: full-size moments in the store's flat layout.
+  Tensor value_shards_, gradient_shards_, first_moments_, second_moments_;
+};
+
+}  // namespace strata::executor

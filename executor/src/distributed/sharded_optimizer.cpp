@@ -1,0 +1,500 @@
+#include "strata/executor/distributed/sharded_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eigen_maps.h"
+#include "strata/executor/model/parameter_init.h"
+#include "strata/executor/ops/dispatch.h"
+
+namespace strata::executor {
+namespace {
+
+Tensor flat(Tensor& tensor) { return tensor.reshaped({tensor.numel()}); }
+
+// a += b, element-wise.
+void add_into(Tensor& a, const Tensor& b) {
+  dispatch_floating(a.scalar_type(), "add_into",
+                    [&]<class T>() { cpu::as_vector<T>(a) += cpu::as_vector<T>(b); });
+}
+
+void scale(Tensor& tensor, double factor) {
+  dispatch_floating(tensor.scalar_type(), "scale",
+                    [&]<class T>() { cpu::as_vector<T>(tensor) *= static_cast<T>(factor); });
+}
+
+double sum_of_squares(const Tensor& tensor, std::int64_t first, std::int64_t count) {
+  return dispatch_floating(tensor.scalar_type(), "sum_of_squares", [&]<class T>() {
+    return cpu::ConstVectorMap<T>(tensor.data<T>() + first, count)
+        .template cast<double>()
+        .squaredNorm();
+  });
+}
+
+// Copies elements [first, last) of `entry`'s local slice from the whole parameter `whole` (flat)
+// into destination[destination_offset …], through the entry's runs.
+void copy_slice_from_whole(Tensor& destination, std::int64_t destination_offset,
+                           const ParameterEntry& entry, std::int64_t first, std::int64_t last,
+                           const Tensor& whole) {
+  for (const ElementRun& run : entry.runs) {
+    const std::int64_t begin = std::max(first, run.local_offset);
+    const std::int64_t end = std::min(last, run.local_offset + run.length);
+    if (begin >= end) continue;
+    Tensor to = destination.view(destination_offset + (begin - first), {end - begin});
+    to.copy_from(whole.view(run.global_offset + (begin - run.local_offset), {end - begin}));
+  }
+}
+
+}  // namespace
+
+std::int64_t default_bucket_elements(std::int64_t dp) {
+  return std::max<std::int64_t>(40'000'000, 1'000'000 * dp);
+}
+
+ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
+                                   ShardingOptions options, std::uint64_t seed)
+    : model_(model), store_(model.parameters()), groups_(groups), options_(options) {
+  STRATA_CHECK(options_.zero_stage >= 0 && options_.zero_stage <= 3, "ZeRO stage {}",
+               options_.zero_stage);
+  STRATA_CHECK(options_.bucket_elements >= 1, "a bucket of {} elements", options_.bucket_elements);
+  STRATA_CHECK(store_.options().own_values == (options_.zero_stage < 3) &&
+                   store_.options().own_gradients == (options_.zero_stage < 2),
+               "ZeRO-{} needs a store that leaves {} to it", options_.zero_stage,
+               options_.zero_stage == 3 ? "values and gradients" : "gradients");
+  Communicator& dp = groups_.gradient_reduction();
+  dp_size_ = dp.size();
+  dp_rank_ = dp.rank();
+  build_buckets();
+  std::int64_t shard_elements = 0;
+  for (const Bucket& bucket : buckets_) shard_elements += bucket.shard;
+  const ScalarType type = store_.scalar_type();
+  if (options_.zero_stage == 0) {
+    first_moments_ = Tensor::zeros({store_.total_elements()}, type);
+    second_moments_ = Tensor::zeros({store_.total_elements()}, type);
+  } else {
+    first_moments_ = Tensor::zeros({shard_elements}, type);
+    second_moments_ = Tensor::zeros({shard_elements}, type);
+    gradient_shards_ = Tensor::zeros({shard_elements}, type);
+  }
+  if (options_.zero_stage == 3) {
+    value_shards_ = Tensor::zeros({shard_elements}, type);
+    initialise_value_shards(seed);
+  }
+  model_.set_unit_hooks(this);
+}
+
+ShardedOptimizer::~ShardedOptimizer() { model_.set_unit_hooks(nullptr); }
+
+void ShardedOptimizer::build_buckets() {
+  const std::int64_t unit_count = parameter_unit_count(model_.config());
+  std::vector<std::int64_t> unit_begin(static_cast<std::size_t>(unit_count), -1);
+  std::vector<std::int64_t> unit_end(static_cast<std::size_t>(unit_count), -1);
+  const std::vector<ParameterEntry>& entries = store_.entries();
+  for (const ParameterEntry& entry : entries) {
+    const auto unit = static_cast<std::size_t>(parameter_unit(model_.config(), entry.spec.name));
+    if (unit_begin[unit] < 0) unit_begin[unit] = entry.offset;
+    STRATA_CHECK(unit_end[unit] < 0 || unit_end[unit] == entry.offset,
+                 "unit {} is not contiguous in the store at {}", unit, entry.spec.name);
+    unit_end[unit] = entry.offset + shape_numel(entry.shape);
+  }
+  // From the head backwards (the order gradients become ready), a bucket closes once it holds
+  // bucket_elements; under ZeRO-3 after every unit.
+  std::vector<Bucket> backward_order;
+  std::int64_t last_unit = unit_count - 1;
+  std::int64_t collected = 0;
+  for (std::int64_t unit = unit_count - 1; unit >= 0; --unit) {
+    const auto u = static_cast<std::size_t>(unit);
+    STRATA_CHECK(unit_begin[u] >= 0, "unit {} holds no parameters", unit);
+    collected += unit_end[u] - unit_begin[u];
+    if (options_.zero_stage == 3 || collected >= options_.bucket_elements || unit == 0) {
+      Bucket bucket;
+      bucket.first_unit = unit;
+      bucket.last_unit = last_unit;
+      backward_order.push_back(std::move(bucket));
+      last_unit = unit - 1;
+      collected = 0;
+    }
+  }
+  buckets_.assign(std::make_move_iterator(backward_order.rbegin()),
+                  std::make_move_iterator(backward_order.rend()));
+  units_.resize(static_cast<std::size_t>(unit_count));
+  const TensorParallelism& tp = model_.tensor_parallel();
+  std::int64_t shard_offset = 0;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    Bucket& bucket = buckets_[b];
+    bucket.begin = unit_begin[static_cast<std::size_t>(bucket.first_unit)];
+    bucket.elements = unit_end[static_cast<std::size_t>(bucket.last_unit)] - bucket.begin;
+    bucket.shard = (bucket.elements + dp_size_ - 1) / dp_size_;
+    bucket.padded = bucket.shard * dp_size_;
+    bucket.shard_offset = shard_offset;
+    shard_offset += bucket.shard;
+    for (std::int64_t unit = bucket.first_unit; unit <= bucket.last_unit; ++unit) {
+      units_[static_cast<std::size_t>(unit)].bucket = b;
+    }
+    for (std::size_t e = 0; e < entries.size(); ++e) {
+      const ParameterEntry& entry = entries[e];
+      if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
+      bucket.entries.push_back(e);
+      // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
+      // own blocks (the first of a replicated block's holders), a replicated tensor on tp rank 0.
+      const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
+      for (const ElementRun& run : entry.runs) {
+        const bool owned = sharded ? run.replica_index == 0 : tp.rank() == 0;
+        if (!owned) continue;
+        const std::int64_t first = entry.offset - bucket.begin + run.local_offset;
+        if (!bucket.owned.empty() && bucket.owned.back().second == first) {
+          bucket.owned.back().second += run.length;
+        } else {
+          bucket.owned.emplace_back(first, first + run.length);
+        }
+      }
+    }
+  }
+}
+
+void ShardedOptimizer::initialise_value_shards(std::uint64_t seed) {
+  const std::vector<ParameterEntry>& entries = store_.entries();
+  for (const Bucket& bucket : buckets_) {
+    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+    for (std::size_t e : bucket.entries) {
+      const ParameterEntry& entry = entries[e];
+      const std::int64_t entry_begin = entry.offset - bucket.begin;
+      const std::int64_t first = std::max(low, entry_begin);
+      const std::int64_t last = std::min(high, entry_begin + shape_numel(entry.shape));
+      if (first >= last) continue;
+      initialize_slice(value_shards_, bucket.shard_offset + (first - low), entry,
+                       first - entry_begin, last - entry_begin, seed);
+    }
+  }
+}
+
+Tensor ShardedOptimizer::shard_of(Tensor& buffer, const Bucket& bucket) const {
+  return buffer.view(bucket.shard_offset, {bucket.shard});
+}
+
+Tensor ShardedOptimizer::bucket_gradients(Bucket& bucket) {
+  if (options_.zero_stage >= 2) return bucket.gradient_buffer.view(0, {bucket.elements});
+  return store_.gradients().view(bucket.begin, {bucket.elements});
+}
+
+void ShardedOptimizer::bind_values(Bucket& bucket) {
+  bucket.value_buffer = Tensor::zeros({bucket.padded}, store_.scalar_type());
+  Tensor shard = shard_of(value_shards_, bucket);
+  groups_.gradient_reduction().all_gather(shard, bucket.value_buffer);
+  for (std::size_t e : bucket.entries) {
+    ParameterEntry& entry = store_.entries()[e];
+    entry.value = bucket.value_buffer.view(entry.offset - bucket.begin, entry.shape);
+    entry.compute = entry.value;
+  }
+}
+
+void ShardedOptimizer::unbind_values(Bucket& bucket) {
+  for (std::size_t e : bucket.entries) {
+    ParameterEntry& entry = store_.entries()[e];
+    entry.value = Tensor();
+    entry.compute = Tensor();
+  }
+  bucket.value_buffer = Tensor();
+}
+
+void ShardedOptimizer::bind_gradients(Bucket& bucket) {
+  bucket.gradient_buffer = Tensor::zeros({bucket.padded}, store_.scalar_type());
+  for (std::size_t e : bucket.entries) {
+    ParameterEntry& entry = store_.entries()[e];
+    entry.gradient = bucket.gradient_buffer.view(entry.offset - bucket.begin, entry.shape);
+  }
+}
+
+void ShardedOptimizer::unbind_gradients(Bucket& bucket) {
+  for (std::size_t e : bucket.entries) store_.entries()[e].gradient = Tensor();
+  bucket.gradient_buffer = Tensor();
+}
+
+void ShardedOptimizer::acquire_values(std::int64_t unit) {
+  if (options_.zero_stage < 3) return;
+  Bucket& bucket = buckets_[units_[static_cast<std::size_t>(unit)].bucket];
+  if (bucket.value_references++ == 0) bind_values(bucket);
+}
+
+void ShardedOptimizer::release_values(std::int64_t unit) {
+  if (options_.zero_stage < 3) return;
+  Bucket& bucket = buckets_[units_[static_cast<std::size_t>(unit)].bucket];
+  STRATA_CHECK(bucket.value_references > 0, "unit {} released more often than acquired", unit);
+  if (--bucket.value_references == 0) unbind_values(bucket);
+}
+
+void ShardedOptimizer::acquire_gradients(std::int64_t unit) {
+  UnitState& state = units_[static_cast<std::size_t>(unit)];
+  Bucket& bucket = buckets_[state.bucket];
+  if (options_.zero_stage >= 2 && bucket.gradient_buffer.numel() == 0) bind_gradients(bucket);
+  state.gradient_references += 1;
+}
+
+void ShardedOptimizer::release_gradients(std::int64_t unit) {
+  UnitState& state = units_[static_cast<std::size_t>(unit)];
+  STRATA_CHECK(state.gradient_references > 0, "unit {} gradients released more often than acquired",
+               unit);
+  if (--state.gradient_references > 0) return;
+  state.backward_done = true;
+  Bucket& bucket = buckets_[state.bucket];
+  for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+    if (!units_[static_cast<std::size_t>(u)].backward_done) return;
+  }
+  bucket_finished(bucket);
+}
+
+void ShardedOptimizer::bucket_finished(Bucket& bucket) {
+  // ZeRO-2/3 reduce every micro-batch (the full gradients exist only during its backward);
+  // stages 0 and 1 accumulate locally and reduce once, here when overlapping the backward.
+  if (options_.zero_stage >= 2 || (last_micro_batch_ && options_.overlap_grad_reduce)) {
+    reduce(bucket);
+  }
+}
+
+void ShardedOptimizer::complete_tensor_parallel_sums(Bucket& bucket) {
+  const TensorParallelism& tp = model_.tensor_parallel();
+  if (!tp.active()) return;
+  for (std::size_t e : bucket.entries) {
+    ParameterEntry& entry = store_.entries()[e];
+    Tensor gradient = flat(entry.gradient);
+    if (entry.spec.tensor_parallel.kind != PlacementKind::shard) {
+      // Replicated over tp: each rank saw only its tokens under sequence parallelism.
+      if (tp.shards_tokens()) tp.group->all_reduce(gradient, ReduceOp::sum);
+      continue;
+    }
+    for (const ElementRun& run : entry.runs) {
+      if (run.replicas == 1) continue;
+      // A block held by several tp ranks (a kv head): each computed it for its own query heads.
+      Tensor part = gradient.view(run.local_offset, {run.length});
+      tp.replicas(run.replicas).all_reduce(part, ReduceOp::sum);
+    }
+  }
+}
+
+void ShardedOptimizer::reduce(Bucket& bucket) {
+  STRATA_CHECK(!bucket.reduced, "bucket of units {}..{} reduced twice", bucket.first_unit,
+               bucket.last_unit);
+  bucket.reduced = true;
+  complete_tensor_parallel_sums(bucket);
+  Communicator& dp = groups_.gradient_reduction();
+  switch (options_.zero_stage) {
+    case 0: {
+      Tensor gradients = bucket_gradients(bucket);
+      in_flight_.push_back(dp.all_reduce_async(gradients, ReduceOp::sum));
+      break;
+    }
+    case 1: {
+      Tensor shard = shard_of(gradient_shards_, bucket);
+      if (bucket.padded == bucket.elements) {
+        // dp divides the bucket: reduce-scatter straight from the gradient buffer.
+        dp.reduce_scatter(bucket_gradients(bucket), shard);
+        break;
+      }
+      Tensor padded = Tensor::zeros({bucket.padded}, store_.scalar_type());
+      padded.view(0, {bucket.elements}).copy_from(bucket_gradients(bucket));
+      dp.reduce_scatter(padded, shard);
+      break;
+    }
+    default: {
+      Tensor part = Tensor::zeros({bucket.shard}, store_.scalar_type());
+      dp.reduce_scatter(bucket.gradient_buffer, part);
+      Tensor shard = shard_of(gradient_shards_, bucket);
+      add_into(shard, part);
+      unbind_gradients(bucket);
+      break;
+    }
+  }
+}
+
+void ShardedOptimizer::begin_step() {
+  if (options_.zero_stage < 2) {
+    store_.zero_gradients();
+  }
+  if (options_.zero_stage >= 1) gradient_shards_.fill_zero();
+  for (Bucket& bucket : buckets_) bucket.reduced = false;
+}
+
+void ShardedOptimizer::begin_micro_batch(bool last) {
+  last_micro_batch_ = last;
+  for (UnitState& unit : units_) {
+    STRATA_CHECK(unit.gradient_references == 0, "a micro-batch began inside a backward");
+    unit.backward_done = false;
+  }
+  if (options_.zero_stage >= 2) {
+    for (Bucket& bucket : buckets_) bucket.reduced = false;
+  }
+}
+
+void ShardedOptimizer::finish_gradients() {
+  // Without overlap, stages 0 and 1 reduce now, in the order the backward would have.
+  for (auto bucket = buckets_.rbegin(); bucket != buckets_.rend(); ++bucket) {
+    if (!bucket->reduced) {
+      STRATA_CHECK(options_.zero_stage < 2, "a ZeRO-{} bucket left unreduced by the backward",
+                   options_.zero_stage);
+      reduce(*bucket);
+    }
+  }
+  for (CommunicationRequest& request : in_flight_) request.wait();
+  in_flight_.clear();
+}
+
+double ShardedOptimizer::owned_sum_of_squares() {
+  double sum = 0;
+  if (options_.zero_stage == 0) {
+    // Gradients are the same on every dp rank after the all-reduce: dp rank 0 counts them.
+    if (dp_rank_ != 0) return 0;
+    for (const Bucket& bucket : buckets_) {
+      for (const auto& [first, last] : bucket.owned) {
+        sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
+      }
+    }
+    return sum;
+  }
+  for (const Bucket& bucket : buckets_) {
+    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+    for (const auto& [first, last] : bucket.owned) {
+      const std::int64_t begin = std::max(first, low);
+      const std::int64_t end = std::min(last, high);
+      if (begin < end) {
+        sum += sum_of_squares(gradient_shards_, bucket.shard_offset + (begin - low), end - begin);
+      }
+    }
+  }
+  return sum;
+}
+
+double ShardedOptimizer::step(double learning_rate, std::int64_t step, const AdamWConfig& config,
+                              double max_gradient_norm) {
+  Tensor squares = Tensor::zeros({1}, ScalarType::float64);
+  squares.data<double>()[0] = owned_sum_of_squares();
+  groups_.world().all_reduce(squares, ReduceOp::sum);
+  const double norm = std::sqrt(squares.data<double>()[0]);
+  Tensor& gradients = options_.zero_stage == 0 ? store_.gradients() : gradient_shards_;
+  if (max_gradient_norm > 0 && norm > max_gradient_norm) {
+    scale(gradients, max_gradient_norm / (norm + 1e-6));  // PyTorch's clip_grad_norm_ rule
+  }
+  const auto decay_of = [&](const ParameterEntry& entry) {
+    return entry.spec.weight_decay ? config.weight_decay : 0.0;
+  };
+  std::vector<ParameterEntry>& entries = store_.entries();
+  if (options_.zero_stage == 0) {
+    for (ParameterEntry& entry : entries) {
+      Tensor first = first_moments_.view(entry.offset, entry.shape);
+      Tensor second = second_moments_.view(entry.offset, entry.shape);
+      adamw_update(entry.value, entry.gradient, first, second, learning_rate, decay_of(entry),
+                   step + 1, config);
+    }
+    return norm;
+  }
+  Communicator& dp = groups_.gradient_reduction();
+  for (Bucket& bucket : buckets_) {
+    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+    for (std::size_t e : bucket.entries) {
+      const ParameterEntry& entry = entries[e];
+      const std::int64_t entry_begin = entry.offset - bucket.begin;
+      const std::int64_t first = std::max(low, entry_begin);
+      const std::int64_t last = std::min(high, entry_begin + shape_numel(entry.shape));
+      if (first >= last) continue;
+      const std::int64_t shard_at = bucket.shard_offset + (first - low);
+      const Shape shape{last - first};
+      Tensor value = options_.zero_stage == 3 ? value_shards_.view(shard_at, shape)
+                                              : store_.values().view(bucket.begin + first, shape);
+      Tensor gradient = gradient_shards_.view(shard_at, shape);
+      Tensor first_moment = first_moments_.view(shard_at, shape);
+      Tensor second_moment = second_moments_.view(shard_at, shape);
+      adamw_update(value, gradient, first_moment, second_moment, learning_rate, decay_of(entry),
+                   step + 1, config);
+    }
+    if (options_.zero_stage == 3) continue;
+    // Stages 1 and 2: every dp rank gets every share of the updated values back — in place in
+    // the values buffer when dp divides the bucket, through a padded copy when it does not.
+    if (bucket.padded == bucket.elements) {
+      Tensor whole = store_.values().view(bucket.begin, {bucket.elements});
+      const Tensor own = store_.values().view(bucket.begin + low, {bucket.shard});
+      dp.all_gather(own, whole);
+      continue;
+    }
+    Tensor share = Tensor::zeros({bucket.shard}, store_.scalar_type());
+    if (high > low) {
+      share.view(0, {high - low}).copy_from(store_.values().view(bucket.begin + low, {high - low}));
+    }
+    Tensor padded = Tensor::zeros({bucket.padded}, store_.scalar_type());
+    dp.all_gather(share, padded);
+    store_.values()
+        .view(bucket.begin, {bucket.elements})
+        .copy_from(padded.view(0, {bucket.elements}));
+  }
+  return norm;
+}
+
+void ShardedOptimizer::gather_values(ParameterStore& whole) {
+  const TensorParallelism& tp = model_.tensor_parallel();
+  std::vector<ParameterEntry>& entries = store_.entries();
+  for (Bucket& bucket : buckets_) {
+    for (std::int64_t unit = bucket.first_unit; unit <= bucket.last_unit; ++unit) {
+      acquire_values(unit);
+    }
+    for (std::size_t e : bucket.entries) {
+      const ParameterEntry& entry = entries[e];
+      ParameterEntry& target = whole.entry(entry.spec.name);
+      // Each element from the one tp rank that owns it, zeros elsewhere: the sum is exact.
+      Tensor assembled = Tensor::zeros({shape_numel(entry.spec.shape)}, store_.scalar_type());
+      const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
+      const Tensor local = entry.value.reshaped({shape_numel(entry.shape)});
+      for (const ElementRun& run : entry.runs) {
+        const bool owned = sharded ? run.replica_index == 0 : tp.rank() == 0;
+        if (!owned) continue;
+        assembled.view(run.global_offset, {run.length})
+            .copy_from(local.view(run.local_offset, {run.length}));
+      }
+      if (tp.active()) tp.group->all_reduce(assembled, ReduceOp::sum);
+      target.value.copy_from(assembled);
+    }
+    for (std::int64_t unit = bucket.last_unit; unit >= bucket.first_unit; --unit) {
+      release_values(unit);
+    }
+  }
+  whole.refresh_compute_values();
+}
+
+void ShardedOptimizer::scatter_values(const ParameterStore& whole) {
+  std::vector<ParameterEntry>& entries = store_.entries();
+  for (const Bucket& bucket : buckets_) {
+    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+    for (std::size_t e : bucket.entries) {
+      ParameterEntry& entry = entries[e];
+      const Tensor source =
+          whole.entry(entry.spec.name).value.reshaped({shape_numel(entry.spec.shape)});
+      const std::int64_t count = shape_numel(entry.shape);
+      if (options_.zero_stage < 3) {
+        Tensor destination = store_.values();
+        copy_slice_from_whole(destination, entry.offset, entry, 0, count, source);
+        continue;
+      }
+      const std::int64_t entry_begin = entry.offset - bucket.begin;
+      const std::int64_t first = std::max(low, entry_begin);
+      const std::int64_t last = std::min(high, entry_begin + count);
+      if (first >= last) continue;
+      copy_slice_from_whole(value_shards_, bucket.shard_offset + (first - low), entry,
+                            first - entry_begin, last - entry_begin, source);
+    }
+  }
+}
+
+std::vector<Tensor> ShardedOptimizer::values_state() {
+  return {options_.zero_stage == 3 ? value_shards_ : store_.values()};
+}
+
+std::vector<Tensor> ShardedOptimizer::moments_state() { return {first_moments_, second_moments_}; }
+
+std::int64_t ShardedOptimizer::padding_elements() const {
+  std::int64_t padding = 0;
+  for (const Bucket& bucket : buckets_) padding += bucket.padded - bucket.elements;
+  return padding;
+}
+
+}  // namespace strata::executor

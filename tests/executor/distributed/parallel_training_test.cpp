@@ -1,0 +1,375 @@
+// Every layout computes the one-device numbers: under mpirun, each case trains a plan's layout —
+// tensor, sequence and data parallelism, ZeRO 1-3, dropout, recomputation — for 10 steps, and
+// rank 0 holds it against the same plan trained on one rank in this process: per-step losses
+// within 1e-5 relative, and the final parameters (gathered from every rank's slices and shards)
+// within 1e-5 in norm, per parameter. Also: a checkpointed run resumes bit-identically.
+//
+// The program runs the cases of the world size mpirun gives it (CTest starts it at 2, 4 and 8
+// ranks); rank 0 reports, other ranks print only their own failures, and the job fails when any
+// rank's case fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "strata/executor/distributed/communicator.h"
+#include "strata/executor/train/trainer.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::executor {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kSteps = 10;
+constexpr double kTolerance = 1e-5;
+
+// The ranks this process was started with, read before MPI starts (the cases are chosen at
+// static initialisation).
+int launched_ranks() {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(variable)) return std::atoi(value);
+  }
+  return 1;
+}
+
+// A small gpt whose sizes nothing divides evenly: 2 layers of odd size (every ZeRO bucket is
+// padded for dp 2 and 4) and a vocabulary of 257 rows, untied.
+schemas::ModelConfig odd_gpt() {
+  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
+  model.name = "gpt-odd";
+  model.num_layers = 2;
+  model.hidden_size = 36;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 4;
+  model.head_dim = 9;
+  model.ffn_hidden_size = 99;
+  model.vocab_size = 257;
+  model.max_seq_length = 32;
+  model.tied_embeddings = false;
+  return model;
+}
+
+schemas::ModelConfig model_named(const std::string& name, double dropout) {
+  schemas::ModelConfig model;
+  if (name == "gpt-odd") {
+    model = odd_gpt();
+  } else if (name == "gpt-tiny-257") {
+    // tp does not divide the vocabulary: shards of 65, 64, 64, 64 rows.
+    model = schemas::model_preset("gpt-tiny");
+    model.vocab_size = 257;
+    model.tied_embeddings = false;
+  } else {
+    model = schemas::model_preset(name);
+  }
+  model.dropout = dropout;
+  return model;
+}
+
+struct Layout;
+void PrintTo(const Layout& layout, std::ostream* out);
+
+struct Layout {
+  std::string name;
+  std::string model;
+  std::int64_t tp = 1, dp = 1;
+  bool sequence_parallel = false;
+  std::int64_t zero_stage = 0;
+  double dropout = 0;
+  bool recompute = false;
+  std::int64_t bucket_elements = 0;  // 0: the default (one bucket for these models)
+  bool overlap_grad_reduce = true;
+  std::int64_t ranks() const { return tp * dp; }
+};
+
+void PrintTo(const Layout& layout, std::ostream* out) { *out << layout.name; }
+
+std::vector<Layout> all_layouts() {
+  return {
+      // 2 ranks.
+      {"Dp2", "gpt-tiny", 1, 2},
+      {"Tp2TiedEmbeddings", "gpt-tiny", 2, 1},
+      {"Tp2Llama", "llama-tiny", 2, 1},
+      {"Tp2SequenceParallel", "gpt-tiny", 2, 1, true},
+      {"Tp2SequenceParallelDropout", "gpt-tiny", 2, 1, true, 0, 0.1},
+      {"Tp2RecomputeDropout", "llama-tiny", 2, 1, false, 0, 0.1, true},
+      {"Dp2Zero1Padded", "gpt-odd", 1, 2, false, 1},
+      {"Dp2Zero2Padded", "gpt-odd", 1, 2, false, 2},
+      {"Dp2Zero3Padded", "gpt-odd", 1, 2, false, 3},
+      {"Dp2Zero3LlamaRecompute", "llama-tiny", 1, 2, false, 3, 0, true},
+      {"Dp2SmallBucketsNoOverlap", "gpt-tiny", 1, 2, false, 0, 0, false, 300'000, false},
+      // 4 ranks.
+      {"Tp4", "gpt-tiny", 4, 1},
+      {"Tp4LlamaReplicatedKvHeads", "llama-tiny", 4, 1},
+      {"Tp4SequenceParallelUnevenVocabulary", "gpt-tiny-257", 4, 1, true, 0, 0.1},
+      {"Dp2Tp2", "gpt-tiny", 2, 2},
+      {"Dp2Tp2SequenceParallel", "llama-tiny", 2, 2, true},
+      {"Dp2Tp2SequenceParallelZero3DropoutRecompute", "gpt-tiny", 2, 2, true, 3, 0.1, true},
+      {"Dp4Zero1Padded", "gpt-odd", 1, 4, false, 1},
+      {"Dp4Zero2PaddedSmallBuckets", "gpt-odd", 1, 4, false, 2, 0, false, 10'000},
+      {"Dp4Zero3PaddedDropout", "gpt-odd", 1, 4, false, 3, 0.1},
+      // 8 ranks.
+      {"Dp2Tp4SequenceParallelZero1Llama", "llama-tiny", 4, 2, true, 1},
+  };
+}
+
+std::vector<Layout> layouts_for_this_job() {
+  std::vector<Layout> layouts;
+  for (const Layout& layout : all_layouts()) {
+    if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
+  }
+  return layouts;
+}
+
+schemas::Plan plan_of(const schemas::ModelConfig& model, std::int64_t tp, std::int64_t dp,
+                      bool sequence_parallel, std::int64_t zero_stage, bool recompute,
+                      bool overlap_grad_reduce) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh.tp = tp;
+  knobs.mesh.dp = dp;
+  knobs.seq_length = 32;
+  knobs.global_batch_size = 8;
+  knobs.micro_batch_size = dp >= 4 ? 1 : 2;
+  knobs.sequence_parallel = sequence_parallel;
+  knobs.zero_stage = zero_stage;
+  knobs.overlap_grad_reduce = overlap_grad_reduce;
+  knobs.recompute =
+      recompute ? schemas::RecomputeGranularity::full : schemas::RecomputeGranularity::none;
+  knobs.precision = schemas::Dtype::fp32;
+  const std::string cluster = "cpu-local:" + std::to_string(tp * dp);
+  return schemas::build_plan(model, schemas::resolve_cluster(cluster), knobs, "test");
+}
+
+TokenFile token_data() {
+  TokenFile file{"pattern.bin", {}};
+  std::uint32_t state = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 1664525u + 1013904223u;  // a fixed LCG: the same tokens on every rank
+    file.tokens.push_back(static_cast<std::uint16_t>((state >> 16) % 256));
+  }
+  return file;
+}
+
+TrainingOptions training_options() {
+  TrainingOptions options;
+  options.steps = kSteps;
+  options.seed = 20261123;
+  options.learning_rate = 1e-3;
+  options.warmup_steps = 2;
+  options.max_gradient_norm = 1.0;  // the norm sums every element once, or clipping differs
+  // A parameter whose true gradient is exactly zero — the key bias: softmax ignores a shift
+  // common to all keys — gets rounding noise of ~1e-9 instead, which AdamW with ε = 1e-8 turns
+  // into steps of ±lr whose signs depend on summation order: no two implementations agree on
+  // it. ε = 1e-6 leaves every real gradient's update alone and such noise's too small to matter.
+  options.adamw.epsilon = 1e-6;
+  return options;
+}
+
+struct RunRecord {
+  std::vector<double> losses, norms;
+};
+
+RunRecord train(Trainer& trainer) {
+  RunRecord run;
+  trainer.run([&](const StepRecord& record) {
+    run.losses.push_back(record.loss);
+    run.norms.push_back(record.gradient_norm);
+  });
+  return run;
+}
+
+double largest_difference(const Tensor& a, const Tensor& b) {
+  double largest = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    largest = std::max(largest, std::abs(static_cast<double>(a.data<float>()[i]) -
+                                         static_cast<double>(b.data<float>()[i])));
+  }
+  return largest;
+}
+
+double relative_norm_difference(const Tensor& a, const Tensor& b) {
+  double difference = 0, reference = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    difference += (x - y) * (x - y);
+    reference += y * y;
+  }
+  return reference > 0 ? std::sqrt(difference / reference) : std::sqrt(difference);
+}
+
+class ParallelTraining : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
+  const Layout& layout = GetParam();
+  Communicator& world = world_communicator();
+  const schemas::ModelConfig model = model_named(layout.model, layout.dropout);
+  const TokenFile data = token_data();
+  TrainingOptions options = training_options();
+  options.bucket_elements = layout.bucket_elements;
+
+  // The one-device run, on rank 0 (the others wait for it in the parallel trainer's setup).
+  RunRecord single;
+  ParameterStore single_values(transformer_parameters(model), ScalarType::float32);
+  if (world.rank() == 0) {
+    const schemas::Plan one = plan_of(model, 1, 1, false, 0, false, true);
+    Trainer trainer(one, "one device", data, options);
+    single = train(trainer);
+    trainer.gather_parameters(single_values);
+  }
+
+  const schemas::Plan plan =
+      plan_of(model, layout.tp, layout.dp, layout.sequence_parallel, layout.zero_stage,
+              layout.recompute, layout.overlap_grad_reduce);
+  Trainer trainer(plan, layout.name, data, options, &world);
+  ASSERT_TRUE(trainer.parallel());
+  const RunRecord parallel = train(trainer);
+  ParameterStore gathered(transformer_parameters(model), ScalarType::float32);
+  trainer.gather_parameters(gathered);
+  if (world.rank() != 0) return;
+
+  ASSERT_EQ(parallel.losses.size(), single.losses.size());
+  for (std::size_t step = 0; step < single.losses.size(); ++step) {
+    EXPECT_NEAR(parallel.losses[step], single.losses[step], kTolerance * single.losses[step])
+        << "loss of step " << step + 1;
+    EXPECT_NEAR(parallel.norms[step], single.norms[step], 1e-4 * single.norms[step])
+        << "gradient norm of step " << step + 1;
+  }
+  for (const ParameterEntry& entry : single_values.entries()) {
+    const Tensor& value = gathered.entry(entry.spec.name).value;
+    EXPECT_LE(largest_difference(value, entry.value), kTolerance) << entry.spec.name;
+    // And no tensor off as a whole: biases that started at zero are the sensitive ones.
+    EXPECT_LE(relative_norm_difference(value, entry.value), 10 * kTolerance) << entry.spec.name;
+    if (std::getenv("STRATA_PRINT_DIFFERENCES")) {
+      std::printf("%s %s: largest %.3g relative %.3g\n", layout.name.c_str(),
+                  entry.spec.name.c_str(), largest_difference(value, entry.value),
+                  relative_norm_difference(value, entry.value));
+    }
+  }
+  // The run changed the parameters: the comparison is of trained values, not of the init.
+  ParameterStore initial(transformer_parameters(model), ScalarType::float32);
+  initial.initialize(options.seed);
+  EXPECT_GT(relative_norm_difference(gathered.entry("embedding.word").value,
+                                     initial.entry("embedding.word").value),
+            1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ParallelTraining, ::testing::ValuesIn(layouts_for_this_job()),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return info.param.name;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ParallelTraining);
+
+// Resuming a parallel run from its checkpoint continues it bit for bit: 6 steps with checkpoints
+// at 3 and 6; then, as if the job had died after step 3, a new job resumes from step 3.
+class ParallelResume : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ParallelResume, ContinuesBitIdentically) {
+  const Layout& layout = GetParam();
+  Communicator& world = world_communicator();
+  const schemas::ModelConfig model = model_named(layout.model, layout.dropout);
+  const TokenFile data = token_data();
+  const schemas::Plan plan =
+      plan_of(model, layout.tp, layout.dp, layout.sequence_parallel, layout.zero_stage,
+              layout.recompute, layout.overlap_grad_reduce);
+  // One directory for the whole job (as on a shared file system), made fresh by rank 0.
+  const fs::path directory =
+      fs::path(::testing::TempDir()) /
+      ("strata-parallel-resume-" + layout.name + "-" + std::to_string(launched_ranks()));
+  if (world.rank() == 0) fs::remove_all(directory);
+  world.barrier();
+
+  TrainingOptions options = training_options();
+  options.steps = 6;
+  options.checkpoint_dir = directory;
+  options.checkpoint_every = 3;
+  Trainer uninterrupted(plan, layout.name, data, options, &world);
+  const RunRecord expected = train(uninterrupted);
+  ParameterStore expected_values(transformer_parameters(model), ScalarType::float32);
+  uninterrupted.gather_parameters(expected_values);
+  world.barrier();
+  if (world.rank() == 0) fs::remove_all(directory / "step_00000006");
+  world.barrier();
+
+  options.resume = true;
+  Trainer resumed(plan, layout.name, data, options, &world);
+  EXPECT_EQ(resumed.completed_steps(), 3);
+  const RunRecord continued = train(resumed);
+  ParameterStore resumed_values(transformer_parameters(model), ScalarType::float32);
+  resumed.gather_parameters(resumed_values);
+  if (world.rank() != 0) return;
+  ASSERT_EQ(continued.losses.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(continued.losses[i], expected.losses[3 + i]) << "step " << i + 4;
+  }
+  EXPECT_EQ(0, std::memcmp(resumed_values.values().raw(), expected_values.values().raw(),
+                           expected_values.values().bytes()));
+  // Each piece of state is written once: per tp rank, and per dp rank where ZeRO shards it.
+  const fs::path checkpoint = directory / "step_00000003";
+  std::int64_t files = 0;
+  for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint)) {
+    files += entry.path().extension() == ".bin" ? 1 : 0;
+  }
+  const std::int64_t value_files = layout.tp * (layout.zero_stage >= 3 ? layout.dp : 1);
+  const std::int64_t moment_files = layout.tp * (layout.zero_stage >= 1 ? layout.dp : 1);
+  EXPECT_EQ(files, value_files + moment_files);
+}
+
+std::vector<Layout> resume_layouts_for_this_job() {
+  std::vector<Layout> layouts;
+  for (const Layout& layout : {Layout{"Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1},
+                               Layout{"Dp2Tp2SequenceParallelZero3", "llama-tiny", 2, 2, true, 3},
+                               Layout{"Tp2Dp2Zero0", "gpt-tiny", 2, 2}}) {
+    if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
+  }
+  return layouts;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ParallelResume,
+                         ::testing::ValuesIn(resume_layouts_for_this_job()),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return info.param.name;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ParallelResume);
+
+// Every rank reports its own failed assertions; rank 0 also the progress.
+class FailuresOfOneRank : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailuresOfOneRank(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (result.failed()) {
+      std::fprintf(stderr, "rank %d: %s:%d: %s\n", rank_, result.file_name(), result.line_number(),
+                   result.summary());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace strata::executor
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  strata::executor::Communicator& world = strata::executor::world_communicator();
+  if (world.rank() != 0) {
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new strata::executor::FailuresOfOneRank(world.rank()));
+  }
+  const int result = RUN_ALL_TESTS();
+  // The job fails when any rank's cases failed.
+  strata::executor::Tensor any =
+      strata::executor::Tensor::zeros({1}, strata::executor::ScalarType::float64);
+  any.data<double>()[0] = result;
+  world.all_reduce(any, strata::executor::ReduceOp::max);
+  return any.data<double>()[0] != 0 ? 1 : 0;
+}
