@@ -1,0 +1,226 @@
+// `mpirun -np W strata train` as users run it: a parallel layout logs the single-rank losses with
+// the simulator's prediction beside them, and every way a parallel job can go wrong ends the whole
+// job with one line and a non-zero exit — never a hang (each case also has CTest's timeout).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "strata_command.h"
+
+namespace strata::tools {
+namespace {
+
+using strata::testing::CommandResult;
+using strata::testing::slurp;
+using strata::testing::strata;
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
+const std::string kText = "/usr/share/common-licenses/GPL-3";
+
+// stderr lines that strata wrote (mpirun adds its own summary of the failed job).
+std::vector<std::string> strata_lines(const std::string& text) {
+  std::vector<std::string> found;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.starts_with("strata:")) found.push_back(line);
+  }
+  return found;
+}
+
+// The strata processes (mpirun's children, not mpirun or a shell) whose arguments contain `marker`.
+std::vector<pid_t> strata_processes_with(const std::string& marker) {
+  std::vector<pid_t> found;
+  for (const fs::directory_entry& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string arguments = slurp(entry.path() / "cmdline");
+    const std::string program = arguments.substr(0, arguments.find('\0'));
+    if (program == STRATA_BINARY && arguments.find(marker) != std::string::npos) {
+      found.push_back(static_cast<pid_t>(std::stol(name)));
+    }
+  }
+  return found;
+}
+
+std::vector<nlohmann::json> step_records(const std::string& out) {
+  std::vector<nlohmann::json> records;
+  std::istringstream stream(out);
+  for (std::string line; std::getline(stream, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("step")) records.push_back(record);
+  }
+  return records;
+}
+
+struct ParallelCli : ::testing::Test {
+  void SetUp() override {
+    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
+    // CI runs as root in a container, where Open MPI starts only with both confirmations; the
+    // ranks oversubscribe the cores, one OpenMP thread each.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    ::setenv("OMP_NUM_THREADS", "1", 0);
+    directory = fs::path(::testing::TempDir()) /
+                ("parallel-cli-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(directory);
+    fs::create_directories(directory);
+    tokens = (directory / "gpl.bin").string();
+    const CommandResult data = strata("data --text " + kText + " --out " + tokens);
+    ASSERT_EQ(data.exit_code, 0) << data.err;
+  }
+  void TearDown() override { fs::remove_all(directory); }
+
+  std::string train(const std::string& extra) const {
+    return "train --model " + kMicroModel + " --data " + tokens +
+           " --micro-batch 2 --global-batch 4 --seq-len 32 " + extra;
+  }
+  // strata under mpirun with `ranks` processes on however many cores there are.
+  CommandResult mpirun(int ranks, const std::string& arguments) const {
+    const fs::path out = directory / "mpirun.out", err = directory / "mpirun.err";
+    const std::string command = std::string(STRATA_MPIEXEC) + " -np " + std::to_string(ranks) +
+                                " --oversubscribe " + STRATA_BINARY + " " + arguments + " > " +
+                                out.string() + " 2> " + err.string() + " < /dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  fs::path directory;
+  std::string tokens;
+};
+
+TEST_F(ParallelCli, Tp2Dp2LogsTheSingleRankLossesWithThePredictionBeside) {
+  const std::string save_one = (directory / "one.llmc").string();
+  const std::string save_four = (directory / "four.llmc").string();
+  const CommandResult one = strata(train("--steps 3 --log-format json --save-llmc " + save_one));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult four =
+      mpirun(4, train("--tp 2 --dp 2 --sequence-parallel --zero 1 --steps 3 --log-format json "
+                      "--save-llmc " +
+                      save_four));
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const std::vector<nlohmann::json> got = step_records(four.out);
+  ASSERT_EQ(expected.size(), 3u);
+  ASSERT_EQ(got.size(), 3u) << "only rank 0 logs: " << four.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+    // The simulator's prediction for this plan on cpu-local sits beside the measurement.
+    EXPECT_GT(got[i].at("predicted_step_time_s").get<double>(), 0);
+    EXPECT_NEAR(
+        got[i].at("measured_over_predicted").get<double>(),
+        got[i].at("step_time_s").get<double>() / got[i].at("predicted_step_time_s").get<double>(),
+        1e-6);
+    EXPECT_GT(got[i].at("peak_host_bytes").get<double>(), 0);
+    // tp and dp collectives ran, and the time blocked in them was measured.
+    EXPECT_GT(got[i].at("communication_s").get<double>(), 0);
+    EXPECT_LT(got[i].at("communication_s").get<double>(), got[i].at("step_time_s").get<double>());
+  }
+  // --save-llmc gathers the shards: the same file as the one-rank run, within float rounding.
+  const std::string a = slurp(save_one), b = slurp(save_four);
+  ASSERT_EQ(a.size(), b.size());
+  constexpr std::size_t kHeaderBytes = 256 * sizeof(std::int32_t);
+  ASSERT_EQ(a.compare(0, kHeaderBytes, b, 0, kHeaderBytes), 0) << "headers differ";
+  const auto* x = reinterpret_cast<const float*>(a.data() + kHeaderBytes);
+  const auto* y = reinterpret_cast<const float*>(b.data() + kHeaderBytes);
+  float worst = 0;
+  for (std::size_t i = 0; i < (a.size() - kHeaderBytes) / sizeof(float); ++i) {
+    worst = std::max(worst, std::abs(x[i] - y[i]));
+  }
+  EXPECT_LE(worst, 1e-5f);
+}
+
+TEST_F(ParallelCli, AWorldSizeThePlanDoesNotHaveEndsEveryRankWithOneLine) {
+  const CommandResult run = mpirun(3, train("--tp 2 --dp 2 --steps 2"));
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_THAT(strata_lines(run.err),
+              ::testing::ElementsAre(HasSubstr("the plan runs on 4 ranks (tp 2")));
+  EXPECT_THAT(run.err, HasSubstr("this job has 3"));
+  EXPECT_EQ(run.out, "");
+}
+
+TEST_F(ParallelCli, APipelinePlanIsRefusedUntilThePipelineRuntimeLands) {
+  // GPT-2 124M on cpu-local:4 with tp=2, pp=2: refused before the model is built.
+  const std::string plan = std::string(STRATA_FIXTURES_DIR) + "/plan/valid/gpt2-cpu-tp2-pp2.json";
+  const CommandResult run = mpirun(4, "train --plan " + plan + " --data " + tokens);
+  EXPECT_NE(run.exit_code, 0);
+  const std::vector<std::string> messages = strata_lines(run.err);
+  ASSERT_EQ(messages.size(), 1u) << run.err;
+  EXPECT_THAT(messages[0], HasSubstr("/mesh/pp"));
+}
+
+TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
+  const std::string plan = (directory / "tp3.json").string();
+  ASSERT_EQ(strata(train("--steps 1 --write-plan " + plan)).exit_code, 0);
+  nlohmann::json document = nlohmann::json::parse(slurp(plan));
+  document["mesh"]["tp"] = 3;
+  document["cluster"]["gpus_per_node"] = 3;
+  document["cluster"]["network_tiers"].back()["scope_gpus"] = 3;
+  document.erase("predicted");
+  document.erase("content_hash");  // the cluster was edited
+  std::ofstream(plan) << document.dump(2);
+  const CommandResult run = mpirun(3, "train --plan " + plan + " --data " + tokens);
+  EXPECT_NE(run.exit_code, 0);
+  const std::vector<std::string> messages = strata_lines(run.err);
+  ASSERT_EQ(messages.size(), 1u) << run.err;
+  EXPECT_THAT(messages[0], HasSubstr("/mesh/tp"));
+  EXPECT_THAT(messages[0], HasSubstr("does not divide"));
+}
+
+TEST_F(ParallelCli, ACheckpointThatCannotBeWrittenStopsTheJobWithTheRanksMessage) {
+  // A file where the checkpoint directory should be: the save fails during training, after the
+  // agreement phases, so the failing rank prints and aborts the job.
+  const fs::path blocker = directory / "not-a-directory";
+  std::ofstream(blocker) << "x";
+  const CommandResult run = mpirun(
+      2, train("--dp 2 --steps 2 --checkpoint-every 1 --checkpoint-dir " + blocker.string()));
+  EXPECT_NE(run.exit_code, 0);
+  const std::vector<std::string> messages = strata_lines(run.err);
+  ASSERT_FALSE(messages.empty()) << run.err;
+  EXPECT_THAT(messages[0], HasSubstr("not-a-directory"));
+}
+
+TEST_F(ParallelCli, KillingOneRankMidStepEndsTheJob) {
+  // A long run; once it logs its first step, one rank is killed. mpirun must end the others.
+  const fs::path out = directory / "long.out", err = directory / "long.err";
+  const std::string marker = (directory / "long-run").string();
+  const std::string command = std::string(STRATA_MPIEXEC) + " -np 2 --oversubscribe " +
+                              STRATA_BINARY + " " +
+                              train("--dp 2 --steps 100000 --checkpoint-dir " + marker) + " > " +
+                              out.string() + " 2> " + err.string() + " < /dev/null";
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto started = std::chrono::steady_clock::now();
+  while (slurp(out).find("/100000 | loss") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(120))
+        << "no step logged: " << slurp(err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const std::vector<pid_t> ranks = strata_processes_with(marker);
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(150));
+}
+
+}  // namespace
+}  // namespace strata::tools
