@@ -334,9 +334,7 @@ TEST(CliPlan, ACpuClusterPlansInTheBestPrecisionItHasAndSaysSo) {
   const CommandResult run = strata(
       "plan --model gpt-tiny --cluster cpu-local:4 --global-batch 8 --seq-len 128 --format json");
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_EQ(run.err,
-            "strata: note: the cluster's GPU (cpu-core) has no bf16 peak; using fp32 (--precision "
-            "to choose)\n");
+  EXPECT_EQ(run.err, "");  // stderr is for errors only; the plan's precision field says fp32
   const nlohmann::json report = nlohmann::json::parse(run.out);
   ASSERT_FALSE(report.at("plans").empty());
   EXPECT_EQ(report.at("plans").at(0).at("plan").at("precision"), "fp32");
@@ -344,15 +342,24 @@ TEST(CliPlan, ACpuClusterPlansInTheBestPrecisionItHasAndSaysSo) {
   const CommandResult simulated =
       strata("simulate --model gpt-tiny --cluster cpu-local:2 --tp 2 --global-batch 8");
   EXPECT_EQ(simulated.exit_code, 0) << simulated.err;
-  EXPECT_THAT(simulated.err, HasSubstr("using fp32"));
-  const CommandResult asked = strata(
-      "simulate --model gpt-tiny --cluster cpu-local:2 --global-batch 8 --precision bf16");
+  EXPECT_EQ(simulated.err, "");
+  EXPECT_THAT(simulated.out,
+              HasSubstr("note: the cluster's GPU (cpu-core) has no bf16 peak; using fp32 "
+                        "(--precision to choose)\n"));
+  const CommandResult table =
+      strata("plan --model gpt-tiny --cluster cpu-local:4 --global-batch 8 --seq-len 128");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("8 × 128 tokens, fp32\nnote: the cluster's GPU (cpu-core) has "
+                                   "no bf16 peak; using fp32"));
+  const CommandResult asked =
+      strata("simulate --model gpt-tiny --cluster cpu-local:2 --global-batch 8 --precision bf16");
   EXPECT_EQ(asked.exit_code, 1);
   EXPECT_THAT(asked.err, HasSubstr("/precision: \"bf16\": the cluster's GPU (cpu-core) has no "
                                    "bf16 peak"));
   // A GPU with bf16 plans in bf16 without a note.
-  const CommandResult gpu = strata("plan --model gpt2-124m --cluster dgx-h100 --global-batch 8 "
-                                   "--seq-len 1024 --top 1 --format json");
+  const CommandResult gpu = strata(
+      "plan --model gpt2-124m --cluster dgx-h100 --global-batch 8 "
+      "--seq-len 1024 --top 1 --format json");
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
   EXPECT_EQ(gpu.err, "");
   EXPECT_EQ(nlohmann::json::parse(gpu.out).at("plans").at(0).at("plan").at("precision"), "bf16");

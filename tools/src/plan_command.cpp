@@ -153,7 +153,8 @@ int run_plan(const PlanOptions& options) {
   search.top_k = options.top_k;
   search.memory_reserve_fraction = options.memory_reserve;
   search.max_tp = options.max_tp.value_or(0);
-  search.precision = training_precision(options.precision, cluster);
+  const PrecisionChoice precision = training_precision(options.precision, cluster);
+  search.precision = precision.dtype;
   if (!options.schedules.empty()) {
     search.schedules.clear();
     for (const std::string& name : options.schedules) {
@@ -236,6 +237,7 @@ int run_plan(const PlanOptions& options) {
                              cluster.world_size(), cluster.gpu.name, cluster.name,
                              options.global_batch, seq,
                              schemas::name_of(search.precision, schemas::kDtypeNames));
+    if (!precision.note.empty()) std::cout << precision.note << "\n";
     if (!result.best.empty()) {
       TextTable table(
           {"#", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp", "schedule", "order",

@@ -2,23 +2,18 @@
 
 #include <fmt/format.h>
 
-#include <iostream>
-
 namespace strata::tools {
 
-schemas::Dtype training_precision(const std::optional<std::string>& requested,
-                                  const schemas::ClusterConfig& cluster) {
+PrecisionChoice training_precision(const std::optional<std::string>& requested,
+                                   const schemas::ClusterConfig& cluster) {
   if (requested) {
-    return *schemas::value_of(*requested, schemas::kDtypeNames);
+    return {*schemas::value_of(*requested, schemas::kDtypeNames), {}};
   }
   const schemas::Dtype chosen = schemas::default_training_precision(cluster.gpu);
-  if (chosen != schemas::Dtype::bf16) {
-    std::cerr << fmt::format(
-        "strata: note: the cluster's GPU ({}) has no bf16 peak; using {} (--precision to "
-        "choose)\n",
-        cluster.gpu.name, schemas::name_of(chosen, schemas::kDtypeNames));
-  }
-  return chosen;
+  if (chosen == schemas::Dtype::bf16) return {chosen, {}};
+  return {chosen, fmt::format("note: the cluster's GPU ({}) has no bf16 peak; using {} "
+                              "(--precision to choose)",
+                              cluster.gpu.name, schemas::name_of(chosen, schemas::kDtypeNames))};
 }
 
 }  // namespace strata::tools

@@ -1,6 +1,7 @@
 // The training precision of `strata plan` and `strata simulate`: the one the user names, or the
-// cluster GPU's default (bf16 where it has a bf16 peak), with a note on stderr when the default is
-// not bf16 so a CPU profile's fp32 plans are never a surprise.
+// cluster GPU's default (bf16 where it has a bf16 peak). When the default is not bf16, `note` says
+// why, for the command's report (stdout: stderr is for errors only), so a CPU profile's fp32
+// plans are never a surprise.
 #pragma once
 
 #include <optional>
@@ -11,7 +12,12 @@
 
 namespace strata::tools {
 
-schemas::Dtype training_precision(const std::optional<std::string>& requested,
-                                  const schemas::ClusterConfig& cluster);
+struct PrecisionChoice {
+  schemas::Dtype dtype = schemas::Dtype::bf16;
+  std::string note;  // empty unless the default fell back from bf16
+};
+
+PrecisionChoice training_precision(const std::optional<std::string>& requested,
+                                   const schemas::ClusterConfig& cluster);
 
 }  // namespace strata::tools

@@ -46,7 +46,8 @@ schemas::ClusterConfig knobs_cluster(const SimulateOptions& options) {
   return schemas::resolve_cluster(spec);
 }
 
-schemas::Plan plan_from_knobs(const SimulateOptions& options) {
+// `precision_note` says why the precision is not bf16 when it was not asked for.
+schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& precision_note) {
   if (!options.model || !options.cluster || !options.global_batch) {
     throw schemas::InputError(kCommandLine, "",
                               "give --plan, or --model, --cluster and --global-batch");
@@ -73,7 +74,9 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options) {
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
-  knobs.precision = training_precision(options.precision, cluster);
+  const PrecisionChoice precision = training_precision(options.precision, cluster);
+  knobs.precision = precision.dtype;
+  precision_note = precision.note;
   return schemas::build_plan(model, cluster, knobs, kCommandLine);
 }
 
@@ -186,11 +189,12 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
 int run_simulate(const SimulateOptions& options) {
   schemas::Plan plan;
   std::filesystem::path plan_directory;
+  std::string precision_note;
   if (options.plan) {
     plan = schemas::load_plan_file(*options.plan);
     plan_directory = std::filesystem::path(*options.plan).parent_path();
   } else {
-    plan = plan_from_knobs(options);
+    plan = plan_from_knobs(options, precision_note);
   }
   const simulator::SimulationOptions simulation_options{
       .mode = options.mode == "full" ? simulator::SimulationMode::full
@@ -206,6 +210,7 @@ int run_simulate(const SimulateOptions& options) {
     std::cout << simulator::simulation_to_json(plan, simulation).dump(2) << "\n";
   } else {
     std::cout << render_table(plan, simulation);
+    if (!precision_note.empty()) std::cout << precision_note << "\n";
     if (options.trace_path) {
       std::cout << fmt::format("trace written to {} (open it in https://ui.perfetto.dev)\n",
                                *options.trace_path);
