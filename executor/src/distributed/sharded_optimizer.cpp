@@ -75,6 +75,11 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
     first_moments_ = Tensor::zeros({shard_elements}, type);
     second_moments_ = Tensor::zeros({shard_elements}, type);
     gradient_shards_ = Tensor::zeros({shard_elements}, type);
+    if (options_.zero_stage >= 2) {
+      std::int64_t largest = 0;
+      for (const Bucket& bucket : buckets_) largest = std::max(largest, bucket.shard);
+      reduced_part_ = Tensor::zeros({largest}, type);
+    }
   }
   if (options_.zero_stage == 3) {
     value_shards_ = Tensor::zeros({shard_elements}, type);
@@ -297,7 +302,7 @@ void ShardedOptimizer::reduce(Bucket& bucket) {
       break;
     }
     default: {
-      Tensor part = Tensor::zeros({bucket.shard}, store_.scalar_type());
+      Tensor part = reduced_part_.view(0, {bucket.shard});
       dp.reduce_scatter(bucket.gradient_buffer, part);
       Tensor shard = shard_of(gradient_shards_, bucket);
       add_into(shard, part);

@@ -34,7 +34,6 @@ class CommunicationRequest {
   ~CommunicationRequest();
   void wait();
   bool completed();
-  bool pending() const { return static_cast<bool>(wait_); }
 
  private:
   std::function<void()> wait_;

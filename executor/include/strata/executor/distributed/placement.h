@@ -1,8 +1,11 @@
-// Placement: how a tensor is laid over the ranks of one mesh axis, in the DTensor sense —
-// Replicate (every rank holds all of it), Shard(dim) (each rank holds a slice of one dimension) or
-// Partial (each rank holds a summand; the tensor is their sum, pending a reduction). Used by the
-// model's parameter table (model/transformer.h), from which shard shapes, the elements a rank owns,
-// shard initialisation, checkpoint slicing and ZeRO's flattening all follow.
+// Placement: how a parameter is laid over the ranks of one mesh axis, in the DTensor sense —
+// Replicate (every rank holds all of it) or Shard(dim) (each rank holds a slice of one dimension).
+// DTensor's third placement, Partial (each rank holds a summand, pending a reduction), is never a
+// parameter's: it is the state of some gradients — a replicated parameter fed by token shards
+// (sequence parallelism) or a kv head replicated over tp ranks — and follows from the table, so
+// ShardedOptimizer::complete_tensor_parallel_sums derives it instead of it being declared. Used by
+// the model's parameter table (model/transformer.h), from which shard shapes, the elements a rank
+// owns, shard initialisation, checkpoint slicing and ZeRO's flattening all follow.
 //
 // A sharded dimension may be a concatenation of segments split separately — the fused qkv
 // projection is [q heads | k heads | v heads], and each rank takes its heads of each — and a
@@ -22,7 +25,7 @@
 
 namespace strata::executor {
 
-enum class PlacementKind { replicate, shard, partial };
+enum class PlacementKind { replicate, shard };
 
 struct ShardSegment {
   std::int64_t blocks = 0;
@@ -36,7 +39,6 @@ struct Placement {
   std::vector<ShardSegment> segments;
 
   static Placement replicate() { return {}; }
-  static Placement partial() { return {PlacementKind::partial, 0, {}}; }
   static Placement shard(int dim, std::vector<ShardSegment> segments = {}) {
     return {PlacementKind::shard, dim, std::move(segments)};
   }

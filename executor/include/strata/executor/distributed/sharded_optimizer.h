@@ -129,6 +129,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // From ZeRO-1 on: this rank's shares, concatenated over buckets (moments; gradients from 1,
   // values from 3). Below: full-size moments in the store's flat layout.
   Tensor value_shards_, gradient_shards_, first_moments_, second_moments_;
+  // ZeRO-2/3: where a bucket's reduce-scatter lands before it is added to its shard (one largest
+  // shard, reused by every bucket and micro-batch instead of allocated per reduction).
+  Tensor reduced_part_;
 };
 
 }  // namespace strata::executor
