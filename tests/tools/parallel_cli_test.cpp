@@ -153,15 +153,62 @@ TEST_F(ParallelCli, AWorldSizeThePlanDoesNotHaveEndsEveryRankWithOneLine) {
   EXPECT_EQ(run.out, "");
 }
 
-TEST_F(ParallelCli, APipelinePlanIsRefusedUntilThePipelineRuntimeLands) {
-  // GPT-2 124M on cpu-local:4 with tp=2, pp=2: refused before the model is built.
-  const std::string plan = std::string(STRATA_FIXTURES_DIR) + "/plan/valid/gpt2-cpu-tp2-pp2.json";
-  const CommandResult run = mpirun(4, "train --plan " + plan + " --data " + tokens);
+TEST_F(ParallelCli, APipelineLogsTheSingleRankLosses) {
+  const CommandResult one = strata(train("--steps 3 --log-format json"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult two = mpirun(2, train("--pp 2 --schedule zb-h1 --steps 3 --log-format json"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_EQ(two.err, "");
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const std::vector<nlohmann::json> got = step_records(two.out);
+  ASSERT_EQ(got.size(), 3u) << two.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+    EXPECT_GT(got[i].at("predicted_step_time_s").get<double>(), 0);
+  }
+}
+
+// A pipeline plan whose schedule is a custom CSV file with these rows.
+struct CustomSchedule {
+  std::string name, csv, expected;
+};
+void PrintTo(const CustomSchedule& schedule, std::ostream* out) { *out << schedule.name; }
+
+class ParallelCliCustomSchedule : public ParallelCli,
+                                  public ::testing::WithParamInterface<CustomSchedule> {};
+
+TEST_P(ParallelCliCustomSchedule, AScheduleTheRuntimeCannotRunEndsEveryRankWithOneLine) {
+  const fs::path plan = directory / "pp2.json";
+  const CommandResult written = mpirun(2, train("--pp 2 --steps 1 --write-plan " + plan.string()));
+  ASSERT_EQ(written.exit_code, 0) << written.err;
+  nlohmann::json document = nlohmann::json::parse(slurp(plan));
+  document["schedule"] = {{"type", "custom"}, {"file", "schedule.csv"}};
+  document.erase("predicted");
+  std::ofstream(plan) << document.dump(2);
+  std::ofstream(directory / "schedule.csv") << GetParam().csv;
+  const CommandResult run = mpirun(2, "train --plan " + plan.string() + " --data " + tokens);
   EXPECT_NE(run.exit_code, 0);
   const std::vector<std::string> messages = strata_lines(run.err);
   ASSERT_EQ(messages.size(), 1u) << run.err;
-  EXPECT_THAT(messages[0], HasSubstr("/mesh/pp"));
+  EXPECT_THAT(messages[0], HasSubstr(GetParam().expected));
+  EXPECT_EQ(run.out, "");
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, ParallelCliCustomSchedule,
+    ::testing::Values(
+        // The first stage waits for a gradient the second sends only after its own backward,
+        // which waits for a forward the first has not run.
+        CustomSchedule{"Deadlock", "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n", "deadlock"},
+        CustomSchedule{"MissingMicroBatch", "0F0,0F1,0B0,0B1\n1F0,1B0\n", "1F1"},
+        // Complete and deadlock-free, but it gathers parameters a ZeRO-0 plan never shards.
+        CustomSchedule{"UnshardWithoutZero3",
+                       "0UNSHARD,0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1,0RESHARD,"
+                       "0TIED_GRAD,STEP\n"
+                       "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1TIED_GRAD,STEP\n",
+                       "rank 0: 0UNSHARD: the plan's ZeRO stage 0"}),
+    [](const ::testing::TestParamInfo<CustomSchedule>& info) { return info.param.name; });
 
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
   const std::string plan = (directory / "tp3.json").string();

@@ -67,7 +67,14 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.seq_length = options.seq_length.value_or(std::min<std::int64_t>(model.max_seq_length, 256));
   knobs.micro_batch_size = options.micro_batch;
   knobs.mesh.tp = options.tp;
-  knobs.mesh.dp = options.dp.value_or(std::max<std::int64_t>(1, world_size / options.tp));
+  knobs.mesh.pp = options.pp;
+  knobs.mesh.vpp = options.vpp;
+  knobs.mesh.dp =
+      options.dp.value_or(std::max<std::int64_t>(1, world_size / (options.tp * options.pp)));
+  knobs.schedule = options.schedule
+                       ? *schemas::value_of(*options.schedule, schemas::kScheduleTypeNames)
+                   : options.vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b
+                                     : schemas::ScheduleType::one_f_one_b;
   knobs.global_batch_size = options.global_batch.value_or(options.micro_batch * knobs.mesh.dp);
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
@@ -77,16 +84,18 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.precision = options.precision == std::string("bf16") || (!options.precision && cuda)
                         ? schemas::Dtype::bf16
                         : schemas::Dtype::fp32;
-  const std::int64_t ranks = knobs.mesh.tp * knobs.mesh.dp;
+  const std::int64_t ranks = knobs.mesh.tp * knobs.mesh.dp * knobs.mesh.pp;
   const schemas::ClusterConfig cluster =
       cuda ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
            : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
   schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");
-  plan.description =
-      ranks == 1 ? fmt::format("{} on one {}, written by strata train", model.name,
-                               cuda ? "GPU" : "CPU device")
-                 : fmt::format("{} on {} CPU ranks (tp {} × dp {}), written by strata train",
-                               model.name, ranks, knobs.mesh.tp, knobs.mesh.dp);
+  plan.description = ranks == 1
+                         ? fmt::format("{} on one {}, written by strata train", model.name,
+                                       cuda ? "GPU" : "CPU device")
+                         : fmt::format(
+                               "{} on {} CPU ranks (tp {} × dp {} × pp {}), written by strata "
+                               "train",
+                               model.name, ranks, knobs.mesh.tp, knobs.mesh.dp, knobs.mesh.pp);
   return plan;
 }
 
@@ -167,11 +176,11 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   CLI::App* command = app.add_subcommand(
       "train",
       "Train a model with a plan on a token file: on the CPU or one GPU, or under mpirun with "
-      "the plan's tensor, sequence and data parallelism and ZeRO");
+      "the plan's tensor, sequence, data and pipeline parallelism and ZeRO");
   CLI::Option* plan = command->add_option(
       "--plan", options.plan,
-      "Plan file to run (fp32 on the CPU, any tp/sp/dp/ZeRO layout with pp = cp = 1, one rank "
-      "per mesh position under mpirun; fp32 or bf16 on one GPU)");
+      "Plan file to run (fp32 on the CPU, any tp/sp/dp/pp/ZeRO layout and schedule with cp = 1, "
+      "one rank per mesh position under mpirun; fp32 or bf16 on one GPU)");
   command
       ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);
@@ -199,6 +208,20 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->add_option("--dp", options.dp,
                    "Data-parallel size of a --model plan (default: the job's ranks / tp)")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command->add_option("--pp", options.pp, "Pipeline-parallel size of a --model plan (even split)")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
+      ->add_option("--vpp", options.vpp,
+                   "Model chunks per pipeline rank of a --model plan (interleaved schedule)")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
+      ->add_option("--schedule", options.schedule,
+                   "Pipeline schedule of a --model plan: gpipe, 1f1b, interleaved-1f1b or zb-h1 "
+                   "(default 1f1b; interleaved-1f1b with --vpp > 1)")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"}))
       ->excludes(plan);
   command
       ->add_flag("--sequence-parallel", options.sequence_parallel,
@@ -370,6 +393,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     if (options.init_llmc) training.init_llmc = *options.init_llmc;
     training.device = device;
     training.bucket_elements = options.bucket_size.value_or(0);
+    training.plan_directory = plan_directory.empty() ? "." : plan_directory;
   });
   // Phase 2: the trainer — the process groups (collective), then each rank's own model, shards
   // and checkpoint.
@@ -412,9 +436,15 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       fmt::print("resuming with a change: {}\n", change);
     }
     if (world.size() > 1) {
-      fmt::print("{} ranks: tp {} × dp {}{}, ZeRO-{}, {} over {}\n", world.size(), plan.mesh.tp,
-                 plan.mesh.dp, plan.sequence_parallel ? " with sequence parallelism" : "",
-                 plan.zero_stage, plan.model.name, world.backend());
+      fmt::print(
+          "{} ranks: tp {} × dp {}{}{}, ZeRO-{}, {} over {}\n", world.size(), plan.mesh.tp,
+          plan.mesh.dp, plan.sequence_parallel ? " with sequence parallelism" : "",
+          plan.mesh.pp > 1
+              ? fmt::format(" × pp {}{} ({})", plan.mesh.pp,
+                            plan.mesh.vpp > 1 ? fmt::format(" × vpp {}", plan.mesh.vpp) : "",
+                            schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames))
+              : std::string(),
+          plan.zero_stage, plan.model.name, world.backend());
     }
   }
   // Phase 3: training. A rank that fails now may leave others inside a collective: it says why

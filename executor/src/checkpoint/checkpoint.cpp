@@ -11,6 +11,7 @@
 #include <regex>
 #include <string>
 
+#include "strata/executor/model/transformer.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/mesh_ranks.h"
@@ -89,6 +90,21 @@ json parameter_layout(const ParameterStore& parameters) {
   return layout;
 }
 
+// A parallel checkpoint records the whole model's layout, whatever part of it (pipeline stages,
+// tp slices) the writing rank holds.
+struct WholeLayout {
+  json layout;
+  std::int64_t count = 0;
+};
+WholeLayout whole_layout(const schemas::ModelConfig& model) {
+  WholeLayout whole{json::array(), 0};
+  for (const ParameterSpec& spec : transformer_parameters(model)) {
+    whole.layout.push_back(json{{"name", spec.name}, {"shape", spec.shape}});
+    whole.count += shape_numel(spec.shape);
+  }
+  return whole;
+}
+
 // The tensor in host memory: itself, or a copy of a device tensor (checkpoints hold host bytes,
 // so a GPU run's checkpoint resumes on the CPU and back).
 Tensor on_host(const Tensor& tensor) {
@@ -150,6 +166,10 @@ fs::path create_temporary(const fs::path& directory, std::int64_t step, long wri
 
 json state_document(const schemas::ModelConfig& model, const ParameterStore& parameters,
                     const TrainingState& state, json files, json parallel) {
+  const bool whole_model = parallel.is_null();
+  const WholeLayout whole =
+      whole_model ? WholeLayout{parameter_layout(parameters), total_parameters(parameters)}
+                  : whole_layout(model);
   json document{{"format", kFormat},
                 {"version", kVersion},
                 {"step", state.step},
@@ -160,9 +180,9 @@ json state_document(const schemas::ModelConfig& model, const ParameterStore& par
                   {"sampler", "window starts drawn from (seed, step, sample index)"}}},
                 {"model", schemas::model_to_json(model)},
                 {"parameters",
-                 {{"count", total_parameters(parameters)},
+                 {{"count", whole.count},
                   {"dtype", scalar_type_name(parameters.scalar_type())},
-                  {"layout", parameter_layout(parameters)}}},
+                  {"layout", whole.layout}}},
                 {"files", std::move(files)}};
   if (!parallel.is_null()) document["parallel"] = std::move(parallel);
   if (state.run) document["run"] = run_to_json(*state.run);
@@ -189,7 +209,7 @@ fs::path finish_checkpoint(const fs::path& directory, const fs::path& temporary,
 // state.json of a checkpoint after the checks every reader makes: format and version, its own
 // CRC-32, the step against the directory's name, the model and the parameter layout.
 json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& model,
-                    const ParameterStore& parameters) {
+                    const ParameterStore& parameters, bool parallel) {
   const fs::path state_path = checkpoint / "state.json";
   if (!fs::exists(state_path)) {
     throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
@@ -227,7 +247,8 @@ json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& mode
                       state.at("model").value(key, json()).dump(), value.dump()));
     }
   }
-  if (state.at("parameters").at("layout") != parameter_layout(parameters) ||
+  const json expected_layout = parallel ? whole_layout(model).layout : parameter_layout(parameters);
+  if (state.at("parameters").at("layout") != expected_layout ||
       state.at("parameters").at("dtype") != scalar_type_name(parameters.scalar_type())) {
     throw schemas::InputError(source, "/parameters",
                               "parameter names, shapes or dtype differ from the model's");
@@ -300,7 +321,7 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
                               ParameterStore& parameters, OptimizerMoments& moments) {
   const std::string source = (checkpoint / "state.json").string();
   try {
-    const json state = verified_state(checkpoint, model, parameters);
+    const json state = verified_state(checkpoint, model, parameters, false);
     if (state.contains("parallel")) {
       throw schemas::InputError(
           source, "/parallel",
@@ -418,7 +439,7 @@ TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas:
                                       ShardedCheckpointPart& part) {
   const std::string source = (checkpoint / "state.json").string();
   try {
-    const json state = verified_state(checkpoint, model, parameters);
+    const json state = verified_state(checkpoint, model, parameters, true);
     if (!state.contains("parallel")) {
       throw schemas::InputError(source, "/parallel",
                                 fmt::format("written by a one-device run; this run is {}: "

@@ -64,6 +64,15 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   Communicator& dp = groups_.gradient_reduction();
   dp_size_ = dp.size();
   dp_rank_ = dp.rank();
+  if (options_.pipeline && model_.config().tied_embeddings && groups_.mesh().pp > 1 &&
+      store_.contains("embedding.word")) {
+    ties_embedding_ = true;
+    bool embedding_stage = false;
+    for (int chunk = 0; chunk < model_.stage_count(); ++chunk) {
+      embedding_stage = embedding_stage || model_.stage(chunk).embedding;
+    }
+    counts_word_embedding_ = embedding_stage;
+  }
   build_buckets();
   std::int64_t shard_elements = 0;
   for (const Bucket& bucket : buckets_) shard_elements += bucket.shard;
@@ -102,21 +111,38 @@ void ShardedOptimizer::build_buckets() {
                  "unit {} is not contiguous in the store at {}", unit, entry.spec.name);
     unit_end[unit] = entry.offset + shape_numel(entry.shape);
   }
+  // Which of this rank's stages computes each unit (pipelines: buckets stay within one).
+  std::vector<int> unit_stage(static_cast<std::size_t>(unit_count), -1);
+  for (int chunk = 0; chunk < model_.stage_count(); ++chunk) {
+    for (std::int64_t unit : model_.stage_units(chunk)) {
+      int& stage = unit_stage[static_cast<std::size_t>(unit)];
+      if (stage < 0) stage = chunk;  // unit 0 on one stage holding embedding and LM head
+    }
+  }
   // From the head backwards (the order gradients become ready), a bucket closes once it holds
-  // bucket_elements; under ZeRO-3 after every unit.
+  // bucket_elements; under ZeRO-3 after every unit; before a unit of another stage or one this
+  // rank does not hold; and around a tied word embedding.
   std::vector<Bucket> backward_order;
-  std::int64_t last_unit = unit_count - 1;
   std::int64_t collected = 0;
+  std::int64_t last_unit = -1;  // of the bucket being collected; −1: none open
   for (std::int64_t unit = unit_count - 1; unit >= 0; --unit) {
     const auto u = static_cast<std::size_t>(unit);
-    STRATA_CHECK(unit_begin[u] >= 0, "unit {} holds no parameters", unit);
+    if (unit_begin[u] < 0) {
+      STRATA_CHECK(options_.pipeline, "unit {} holds no parameters", unit);
+      continue;
+    }
+    if (last_unit < 0) last_unit = unit;
     collected += unit_end[u] - unit_begin[u];
-    if (options_.zero_stage == 3 || collected >= options_.bucket_elements || unit == 0) {
+    const auto next = static_cast<std::size_t>(unit - 1);
+    const bool next_elsewhere = unit == 0 || unit_begin[next] < 0 ||
+                                unit_stage[next] != unit_stage[u] ||
+                                unit_end[next] != unit_begin[u] || (ties_embedding_ && unit == 1);
+    if (options_.zero_stage == 3 || collected >= options_.bucket_elements || next_elsewhere) {
       Bucket bucket;
       bucket.first_unit = unit;
       bucket.last_unit = last_unit;
       backward_order.push_back(std::move(bucket));
-      last_unit = unit - 1;
+      last_unit = -1;
       collected = 0;
     }
   }
@@ -140,6 +166,8 @@ void ShardedOptimizer::build_buckets() {
       const ParameterEntry& entry = entries[e];
       if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
       bucket.entries.push_back(e);
+      // The last stage's copy of a tied embedding: the first stage counts it.
+      if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
       // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
       // own blocks (the first of a replicated block's holders), a replicated tensor on tp rank 0.
       const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
@@ -250,11 +278,60 @@ void ShardedOptimizer::release_gradients(std::int64_t unit) {
 }
 
 void ShardedOptimizer::bucket_finished(Bucket& bucket) {
+  if (options_.pipeline) {
+    if (options_.zero_stage >= 2) {
+      // The last holder let go: reduce-scatter what the buffer collected, and start afresh.
+      for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+        if (units_[static_cast<std::size_t>(u)].gradient_references > 0) return;
+      }
+      reduce(bucket);
+      bucket.reduced = false;
+      for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+        units_[static_cast<std::size_t>(u)].backward_done = false;
+      }
+    } else if (bucket.armed && !bucket.reduced) {
+      reduce(bucket);
+    }
+    return;
+  }
   // ZeRO-2/3 reduce every micro-batch (the full gradients exist only during its backward);
   // stages 0 and 1 accumulate locally and reduce once, here when overlapping the backward.
   if (options_.zero_stage >= 2 || (last_micro_batch_ && options_.overlap_grad_reduce)) {
     reduce(bucket);
   }
+}
+
+void ShardedOptimizer::arm_reductions(const std::vector<std::int64_t>& units) {
+  if (options_.zero_stage >= 2 || !options_.overlap_grad_reduce) return;
+  for (std::int64_t unit : units) {
+    UnitState& state = units_[static_cast<std::size_t>(unit)];
+    Bucket& bucket = buckets_[state.bucket];
+    if (ties_embedding_ && unit == 0) continue;  // reduced after the tie
+    bucket.armed = true;
+    for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+      units_[static_cast<std::size_t>(u)].backward_done = false;
+    }
+  }
+}
+
+void ShardedOptimizer::reduce_units(const std::vector<std::int64_t>& units) {
+  if (options_.zero_stage >= 2) return;
+  // In the order the backward finished them: the head's end first.
+  for (auto unit = units.rbegin(); unit != units.rend(); ++unit) {
+    if (ties_embedding_ && *unit == 0) continue;
+    Bucket& bucket = buckets_[units_[static_cast<std::size_t>(*unit)].bucket];
+    if (!bucket.reduced) reduce(bucket);
+  }
+}
+
+void ShardedOptimizer::tie_embedding_gradients(Communicator& embedding_group) {
+  STRATA_CHECK(ties_embedding_, "TIED_GRAD on a rank without a tied word embedding");
+  ParameterEntry& word = store_.entry("embedding.word");
+  Tensor gradient = flat(word.gradient);
+  embedding_group.all_reduce(gradient, ReduceOp::sum);
+  Bucket& bucket = buckets_[units_[0].bucket];
+  release_gradients(0);  // the hold of begin_step: ZeRO-2/3 reduce-scatter here
+  if (options_.zero_stage < 2 && !bucket.reduced) reduce(bucket);
 }
 
 void ShardedOptimizer::complete_tensor_parallel_sums(Bucket& bucket) {
@@ -317,7 +394,13 @@ void ShardedOptimizer::begin_step() {
     store_.zero_gradients();
   }
   if (options_.zero_stage >= 1) gradient_shards_.fill_zero();
-  for (Bucket& bucket : buckets_) bucket.reduced = false;
+  for (Bucket& bucket : buckets_) {
+    bucket.reduced = false;
+    bucket.armed = false;
+  }
+  for (UnitState& unit : units_) unit.backward_done = false;
+  // The tied word embedding's gradients stay whole until the tie (tie_embedding_gradients).
+  if (ties_embedding_) acquire_gradients(0);
 }
 
 void ShardedOptimizer::begin_micro_batch(bool last) {
@@ -334,11 +417,13 @@ void ShardedOptimizer::begin_micro_batch(bool last) {
 void ShardedOptimizer::finish_gradients() {
   // Without overlap, stages 0 and 1 reduce now, in the order the backward would have.
   for (auto bucket = buckets_.rbegin(); bucket != buckets_.rend(); ++bucket) {
-    if (!bucket->reduced) {
-      STRATA_CHECK(options_.zero_stage < 2, "a ZeRO-{} bucket left unreduced by the backward",
-                   options_.zero_stage);
-      reduce(*bucket);
+    if (options_.zero_stage >= 2) {
+      STRATA_CHECK(options_.pipeline ? bucket->gradient_buffer.numel() == 0 : bucket->reduced,
+                   "a ZeRO-{} bucket of units {}..{} left unreduced by the backward",
+                   options_.zero_stage, bucket->first_unit, bucket->last_unit);
+      continue;
     }
+    if (!bucket->reduced) reduce(*bucket);
   }
   for (CommunicationRequest& request : in_flight_) request.wait();
   in_flight_.clear();
@@ -438,6 +523,9 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
 void ShardedOptimizer::gather_values(ParameterStore& whole) {
   const TensorParallelism& tp = model_.tensor_parallel();
   std::vector<ParameterEntry>& entries = store_.entries();
+  // Each pipeline rank fills what its stages hold, zeros elsewhere: a sum over pp assembles it.
+  const bool pipelined = groups_.mesh().pp > 1;
+  if (pipelined) whole.values().fill_zero();
   for (Bucket& bucket : buckets_) {
     for (std::int64_t unit = bucket.first_unit; unit <= bucket.last_unit; ++unit) {
       acquire_values(unit);
@@ -445,6 +533,7 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
     for (std::size_t e : bucket.entries) {
       const ParameterEntry& entry = entries[e];
       ParameterEntry& target = whole.entry(entry.spec.name);
+      if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
       // Each element from the one tp rank that owns it, zeros elsewhere: the sum is exact.
       Tensor assembled = Tensor::zeros({shape_numel(entry.spec.shape)}, store_.scalar_type());
       const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
@@ -462,6 +551,7 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
       release_values(unit);
     }
   }
+  if (pipelined) groups_.pipeline_parallel().all_reduce(whole.values(), ReduceOp::sum);
   whole.refresh_compute_values();
 }
 

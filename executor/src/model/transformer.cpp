@@ -76,6 +76,29 @@ std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {
   return specs;
 }
 
+std::vector<ParameterSpec> stage_parameters(const ModelConfig& model,
+                                            const std::vector<schemas::PipelineStage>& stages) {
+  bool embedding = false, lm_head = false;
+  std::vector<bool> layer_held(static_cast<std::size_t>(model.num_layers), false);
+  for (const schemas::PipelineStage& stage : stages) {
+    embedding = embedding || stage.embedding;
+    lm_head = lm_head || stage.lm_head;
+    for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
+      layer_held[static_cast<std::size_t>(l)] = true;
+    }
+  }
+  std::vector<ParameterSpec> held;
+  for (ParameterSpec& spec : transformer_parameters(model)) {
+    const std::int64_t unit = parameter_unit(model, spec.name);
+    const bool keep =
+        unit == 0 ? embedding || (lm_head && model.tied_embeddings && spec.name == "embedding.word")
+        : unit == model.num_layers + 1 ? lm_head
+                                       : layer_held[static_cast<std::size_t>(unit - 1)];
+    if (keep) held.push_back(std::move(spec));
+  }
+  return held;
+}
+
 Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed, Device device,
                          TransformerOptions options)
     : model_(std::move(model)),
@@ -87,86 +110,142 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   const TensorParallelism& tp = options_.tensor_parallel;
   STRATA_CHECK(!tp.active() || device_ == Device::cpu,
                "tensor parallelism runs on the CPU backend (the GPU backend trains one GPU)");
-  STRATA_CHECK(options_.recomputed_layers >= 0 && options_.recomputed_layers <= model_.num_layers,
-               "{} recomputed layers of {}", options_.recomputed_layers, model_.num_layers);
+  STRATA_CHECK(
+      options_.recomputed_layers.empty() ||
+          static_cast<std::int64_t>(options_.recomputed_layers.size()) == model_.num_layers,
+      "recomputation flags for {} layers of {}", options_.recomputed_layers.size(),
+      model_.num_layers);
+  stages_ = options_.stages;
+  if (stages_.empty()) stages_.push_back({0, model_.num_layers, true, true});
   // bfloat16 computes with a working copy of float32 masters (and float32 gradients).
   parameters_ = std::make_unique<ParameterStore>(
-      transformer_parameters(model_), statistics_type_, device_, type_,
+      stage_parameters(model_, stages_), statistics_type_, device_, type_,
       StoreOptions{tp.rank(), tp.size(), options_.own_values, options_.own_gradients});
   if (options_.own_values) parameters_->initialize(seed);
-  layers_.reserve(static_cast<std::size_t>(model_.num_layers));
-  for (std::int64_t layer = 0; layer < model_.num_layers; ++layer) {
-    layers_.emplace_back(model_, layer, *parameters_, options_.tensor_parallel);
-    if (layer < options_.recomputed_layers) layers_.back().recompute_into(&recomputed_);
+  layer_slot_.assign(static_cast<std::size_t>(model_.num_layers), -1);
+  std::size_t held_layers = 0;
+  for (const schemas::PipelineStage& stage : stages_) {
+    held_layers += static_cast<std::size_t>(stage.num_layers);
   }
-  word_embedding_ = &parameters_->entry("embedding.word");
-  position_embedding_ = parameters_->contains("embedding.position")
-                            ? &parameters_->entry("embedding.position")
-                            : nullptr;
-  final_norm_weight_ = &parameters_->entry("final_norm.weight");
-  final_norm_bias_ =
-      parameters_->contains("final_norm.bias") ? &parameters_->entry("final_norm.bias") : nullptr;
-  lm_head_ = model_.tied_embeddings ? word_embedding_ : &parameters_->entry("lm_head.weight");
-  vocab_start_ = word_embedding_->runs.front().global_offset / model_.hidden_size;
+  layers_.reserve(held_layers);
+  for (std::int64_t layer = 0; layer < model_.num_layers; ++layer) {
+    if (!parameters_->contains(fmt::format("layers.{}.attention_norm.weight", layer))) continue;
+    layer_slot_[static_cast<std::size_t>(layer)] = static_cast<int>(layers_.size());
+    layers_.emplace_back(model_, layer, *parameters_, options_.tensor_parallel);
+    if (!options_.recomputed_layers.empty() &&
+        options_.recomputed_layers[static_cast<std::size_t>(layer)]) {
+      layers_.back().set_recompute(true);
+    }
+  }
+  const auto optional = [&](const char* name) {
+    return parameters_->contains(name) ? &parameters_->entry(name) : nullptr;
+  };
+  word_embedding_ = optional("embedding.word");
+  position_embedding_ = optional("embedding.position");
+  final_norm_weight_ = optional("final_norm.weight");
+  final_norm_bias_ = optional("final_norm.bias");
+  const bool has_head = final_norm_weight_ != nullptr;
+  lm_head_ = !has_head                ? nullptr
+             : model_.tied_embeddings ? word_embedding_
+                                      : optional("lm_head.weight");
+  const ParameterEntry* vocabulary = word_embedding_ ? word_embedding_ : lm_head_;
+  if (vocabulary != nullptr) {
+    vocab_start_ = vocabulary->runs.front().global_offset / model_.hidden_size;
+  }
 }
 
-void Transformer::allocate(std::int64_t batch, std::int64_t seq) {
-  if (batch == batch_ && seq == seq_) return;
+std::vector<std::int64_t> Transformer::stage_units(int chunk) const {
+  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
+  std::vector<std::int64_t> units;
+  if (stage.embedding || (stage.lm_head && model_.tied_embeddings)) units.push_back(0);
+  for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
+    units.push_back(l + 1);
+  }
+  if (stage.lm_head) units.push_back(head_unit());
+  return units;
+}
+
+void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {
+  if (batch == scratch_batch_ && seq == scratch_seq_) return;
   const TensorParallelism& tp = options_.tensor_parallel;
   STRATA_CHECK(!tp.shards_tokens() || (batch * seq) % tp.size() == 0,
                "sequence parallelism splits {} tokens over {} ranks", batch * seq, tp.size());
-  batch_ = batch;
-  seq_ = seq;
+  scratch_batch_ = batch;
+  scratch_seq_ = seq;
   const std::int64_t tokens = batch * seq;
   const std::int64_t local = tp.local_tokens(tokens);
   const std::int64_t hidden = model_.hidden_size;
-  const std::int64_t vocab = lm_head_->shape[0];  // this rank's rows
   const bool sp = tp.shards_tokens();
-  residuals_.clear();
-  for (std::int64_t i = 0; i <= model_.num_layers; ++i) {
-    residuals_.push_back(Tensor::zeros({local, hidden}, type_, device_));
-  }
-  // Without token sharding the full-token tensors are the local ones.
-  embedded_full_ = sp ? Tensor::zeros({tokens, hidden}, type_, device_) : residuals_.front();
-  final_norm_ = Tensor::zeros({tokens, hidden}, type_, device_);
-  final_norm_local_ = sp ? Tensor::zeros({local, hidden}, type_, device_) : final_norm_;
-  final_mean_ = Tensor::zeros({local}, statistics_type_, device_);
-  final_rstd_ = Tensor::zeros({local}, statistics_type_, device_);
-  // The backward overwrites the logits with their gradient: one [tokens, vocab] buffer, not two.
-  logits_ = Tensor::zeros({tokens, vocab}, type_, device_);
-  losses_ = Tensor::zeros({tokens}, statistics_type_, device_);
-  log_sum_exp_ = Tensor::zeros({tokens}, statistics_type_, device_);
-  if (tp.active()) {
+  if (tp.active() && lm_head_ != nullptr) {
     row_max_ = Tensor::zeros({tokens}, statistics_type_, device_);
     global_max_ = Tensor::zeros({tokens}, statistics_type_, device_);
     shard_sums_ = Tensor::zeros({2, tokens}, statistics_type_, device_);
     sum_exp_ = shard_sums_.view(0, {tokens});
     target_logit_ = shard_sums_.view(tokens, {tokens});
   }
-  d_final_norm_ = Tensor::zeros({tokens, hidden}, type_, device_);
-  d_final_norm_local_ = sp ? Tensor::zeros({local, hidden}, type_, device_) : d_final_norm_;
+  d_final_norm_ = lm_head_ ? Tensor::zeros({tokens, hidden}, type_, device_) : Tensor();
+  d_final_norm_local_ =
+      lm_head_ && sp ? Tensor::zeros({local, hidden}, type_, device_) : d_final_norm_;
   d_residual_ = Tensor::zeros({local, hidden}, type_, device_);
   d_residual_next_ = Tensor::zeros({local, hidden}, type_, device_);
-  d_embedded_full_ = sp ? Tensor::zeros({tokens, hidden}, type_, device_) : Tensor();
+  d_embedded_full_ =
+      word_embedding_ && sp ? Tensor::zeros({tokens, hidden}, type_, device_) : Tensor();
 }
 
-void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout) {
+void Transformer::allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a) {
+  allocate_scratch(batch, seq);
+  if (a.chunk == chunk && a.batch == batch && a.seq == seq) return;
+  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
   const TensorParallelism& tp = options_.tensor_parallel;
-  Tensor& x = residuals_.front();
-  const std::int64_t tokens = batch_ * seq_;
+  a = StageActivations{};
+  a.chunk = chunk;
+  a.batch = batch;
+  a.seq = seq;
+  const std::int64_t tokens = batch * seq;
+  const std::int64_t local = tp.local_tokens(tokens);
+  const std::int64_t hidden = model_.hidden_size;
+  const bool sp = tp.shards_tokens();
+  a.inputs = Tensor::zeros({batch, seq}, ScalarType::int32, device_);
+  a.targets = Tensor::zeros({batch, seq}, ScalarType::int32, device_);
+  for (std::int64_t i = 0; i <= stage.num_layers; ++i) {
+    a.residuals.push_back(Tensor::zeros({local, hidden}, type_, device_));
+  }
+  a.layers.resize(static_cast<std::size_t>(stage.num_layers));
+  // Without token sharding the full-token tensors are the local ones.
+  if (stage.embedding) {
+    a.embedded_full = sp ? Tensor::zeros({tokens, hidden}, type_, device_) : a.residuals.front();
+  }
+  if (!stage.embedding) a.d_input = Tensor::zeros({local, hidden}, type_, device_);
+  if (stage.lm_head) {
+    const std::int64_t vocab = lm_head_->shape[0];  // this rank's rows
+    a.final_norm = Tensor::zeros({tokens, hidden}, type_, device_);
+    a.final_norm_local = sp ? Tensor::zeros({local, hidden}, type_, device_) : a.final_norm;
+    a.final_mean = Tensor::zeros({local}, statistics_type_, device_);
+    a.final_rstd = Tensor::zeros({local}, statistics_type_, device_);
+    // The backward overwrites the logits with their gradient: one [tokens, vocab] buffer, not two.
+    a.logits = Tensor::zeros({tokens, vocab}, type_, device_);
+    a.losses = Tensor::zeros({tokens}, statistics_type_, device_);
+    a.log_sum_exp = Tensor::zeros({tokens}, statistics_type_, device_);
+  }
+}
+
+void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a) {
+  const TensorParallelism& tp = options_.tensor_parallel;
+  Tensor& x = a.residuals.front();
+  const std::int64_t tokens = a.batch * a.seq;
   if (!tp.active()) {
     embedding_forward(inputs, word_embedding_->compute, x);
     if (position_embedding_ != nullptr) {
-      Tensor positions = x.reshaped({batch_, seq_, model_.hidden_size});
+      Tensor positions = x.reshaped({a.batch, a.seq, model_.hidden_size});
       position_embedding_forward(position_embedding_->compute, positions);
     }
   } else {
     // Each rank looks up the ids in its rows; the sum over the group is the whole lookup.
     vocab_parallel_embedding_forward(inputs, word_embedding_->compute, vocab_start_,
-                                     embedded_full_);
-    reduce_sequence(tp, embedded_full_, x);
+                                     a.embedded_full);
+    reduce_sequence(tp, a.embedded_full, x);
     if (position_embedding_ != nullptr) {
-      position_embedding_forward_rows(position_embedding_->compute, x, seq_,
+      position_embedding_forward_rows(position_embedding_->compute, x, a.seq,
                                       tp.first_local_token(tokens));
     }
   }
@@ -180,75 +259,82 @@ void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout) {
 // The loss over a vocabulary split across the tp group, without gathering the logits: each rank
 // reduces its columns to per-row statistics, and two all-reduces (the maxima, then the rescaled
 // sums with the target logits) combine them.
-void Transformer::vocab_parallel_loss(const Tensor& targets) {
+void Transformer::vocab_parallel_loss(const Tensor& targets, StageActivations& a) {
   Communicator& group = *options_.tensor_parallel.group;
-  cross_entropy_shard_statistics(logits_, targets, vocab_start_, row_max_, sum_exp_, target_logit_);
+  cross_entropy_shard_statistics(a.logits, targets, vocab_start_, row_max_, sum_exp_,
+                                 target_logit_);
   global_max_.copy_from(row_max_);
   group.all_reduce(global_max_, ReduceOp::max);
   cross_entropy_rescale_shard_sums(row_max_, global_max_, sum_exp_);
   group.all_reduce(shard_sums_, ReduceOp::sum);
-  cross_entropy_shard_losses(global_max_, sum_exp_, target_logit_, losses_, log_sum_exp_);
+  cross_entropy_shard_losses(global_max_, sum_exp_, target_logit_, a.losses, a.log_sum_exp);
 }
 
-double Transformer::forward(const Tensor& inputs, const Tensor& targets,
-                            const DropoutContext& dropout) {
-  STRATA_CHECK(inputs.dim() == 2 && inputs.shape() == targets.shape(),
-               "inputs {} and targets {} must both be [batch, seq]",
-               shape_to_string(inputs.shape()), shape_to_string(targets.shape()));
-  const std::int64_t seq = inputs.size(1);
+double Transformer::stage_forward(int chunk, std::int64_t batch, std::int64_t seq,
+                                  const Tensor& input, const Tensor* targets,
+                                  const DropoutContext& dropout, StageActivations& a) {
+  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
   STRATA_CHECK(seq <= model_.max_seq_length, "sequence {} longer than the model's {}", seq,
                model_.max_seq_length);
-  STRATA_CHECK(inputs.device() == device_ && targets.device() == device_,
-               "inputs on {} for a model on {}", device_name(inputs.device()),
-               device_name(device_));
-  allocate(inputs.size(0), seq);
-  const TensorParallelism& tp = options_.tensor_parallel;
-  acquire_values(0);
-  embed(inputs, dropout);
-  release_values(0);
-  for (std::size_t layer = 0; layer < layers_.size(); ++layer) {
-    const auto unit = static_cast<std::int64_t>(layer) + 1;
-    acquire_values(unit);
-    layers_[layer].forward(residuals_[layer], residuals_[layer + 1], batch_, seq_, dropout,
-                           scratch_);
-    release_values(unit);
+  STRATA_CHECK(input.device() == device_, "input on {} for a model on {}",
+               device_name(input.device()), device_name(device_));
+  allocate(chunk, batch, seq, a);
+  if (stage.embedding) {
+    STRATA_CHECK(input.shape() == Shape({batch, seq}), "token ids {} for a micro-batch of {}×{}",
+                 shape_to_string(input.shape()), batch, seq);
+    a.inputs.copy_from(input);
+    acquire_values(0);
+    embed(a.inputs, dropout, a);
+    release_values(0);
+  } else {
+    STRATA_CHECK(input.numel() == a.residuals.front().numel(),
+                 "stage {} received {} values for [{} tokens, {}]", chunk, input.numel(),
+                 a.residuals.front().size(0), model_.hidden_size);
+    a.residuals.front().copy_from(input);
   }
+  for (std::int64_t i = 0; i < stage.num_layers; ++i) {
+    const std::int64_t layer = stage.first_layer + i;
+    const auto slot = static_cast<std::size_t>(i);
+    acquire_values(layer + 1);
+    layer_at(layer).forward(a.residuals[slot], a.residuals[slot + 1], batch, seq, dropout, scratch_,
+                            layer_activations(layer, a, slot));
+    release_values(layer + 1);
+  }
+  if (!stage.lm_head) return 0;
+  STRATA_CHECK(targets != nullptr && targets->shape() == Shape({batch, seq}),
+               "the last stage needs targets [{}, {}]", batch, seq);
+  a.targets.copy_from(*targets);
+  const TensorParallelism& tp = options_.tensor_parallel;
   acquire_values(head_unit());
   if (model_.tied_embeddings) acquire_values(0);
-  detail::norm_forward(model_.norm, residuals_.back(), final_norm_weight_->compute,
+  detail::norm_forward(model_.norm, a.residuals.back(), final_norm_weight_->compute,
                        final_norm_bias_ ? &final_norm_bias_->compute : nullptr, model_.norm_epsilon,
-                       final_norm_local_, final_mean_, final_rstd_);
-  gather_sequence(tp, final_norm_local_, final_norm_);
-  linear_forward(final_norm_, lm_head_->compute, nullptr, logits_);
-  if (tp.active()) {
-    vocab_parallel_loss(targets);
-  } else {
-    cross_entropy_forward(logits_, targets, losses_, log_sum_exp_);
-  }
-  return sum_of(losses_) / static_cast<double>(losses_.numel());
-}
-
-double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
-                                 const DropoutContext& dropout) {
-  const double loss = forward(inputs, targets, dropout);
+                       a.final_norm_local, a.final_mean, a.final_rstd);
+  gather_sequence(tp, a.final_norm_local, a.final_norm);
+  linear_forward(a.final_norm, lm_head_->compute, nullptr, a.logits);
   if (model_.tied_embeddings) release_values(0);
   release_values(head_unit());
-  return loss;
+  if (tp.active()) {
+    vocab_parallel_loss(a.targets, a);
+  } else {
+    cross_entropy_forward(a.logits, a.targets, a.losses, a.log_sum_exp);
+  }
+  return sum_of(a.losses) / static_cast<double>(a.losses.numel());
 }
 
-void Transformer::embed_backward(const Tensor& inputs, Tensor& d_embedded) {
+void Transformer::embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a) {
   const TensorParallelism& tp = options_.tensor_parallel;
   if (!tp.active()) {
     if (position_embedding_ != nullptr) {
-      position_embedding_backward(d_embedded.reshaped({batch_, seq_, model_.hidden_size}),
+      position_embedding_backward(d_embedded.reshaped({a.batch, a.seq, model_.hidden_size}),
                                   position_embedding_->gradient);
     }
     embedding_backward(inputs, d_embedded, word_embedding_->gradient);
     return;
   }
-  const std::int64_t tokens = batch_ * seq_;
+  const std::int64_t tokens = a.batch * a.seq;
   if (position_embedding_ != nullptr) {
-    position_embedding_backward_rows(d_embedded, position_embedding_->gradient, seq_,
+    position_embedding_backward_rows(d_embedded, position_embedding_->gradient, a.seq,
                                      tp.first_local_token(tokens));
   }
   const Tensor* d_full = &d_embedded;
@@ -259,38 +345,56 @@ void Transformer::embed_backward(const Tensor& inputs, Tensor& d_embedded) {
   vocab_parallel_embedding_backward(inputs, *d_full, vocab_start_, word_embedding_->gradient);
 }
 
-double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
-                                     const DropoutContext& dropout) {
-  const double loss = forward(inputs, targets, dropout);
+void Transformer::stage_backward(int chunk, const Tensor* d_output, double loss_scale,
+                                 const DropoutContext& dropout, StageActivations& a, bool split) {
+  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
+  STRATA_CHECK(a.chunk == chunk, "the backward of stage chunk {} on activations of chunk {}", chunk,
+               a.chunk);
+  allocate_scratch(a.batch, a.seq);
   const TensorParallelism& tp = options_.tensor_parallel;
-  // The head's values are still held from the forward; with tied embeddings unit 0's gradient
-  // stays acquired until the embedding's own backward has added to it.
-  acquire_gradients(head_unit());
-  if (model_.tied_embeddings) acquire_gradients(0);
-  Tensor& d_logits = logits_;  // overwritten in place
-  cross_entropy_backward(logits_, targets, log_sum_exp_, loss_scale, d_logits, vocab_start_);
-  d_final_norm_.fill_zero();
-  linear_backward(d_logits, final_norm_, lm_head_->compute, &d_final_norm_, lm_head_->gradient,
-                  nullptr);
-  reduce_sequence(tp, d_final_norm_, d_final_norm_local_);
-  d_residual_.fill_zero();
-  detail::norm_backward(model_.norm, d_final_norm_local_, residuals_.back(),
-                        final_norm_weight_->compute, final_mean_, final_rstd_, d_residual_,
-                        final_norm_weight_->gradient,
-                        final_norm_bias_ ? &final_norm_bias_->gradient : nullptr);
-  release_gradients(head_unit());
-  if (model_.tied_embeddings) release_values(0);
-  release_values(head_unit());
-  for (std::size_t layer = layers_.size(); layer-- > 0;) {
-    const auto unit = static_cast<std::int64_t>(layer) + 1;
-    acquire_values(unit);
-    acquire_gradients(unit);
+  if (stage.lm_head) {
+    // The head's values are needed again; with tied embeddings unit 0's gradient stays acquired
+    // until the embedding's own backward (one stage) has added to it.
+    acquire_values(head_unit());
+    if (model_.tied_embeddings) acquire_values(0);
+    acquire_gradients(head_unit());
+    if (model_.tied_embeddings) acquire_gradients(0);
+    Tensor& d_logits = a.logits;  // overwritten in place
+    cross_entropy_backward(a.logits, a.targets, a.log_sum_exp, loss_scale, d_logits, vocab_start_);
+    d_final_norm_.fill_zero();
+    linear_backward(d_logits, a.final_norm, lm_head_->compute, &d_final_norm_, lm_head_->gradient,
+                    nullptr);
+    reduce_sequence(tp, d_final_norm_, d_final_norm_local_);
+    d_residual_.fill_zero();
+    detail::norm_backward(model_.norm, d_final_norm_local_, a.residuals.back(),
+                          final_norm_weight_->compute, a.final_mean, a.final_rstd, d_residual_,
+                          final_norm_weight_->gradient,
+                          final_norm_bias_ ? &final_norm_bias_->gradient : nullptr);
+    release_gradients(head_unit());
+    if (model_.tied_embeddings) release_values(0);
+    release_values(head_unit());
+  } else {
+    STRATA_CHECK(d_output != nullptr && d_output->numel() == d_residual_.numel(),
+                 "stage chunk {} needs the gradient of its output", chunk);
+    d_residual_.copy_from(*d_output);
+  }
+  for (std::int64_t i = stage.num_layers; i-- > 0;) {
+    const std::int64_t layer = stage.first_layer + i;
+    const auto slot = static_cast<std::size_t>(i);
+    acquire_values(layer + 1);
+    acquire_gradients(layer + 1);
     d_residual_next_.fill_zero();
-    layers_[layer].backward(residuals_[layer], residuals_[layer + 1], d_residual_, d_residual_next_,
-                            dropout, scratch_);
+    layer_at(layer).backward(a.residuals[slot], a.residuals[slot + 1], d_residual_,
+                             d_residual_next_, dropout, scratch_, layer_activations(layer, a, slot),
+                             split ? &a.deferred : nullptr);
     std::swap(d_residual_, d_residual_next_);
-    release_gradients(unit);
-    release_values(unit);
+    release_gradients(layer + 1);
+    release_values(layer + 1);
+  }
+  if (!stage.embedding) {
+    a.d_input.copy_from(d_residual_);
+    if (stage.lm_head && model_.tied_embeddings) release_gradients(0);
+    return;
   }
   acquire_values(0);
   acquire_gradients(0);
@@ -298,15 +402,54 @@ double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets
   if (model_.dropout > 0) {
     d_residual_next_.fill_zero();
     DropoutKey key = dropout_key(model_, dropout, 0);
-    key.first_token += tp.first_local_token(batch_ * seq_);
+    key.first_token += tp.first_local_token(a.batch * a.seq);
     dropout_backward(d_residual_, model_.dropout, key, d_residual_next_);
     d_embedded = &d_residual_next_;
   }
-  embed_backward(inputs, *d_embedded);
+  embed_backward(a.inputs, *d_embedded, a);
   release_gradients(0);
-  if (model_.tied_embeddings) release_gradients(0);
+  if (stage.lm_head && model_.tied_embeddings) release_gradients(0);
   release_values(0);
+}
+
+void Transformer::stage_backward_weight(StageActivations& a) {
+  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(a.chunk));
+  // The units' gradients are bound for the pass (ZeRO-2/3); values are not needed.
+  for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
+    acquire_gradients(l + 1);
+  }
+  run_deferred_weight_gradients(a.deferred);
+  for (std::int64_t l = stage.first_layer + stage.num_layers; l-- > stage.first_layer;) {
+    release_gradients(l + 1);
+  }
+}
+
+double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
+                                     const DropoutContext& dropout) {
+  STRATA_CHECK(stages_.size() == 1 && stages_.front().embedding && stages_.front().lm_head,
+               "forward_backward runs a model held whole");
+  STRATA_CHECK(inputs.dim() == 2 && inputs.shape() == targets.shape(),
+               "inputs {} and targets {} must both be [batch, seq]",
+               shape_to_string(inputs.shape()), shape_to_string(targets.shape()));
+  // The head's values stay gathered (ZeRO-3) from the forward into the backward.
+  acquire_values(head_unit());
+  if (model_.tied_embeddings) acquire_values(0);
+  const double loss =
+      stage_forward(0, inputs.size(0), inputs.size(1), inputs, &targets, dropout, whole_);
+  stage_backward(0, nullptr, loss_scale, dropout, whole_);
+  if (model_.tied_embeddings) release_values(0);
+  release_values(head_unit());
   return loss;
+}
+
+double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
+                                 const DropoutContext& dropout) {
+  STRATA_CHECK(stages_.size() == 1 && stages_.front().embedding && stages_.front().lm_head,
+               "forward_loss runs a model held whole");
+  STRATA_CHECK(inputs.dim() == 2 && inputs.shape() == targets.shape(),
+               "inputs {} and targets {} must both be [batch, seq]",
+               shape_to_string(inputs.shape()), shape_to_string(targets.shape()));
+  return stage_forward(0, inputs.size(0), inputs.size(1), inputs, &targets, dropout, whole_);
 }
 
 }  // namespace strata::executor

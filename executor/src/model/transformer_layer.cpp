@@ -170,12 +170,32 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
                qkv_weight_->shape[0], shape_.num_heads, shape_.num_kv_heads);
 }
 
-DropoutKey TransformerLayer::key(const DropoutContext& dropout, int branch) const {
+DropoutKey TransformerLayer::key(const DropoutContext& dropout, const LayerActivations& a,
+                                 int branch) const {
   // Site 0 is the embedding's; layer l uses 1 + 2l (attention branch) and 2 + 2l (MLP branch).
   DropoutKey key =
       dropout_key(model_, dropout, static_cast<std::uint32_t>(1 + 2 * index_ + branch));
-  key.first_token += tp_.first_local_token(batch_ * seq_);
+  key.first_token += tp_.first_local_token(a.batch * a.seq);
   return key;
+}
+
+void run_deferred_weight_gradients(DeferredWeightGradients& work) {
+  for (DeferredWeightGradient& item : work) {
+    linear_backward_parameters(item.dy, item.x, item.weight->gradient,
+                               item.bias ? &item.bias->gradient : nullptr);
+  }
+  work.clear();
+}
+
+void TransformerLayer::linear_gradients(const Tensor& dy, const Tensor& x, ParameterEntry* weight,
+                                        ParameterEntry* bias, Tensor& dx,
+                                        DeferredWeightGradients* deferred) {
+  linear_backward_input(dy, weight->compute, dx);
+  if (deferred != nullptr) {
+    deferred->push_back(DeferredWeightGradient{dy.to(dy.device()), x.to(x.device()), weight, bias});
+    return;
+  }
+  linear_backward_parameters(dy, x, weight->gradient, gradient_of(bias));
 }
 
 void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::int64_t seq,
@@ -205,11 +225,11 @@ void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::in
 }
 
 void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch, std::int64_t seq,
-                               const DropoutContext& dropout, LayerScratch& scratch) {
-  batch_ = batch;
-  seq_ = seq;
-  LayerActivations& a = activations();
+                               const DropoutContext& dropout, LayerScratch& scratch,
+                               LayerActivations& a) {
   allocate(a, batch, seq, x.scalar_type(), x.device());
+  a.batch = batch;
+  a.seq = seq;
   scratch.resize(model_, tp_, batch, seq, x.scalar_type(), x.device());
   const double p = model_.dropout;
   const bool sp = tp_.shards_tokens();
@@ -232,7 +252,7 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   if (separate_bias() && attention_output_bias_) {
     bias_forward(scratch.branch, attention_output_bias_->compute);
   }
-  if (p > 0) dropout_forward(scratch.branch, p, key(dropout, 0), scratch.branch);
+  if (p > 0) dropout_forward(scratch.branch, p, key(dropout, a, 0), scratch.branch);
   residual_forward(x, scratch.branch, a.middle);
   // MLP branch.
   Tensor& norm2 = sp ? scratch.norm_local : a.norm2_full;
@@ -253,24 +273,24 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
                  separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
   reduce_sequence(tp_, mlp_partial, mlp_branch);
   if (separate_bias() && mlp_output_bias_) bias_forward(mlp_branch, mlp_output_bias_->compute);
-  if (p > 0) dropout_forward(mlp_branch, p, key(dropout, 1), mlp_branch);
+  if (p > 0) dropout_forward(mlp_branch, p, key(dropout, a, 1), mlp_branch);
   residual_forward(a.middle, mlp_branch, mlp_branch);
 }
 
 void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
-                                const DropoutContext& dropout, LayerScratch& scratch) {
-  if (recomputes()) forward(x, out, batch_, seq_, dropout, scratch);
-  LayerActivations& a = activations();
+                                const DropoutContext& dropout, LayerScratch& scratch,
+                                LayerActivations& a, DeferredWeightGradients* deferred) {
+  if (recomputes()) forward(x, out, a.batch, a.seq, dropout, scratch, a);
   const double p = model_.dropout;
   const bool sp = tp_.shards_tokens();
-  scratch.resize(model_, tp_, batch_, seq_, x.scalar_type(), x.device());
+  scratch.resize(model_, tp_, a.batch, a.seq, x.scalar_type(), x.device());
   // The MLP residual: d_middle starts as d_out, and the MLP branch sees d_out too.
   Tensor& d_middle = scratch.d_middle;
   d_middle.copy_from(d_out);
   const Tensor* d_mlp = &d_out;
   if (p > 0) {
     scratch.d_branch.fill_zero();
-    dropout_backward(d_out, p, key(dropout, 1), scratch.d_branch);
+    dropout_backward(d_out, p, key(dropout, a, 1), scratch.d_branch);
     d_mlp = &scratch.d_branch;
   }
   if (separate_bias() && mlp_output_bias_) bias_backward(*d_mlp, mlp_output_bias_->gradient);
@@ -279,21 +299,20 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     d_mlp = &scratch.d_branch_full;
   }
   scratch.d_hidden.fill_zero();
-  linear_backward(*d_mlp, a.hidden_out, mlp_output_weight_->compute, &scratch.d_hidden,
-                  mlp_output_weight_->gradient,
-                  separate_bias() ? nullptr : gradient_of(mlp_output_bias_));
+  linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
+                   separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden, deferred);
   scratch.d_gate.fill_zero();
   scratch.d_norm_full.fill_zero();
   if (llama_mlp_) {
     scratch.d_up.fill_zero();
     swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
-    linear_backward(scratch.d_up, a.norm2_full, mlp_up_weight_->compute, &scratch.d_norm_full,
-                    mlp_up_weight_->gradient, gradient_of(mlp_up_bias_));
+    linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_, scratch.d_norm_full,
+                     deferred);
   } else {
     gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate);
   }
-  linear_backward(scratch.d_gate, a.norm2_full, mlp_in_weight_->compute, &scratch.d_norm_full,
-                  mlp_in_weight_->gradient, gradient_of(mlp_in_bias_));
+  linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_, scratch.d_norm_full,
+                   deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
                         a.rstd2, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
@@ -303,7 +322,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   const Tensor* d_branch = &scratch.d_attention_branch;
   if (p > 0) {
     scratch.d_branch.fill_zero();
-    dropout_backward(scratch.d_attention_branch, p, key(dropout, 0), scratch.d_branch);
+    dropout_backward(scratch.d_attention_branch, p, key(dropout, a, 0), scratch.d_branch);
     d_branch = &scratch.d_branch;
   }
   if (separate_bias() && attention_output_bias_) {
@@ -314,9 +333,9 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     d_branch = &scratch.d_branch_full;
   }
   scratch.d_attention.fill_zero();
-  linear_backward(*d_branch, a.attention_out, attention_output_weight_->compute,
-                  &scratch.d_attention, attention_output_weight_->gradient,
-                  separate_bias() ? nullptr : gradient_of(attention_output_bias_));
+  linear_gradients(*d_branch, a.attention_out, attention_output_weight_,
+                   separate_bias() ? nullptr : attention_output_bias_, scratch.d_attention,
+                   deferred);
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
   causal_attention_backward(scratch.d_attention.reshaped(a.attention_out.shape()), a.qkv,
@@ -326,8 +345,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
                     *model_.rope_theta);
   }
   scratch.d_norm_full.fill_zero();
-  linear_backward(d_qkv, a.norm1_full, qkv_weight_->compute, &scratch.d_norm_full,
-                  qkv_weight_->gradient, gradient_of(qkv_bias_));
+  linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, a.mean1,
                         a.rstd1, dx, attention_norm_weight_->gradient,

@@ -56,36 +56,59 @@ void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor* bi
   gelu_forward(gelu_input, y);
 }
 
+void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
+  check_shapes("linear_backward_input", dx, weight, dy);
+  const std::int64_t in = weight.size(1);
+  const std::int64_t out = weight.size(0);
+  if (on_cuda("linear_backward_input", {&dy, &weight, &dx})) {
+    const ScalarType type = check_cuda_types("linear_backward_input", {&dy, &weight, &dx}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_linear_backward_input(dy.raw(), weight.raw(), dx.raw(), dx.numel() / in, in, out,
+                                         type);
+    }
+    return;
+  }
+  check_cpu_same_type("linear_backward_input", {&dy, &weight, &dx});
+  dispatch_floating(dx.scalar_type(), "linear_backward_input", [&]<class T>() {
+    cpu::as_matrix<T>(dx, in).noalias() +=
+        cpu::as_matrix<T>(dy, out) * cpu::as_matrix<T>(weight, in);
+  });
+}
+
+void linear_backward_parameters(const Tensor& dy, const Tensor& x, Tensor& dweight, Tensor* dbias) {
+  STRATA_CHECK(dweight.dim() == 2, "linear_backward_parameters: weight gradient {} is not a matrix",
+               shape_to_string(dweight.shape()));
+  check_shapes("linear_backward_parameters", x, dweight, dy);
+  const std::int64_t in = dweight.size(1);
+  const std::int64_t out = dweight.size(0);
+  if (on_cuda("linear_backward_parameters", {&dy, &x, &dweight, dbias})) {
+    const ScalarType type =
+        check_cuda_types("linear_backward_parameters", {&dy, &x}, {&dweight, dbias});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_linear_backward_parameters(dy.raw(), x.raw(), dweight.data<float>(),
+                                              dbias ? dbias->data<float>() : nullptr,
+                                              x.numel() / in, in, out, type);
+    }
+    return;
+  }
+  check_cpu_same_type("linear_backward_parameters", {&dy, &x, &dweight, dbias});
+  dispatch_floating(x.scalar_type(), "linear_backward_parameters", [&]<class T>() {
+    const auto dy_matrix = cpu::as_matrix<T>(dy, out);
+    cpu::as_matrix<T>(dweight, in).noalias() += dy_matrix.transpose() * cpu::as_matrix<T>(x, in);
+    if (dbias != nullptr) cpu::as_vector<T>(*dbias) += dy_matrix.colwise().sum();
+  });
+}
+
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, Tensor* dx,
                      Tensor& dweight, Tensor* dbias) {
   check_shapes("linear_backward", x, weight, dy);
   check_same_numel("linear_backward", weight, dweight);
-  if (dx != nullptr) check_same_numel("linear_backward", x, *dx);
-  const std::int64_t in = weight.size(1);
-  const std::int64_t out = weight.size(0);
-  if (on_cuda("linear_backward", {&dy, &x, &weight, dx, &dweight, dbias})) {
-    const ScalarType type =
-        check_cuda_types("linear_backward", {&dy, &x, &weight, dx}, {&dweight, dbias});
-    if constexpr (kCudaBackendBuilt) {
-      const std::int64_t rows = x.numel() / in;
-      if (dx != nullptr) {
-        cuda::launch_linear_backward_input(dy.raw(), weight.raw(), dx->raw(), rows, in, out, type);
-      }
-      cuda::launch_linear_backward_parameters(dy.raw(), x.raw(), dweight.data<float>(),
-                                              dbias ? dbias->data<float>() : nullptr, rows, in, out,
-                                              type);
-    }
-    return;
+  if (dx != nullptr) {
+    check_same_numel("linear_backward", x, *dx);
+    linear_backward_input(dy, weight, *dx);
   }
-  check_cpu_same_type("linear_backward", {&dy, &x, &weight, dx, &dweight, dbias});
-  dispatch_floating(x.scalar_type(), "linear_backward", [&]<class T>() {
-    const auto dy_matrix = cpu::as_matrix<T>(dy, out);
-    if (dx != nullptr) {
-      cpu::as_matrix<T>(*dx, in).noalias() += dy_matrix * cpu::as_matrix<T>(weight, in);
-    }
-    cpu::as_matrix<T>(dweight, in).noalias() += dy_matrix.transpose() * cpu::as_matrix<T>(x, in);
-    if (dbias != nullptr) cpu::as_vector<T>(*dbias) += dy_matrix.colwise().sum();
-  });
+  Tensor dweight_matrix = dweight.reshaped(weight.shape());
+  linear_backward_parameters(dy, x, dweight_matrix, dbias);
 }
 
 }  // namespace strata::executor

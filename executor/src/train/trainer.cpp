@@ -9,6 +9,7 @@
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
+#include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
 
@@ -23,15 +24,12 @@ ScalarType compute_type_of(const schemas::Plan& plan) {
 void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
                      std::int64_t world_size) {
   const schemas::Mesh& mesh = plan.mesh;
-  for (const auto& [axis, size, what] : {std::tuple{"pp", mesh.pp, "pipeline parallelism"},
-                                         std::tuple{"vpp", mesh.vpp, "interleaved pipeline stages"},
-                                         std::tuple{"cp", mesh.cp, "context parallelism"}}) {
-    if (size != 1) {
-      throw InputError(plan_source, fmt::format("/mesh/{}", axis),
-                       fmt::format("{}={}: the executor does not run {} yet (it runs tensor, "
-                                   "sequence and data parallelism with ZeRO 0-3)",
-                                   axis, size, what));
-    }
+  if (mesh.cp != 1) {
+    throw InputError(plan_source, "/mesh/cp",
+                     fmt::format("cp={}: the executor does not run context parallelism yet (it "
+                                 "runs tensor, sequence, data and pipeline parallelism with ZeRO "
+                                 "0-3)",
+                                 mesh.cp));
   }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
@@ -67,7 +65,8 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
   for (const ParameterSpec& spec : transformer_parameters(plan.model)) {
     parameters += shape_numel(spec.shape);
   }
-  const double state_bytes = 16.0 * static_cast<double>(parameters) / static_cast<double>(mesh.tp);
+  const double state_bytes =
+      16.0 * static_cast<double>(parameters) / static_cast<double>(mesh.tp * mesh.pp);
   const double physical_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                                 static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (state_bytes > physical_bytes) {
@@ -76,7 +75,10 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
         fmt::format("{}'s {} parameters need {:.1f} GB for fp32 values, gradients and "
                     "AdamW moments{}; this machine has {:.1f} GB",
                     plan.model.name, parameters, state_bytes / 1e9,
-                    mesh.tp > 1 ? fmt::format(" on each of {} tensor-parallel ranks", mesh.tp) : "",
+                    mesh.tp * mesh.pp > 1
+                        ? fmt::format(" on each of {} tensor- and pipeline-parallel ranks",
+                                      mesh.tp * mesh.pp)
+                        : "",
                     physical_bytes / 1e9));
   }
 }
@@ -95,12 +97,27 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* group
     options.own_values = plan.zero_stage < 3;
     options.own_gradients = plan.zero_stage < 2;
   }
-  // Full recomputation: all layers, or the first N (with one pipeline stage, its one entry).
+  // Full recomputation: all layers, or each stage's first N (Megatron's block method).
   // Selective recomputation needs nothing more: our attention never stores the probabilities.
   if (plan.recompute.granularity == schemas::RecomputeGranularity::full) {
-    options.recomputed_layers = plan.recompute.full_layers_per_stage.empty()
-                                    ? plan.model.num_layers
-                                    : plan.recompute.full_layers_per_stage.front();
+    options.recomputed_layers.assign(static_cast<std::size_t>(plan.model.num_layers), false);
+    for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+      const schemas::PipelineStage& stage = plan.stages[s];
+      const std::int64_t count = plan.recompute.full_layers_per_stage.empty()
+                                     ? stage.num_layers
+                                     : plan.recompute.full_layers_per_stage[s];
+      for (std::int64_t l = stage.first_layer; l < stage.first_layer + count; ++l) {
+        options.recomputed_layers[static_cast<std::size_t>(l)] = true;
+      }
+    }
+  }
+  // This rank's pipeline stages: stage s lives on pipeline rank s mod pp as its chunk s / pp.
+  if (plan.mesh.pp > 1 && groups != nullptr) {
+    const std::int64_t pp_rank = groups->coordinate(schemas::MeshAxis::pp);
+    for (std::size_t s = static_cast<std::size_t>(pp_rank); s < plan.stages.size();
+         s += static_cast<std::size_t>(plan.mesh.pp)) {
+      options.stages.push_back(plan.stages[s]);
+    }
   }
   return options;
 }
@@ -136,9 +153,16 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     const std::int64_t bucket = options_.bucket_elements > 0
                                     ? options_.bucket_elements
                                     : default_bucket_elements(plan_.mesh.dp);
+    const bool pipelined = plan_.mesh.pp > 1;
     sharded_ = std::make_unique<ShardedOptimizer>(
-        model_, *groups_, ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket},
+        model_, *groups_,
+        ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket, pipelined},
         options_.seed);
+    if (pipelined) {
+      pipeline_ = std::make_unique<PipelineRuntime>(
+          plan_, plan_source, schedule::build_plan_schedule(plan_, options_.plan_directory), model_,
+          *sharded_, *groups_, sampler_);
+    }
   }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
@@ -286,13 +310,24 @@ StepRecord Trainer::train_step() {
   // This dp rank's samples: the contiguous d-th 1/dp of the global batch.
   const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
   const std::int64_t first_rank_sample = dp_rank * (batch.global_batch_size / plan_.mesh.dp);
-  if (sharded_) {
+  if (pipeline_) {
+    // The runtime begins the step itself.
+  } else if (sharded_) {
     sharded_->begin_step();
   } else {
     model_.parameters().zero_gradients();
   }
   double loss_sum = 0;
-  for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
+  double norm = 0;
+  const double rate = schedule_.at(step);
+  if (pipeline_) {
+    const PipelineStepResult result = pipeline_->run_step(PipelineStep{
+        step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, record_timeline_});
+    loss_sum = result.loss_sum;
+    norm = result.gradient_norm;
+    last_timeline_ = result.executed;
+  }
+  for (std::int64_t micro = 0; !pipeline_ && micro < batch.num_micro_batches; ++micro) {
     const std::int64_t first_sample = first_rank_sample + micro * batch.micro_batch_size;
     sampler_.fill(step, first_sample, inputs_, targets_);
     if (cuda) {
@@ -304,12 +339,12 @@ StepRecord Trainer::train_step() {
     if (sharded_) sharded_->begin_micro_batch(micro + 1 == batch.num_micro_batches);
     loss_sum += model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
   }
-  const double rate = schedule_.at(step);
-  double norm = 0;
   double micro_batches = static_cast<double>(batch.num_micro_batches);
   if (sharded_) {
-    sharded_->finish_gradients();
-    norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
+    if (!pipeline_) {
+      sharded_->finish_gradients();
+      norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
+    }
     // The loss over every dp rank's micro-batches (tp ranks already agree on theirs).
     Tensor sum = Tensor::zeros({1}, ScalarType::float64);
     sum.data<double>()[0] = loss_sum;

@@ -1,5 +1,7 @@
 // Every layout computes the one-device numbers: under mpirun, each case trains a plan's layout —
-// tensor, sequence and data parallelism, ZeRO 1-3, dropout, recomputation — for 10 steps, and
+// tensor, sequence and data parallelism, ZeRO 1-3, dropout, recomputation, and pipelines run by
+// the schedule IR (1F1B, GPipe, interleaved, ZB-H1, a custom CSV; uneven, embedding-only and
+// head-only stages; tied embeddings across stages) — for 10 steps, and
 // rank 0 holds it against the same plan trained on one rank in this process: per-step losses
 // within 1e-5 relative, and the final parameters (gathered from every rank's slices and shards)
 // within 1e-5 in norm, per parameter. Also: a checkpointed run resumes bit-identically.
@@ -87,8 +89,33 @@ struct Layout {
   bool recompute = false;
   std::int64_t bucket_elements = 0;  // 0: the default (one bucket for these models)
   bool overlap_grad_reduce = true;
-  std::int64_t ranks() const { return tp * dp; }
+  std::int64_t pp = 1, vpp = 1;
+  schemas::ScheduleType schedule = schemas::ScheduleType::one_f_one_b;
+  // Layers per stage (pp·vpp entries, the first with the embedding, the last with the head);
+  // empty: the plan's even split.
+  std::vector<std::int64_t> stage_layers = {};
+  std::int64_t ranks() const { return tp * dp * pp; }
 };
+
+// A pipeline layout: tp·dp·pp ranks running `schedule`.
+Layout pipeline(std::string name, std::string model, std::int64_t tp, std::int64_t dp,
+                std::int64_t pp, std::int64_t vpp, schemas::ScheduleType schedule,
+                std::int64_t zero_stage = 0, double dropout = 0, bool recompute = false,
+                bool sequence_parallel = false, std::vector<std::int64_t> stage_layers = {}) {
+  Layout layout{std::move(name),   std::move(model), tp,      dp,
+                sequence_parallel, zero_stage,       dropout, recompute};
+  layout.pp = pp;
+  layout.vpp = vpp;
+  layout.schedule = schedule;
+  layout.stage_layers = std::move(stage_layers);
+  return layout;
+}
+
+// A schedule as a user would write one (compute actions only; the reader adds the sends,
+// receives and per-step actions): rank 0 runs all its forwards first, rank 1 alternates.
+constexpr const char* kCustomSchedule =
+    "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\n"
+    "1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n";
 
 void PrintTo(const Layout& layout, std::ostream* out) { *out << layout.name; }
 
@@ -121,31 +148,95 @@ std::vector<Layout> all_layouts() {
   };
 }
 
+std::vector<Layout> pipeline_layouts() {
+  using schemas::ScheduleType;
+  return {
+      // 2 ranks.
+      pipeline("Pp2OneFOneBTiedEmbeddings", "gpt-tiny", 1, 1, 2, 1, ScheduleType::one_f_one_b),
+      pipeline("Pp2OneFOneBLlamaDropout", "llama-tiny", 1, 1, 2, 1, ScheduleType::one_f_one_b, 0,
+               0.1),
+      pipeline("Pp2OneFOneBLlamaDropoutRecompute", "llama-tiny", 1, 1, 2, 1,
+               ScheduleType::one_f_one_b, 0, 0.1, true),
+      pipeline("Pp2Gpipe", "gpt-odd", 1, 1, 2, 1, ScheduleType::gpipe),
+      pipeline("Pp2ZbH1TiedEmbeddingsDropout", "gpt-tiny", 1, 1, 2, 1, ScheduleType::zb_h1, 0, 0.1),
+      pipeline("Pp2Vpp2Interleaved", "gpt-tiny", 1, 1, 2, 2, ScheduleType::interleaved_one_f_one_b),
+      pipeline("Pp2Vpp2InterleavedLlamaRecompute", "llama-tiny", 1, 1, 2, 2,
+               ScheduleType::interleaved_one_f_one_b, 0, 0, true),
+      pipeline("Pp2CustomCsv", "llama-tiny", 1, 1, 2, 1, ScheduleType::custom),
+      pipeline("Pp2EmbeddingOnlyStage", "gpt-tiny", 1, 1, 2, 1, ScheduleType::one_f_one_b, 0, 0,
+               false, false, {0, 4}),
+      // 4 ranks.
+      pipeline("Pp4UnevenHeadOnlyStage", "gpt-tiny", 1, 1, 4, 1, ScheduleType::one_f_one_b, 0, 0,
+               false, false, {2, 1, 1, 0}),
+      pipeline("Dp2Pp2Zero1", "gpt-tiny", 1, 2, 2, 1, ScheduleType::one_f_one_b, 1),
+      pipeline("Dp2Pp2Zero2ZbH1Llama", "llama-tiny", 1, 2, 2, 1, ScheduleType::zb_h1, 2),
+      pipeline("Dp2Pp2Zero3TiedEmbeddingsDropout", "gpt-tiny", 1, 2, 2, 1,
+               ScheduleType::one_f_one_b, 3, 0.1),
+      pipeline("Dp2Pp2Zero3Llama", "llama-tiny", 1, 2, 2, 1, ScheduleType::one_f_one_b, 3),
+      pipeline("Tp2Pp2SequenceParallel", "gpt-tiny-257", 2, 1, 2, 1, ScheduleType::one_f_one_b, 0,
+               0.1, false, true),
+      // 8 ranks.
+      pipeline("Dp2Tp2Pp2", "gpt-tiny", 2, 2, 2, 1, ScheduleType::one_f_one_b),
+      pipeline("Dp2Tp2Pp2Vpp2SequenceParallelZero1", "llama-tiny", 2, 2, 2, 2,
+               ScheduleType::interleaved_one_f_one_b, 1, 0, false, true),
+  };
+}
+
 std::vector<Layout> layouts_for_this_job() {
   std::vector<Layout> layouts;
   for (const Layout& layout : all_layouts()) {
     if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
   }
+  for (const Layout& layout : pipeline_layouts()) {
+    if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
+  }
   return layouts;
 }
 
-schemas::Plan plan_of(const schemas::ModelConfig& model, std::int64_t tp, std::int64_t dp,
-                      bool sequence_parallel, std::int64_t zero_stage, bool recompute,
-                      bool overlap_grad_reduce) {
+// The custom schedule's file, written once per job by rank 0 (the trainer reads it on every rank).
+fs::path custom_schedule_file() {
+  const fs::path file = fs::path(::testing::TempDir()) /
+                        ("strata-custom-schedule-" + std::to_string(launched_ranks()) + ".csv");
+  return file;
+}
+
+schemas::Plan plan_of(const schemas::ModelConfig& model, const Layout& layout) {
   schemas::PlanKnobs knobs;
-  knobs.mesh.tp = tp;
-  knobs.mesh.dp = dp;
+  knobs.mesh.tp = layout.tp;
+  knobs.mesh.dp = layout.dp;
+  knobs.mesh.pp = layout.pp;
+  knobs.mesh.vpp = layout.vpp;
   knobs.seq_length = 32;
   knobs.global_batch_size = 8;
-  knobs.micro_batch_size = dp >= 4 ? 1 : 2;
-  knobs.sequence_parallel = sequence_parallel;
-  knobs.zero_stage = zero_stage;
-  knobs.overlap_grad_reduce = overlap_grad_reduce;
+  knobs.micro_batch_size = layout.dp >= 4 ? 1 : 2;
+  knobs.sequence_parallel = layout.sequence_parallel;
+  knobs.zero_stage = layout.zero_stage;
+  knobs.overlap_grad_reduce = layout.overlap_grad_reduce;
   knobs.recompute =
-      recompute ? schemas::RecomputeGranularity::full : schemas::RecomputeGranularity::none;
+      layout.recompute ? schemas::RecomputeGranularity::full : schemas::RecomputeGranularity::none;
+  knobs.schedule = layout.schedule == schemas::ScheduleType::custom
+                       ? schemas::ScheduleType::one_f_one_b
+                       : layout.schedule;
   knobs.precision = schemas::Dtype::fp32;
-  const std::string cluster = "cpu-local:" + std::to_string(tp * dp);
-  return schemas::build_plan(model, schemas::resolve_cluster(cluster), knobs, "test");
+  const std::string cluster = "cpu-local:" + std::to_string(layout.ranks());
+  schemas::Plan plan = schemas::build_plan(model, schemas::resolve_cluster(cluster), knobs, "test");
+  if (layout.schedule == schemas::ScheduleType::custom) {
+    plan.schedule = {schemas::ScheduleType::custom, custom_schedule_file().string()};
+  }
+  if (!layout.stage_layers.empty()) {
+    plan.stages.clear();
+    std::int64_t next = 0;
+    for (std::size_t s = 0; s < layout.stage_layers.size(); ++s) {
+      plan.stages.push_back(
+          {next, layout.stage_layers[s], s == 0, s + 1 == layout.stage_layers.size()});
+      next += layout.stage_layers[s];
+    }
+  }
+  return plan;
+}
+
+schemas::Plan one_device_plan(const schemas::ModelConfig& model) {
+  return plan_of(model, Layout{"one device", model.name});
 }
 
 TokenFile token_data() {
@@ -219,15 +310,19 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
   RunRecord single;
   ParameterStore single_values(transformer_parameters(model), ScalarType::float32);
   if (world.rank() == 0) {
-    const schemas::Plan one = plan_of(model, 1, 1, false, 0, false, true);
+    if (layout.schedule == schemas::ScheduleType::custom) {
+      std::FILE* file = std::fopen(custom_schedule_file().c_str(), "w");
+      ASSERT_NE(file, nullptr);
+      std::fputs(kCustomSchedule, file);
+      std::fclose(file);
+    }
+    const schemas::Plan one = one_device_plan(model);
     Trainer trainer(one, "one device", data, options);
     single = train(trainer);
     trainer.gather_parameters(single_values);
   }
 
-  const schemas::Plan plan =
-      plan_of(model, layout.tp, layout.dp, layout.sequence_parallel, layout.zero_stage,
-              layout.recompute, layout.overlap_grad_reduce);
+  const schemas::Plan plan = plan_of(model, layout);
   Trainer trainer(plan, layout.name, data, options, &world);
   ASSERT_TRUE(trainer.parallel());
   const RunRecord parallel = train(trainer);
@@ -276,9 +371,7 @@ TEST_P(ParallelResume, ContinuesBitIdentically) {
   Communicator& world = world_communicator();
   const schemas::ModelConfig model = model_named(layout.model, layout.dropout);
   const TokenFile data = token_data();
-  const schemas::Plan plan =
-      plan_of(model, layout.tp, layout.dp, layout.sequence_parallel, layout.zero_stage,
-              layout.recompute, layout.overlap_grad_reduce);
+  const schemas::Plan plan = plan_of(model, layout);
   // One directory for the whole job (as on a shared file system), made fresh by rank 0.
   const fs::path directory =
       fs::path(::testing::TempDir()) /

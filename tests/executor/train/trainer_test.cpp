@@ -106,14 +106,15 @@ TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
       strata::testing::input_error_message([&] { Trainer(two_ranks, "plan.json", data, {}); }),
       HasSubstr("plan.json: /mesh: the plan runs on 2 ranks (tp 1 × cp 1 × dp 2 × pp 1); this "
                 "job has 1 (start it with mpirun -np N)"));
-  knobs.mesh = schemas::Mesh{.tp = 1, .cp = 1, .dp = 1, .pp = 2};
+  knobs.mesh = schemas::Mesh{.tp = 1, .cp = 2, .dp = 1, .pp = 1};
   knobs.global_batch_size = 4;
   knobs.micro_batch_size = 1;
-  const schemas::Plan pipelined =
+  const schemas::Plan context_parallel =
       schemas::build_plan(model, schemas::cluster_preset("cpu-local:2"), knobs, "test");
-  EXPECT_THAT(
-      strata::testing::input_error_message([&] { Trainer(pipelined, "plan.json", data, {}); }),
-      HasSubstr("plan.json: /mesh/pp: pp=2: the executor does not run pipeline parallelism yet"));
+  EXPECT_THAT(strata::testing::input_error_message(
+                  [&] { Trainer(context_parallel, "plan.json", data, {}); }),
+              HasSubstr("plan.json: /mesh/cp: cp=2: the executor does not run context "
+                        "parallelism yet"));
   schemas::Plan half = plan_for(model, 1, 1);
   half.precision = schemas::Dtype::bf16;
   EXPECT_THAT(

@@ -24,6 +24,18 @@
 // replicated over tp ranks (kv heads when tp exceeds them). The global gradient norm sums each
 // element's square exactly once: on the rank that owns it among its tp replicas and, where
 // gradients are replicated over dp (stage 0), on dp rank 0 only; then one all-reduce over the job.
+//
+// Pipelines (options.pipeline): the model holds this rank's stages; a bucket never spans two of
+// them, so that each stage's REDUCE_GRAD reduces exactly its own gradients. Stages 0 and 1 reduce
+// a bucket when the runtime says: as soon as its backward is done once arm_reductions() has been
+// called for its stage (before the stage's last backward, to overlap the rest of it), or at the
+// stage's REDUCE_GRAD (reduce_units), or at the step's end. Stages 2 and 3 reduce-scatter a
+// bucket whenever the last holder of its transient gradients lets go: after each micro-batch's
+// backward, or after a split backward's W pass when the runtime holds the units' gradients from
+// I to W. With tied embeddings split over the first and last stage, the word embedding is a
+// bucket of its own, its gradients stay whole through the step (held from begin_step) and
+// tie_embedding_gradients() all-reduces them over the embedding group before their data-parallel
+// reduction; the last stage's copy is left out of the norm.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +51,9 @@ struct ShardingOptions {
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
   std::int64_t bucket_elements = 40'000'000;
+  // Driven by the pipeline runtime's REDUCE_GRAD and TIED_GRAD actions instead of by micro-batch
+  // (see "Pipelines" below).
+  bool pipeline = false;
 };
 
 // Megatron-LM's default bucket: max(40M, 1M·dp) parameters (what the simulator charges).
@@ -59,6 +74,16 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   void begin_micro_batch(bool last);
   // After the last micro-batch: waits for reductions in flight and runs those still to run.
   void finish_gradients();
+
+  // Pipelines. Before a stage's last backward (B or W): its buckets reduce as their backward
+  // completes (stages 0 and 1 with overlap_grad_reduce).
+  void arm_reductions(const std::vector<std::int64_t>& units);
+  // REDUCE_GRAD: starts the reduction of every bucket of these units not yet reduced (stages 0
+  // and 1; stages 2 and 3 reduced them after each backward).
+  void reduce_units(const std::vector<std::int64_t>& units);
+  // TIED_GRAD: sums the word embedding's gradient over `embedding_group` (the first and last
+  // stage), then reduces its bucket over dp.
+  void tie_embedding_gradients(Communicator& embedding_group);
   // Clipping to max_gradient_norm (≤ 0: none) and AdamW step t = step + 1; returns the global
   // gradient norm before clipping.
   double step(double learning_rate, std::int64_t step, const AdamWConfig& config,
@@ -97,6 +122,7 @@ class ShardedOptimizer final : public ParameterUnitHooks {
     Tensor value_buffer;     // stage 3: the transient padded values while a unit runs
     int value_references = 0;
     bool reduced = false;  // this step's (stage 0/1) or micro-batch's (2/3) reduction started
+    bool armed = false;    // pipelines: reduce as soon as its backward is done
   };
   struct UnitState {
     std::size_t bucket = 0;
@@ -123,6 +149,11 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   ShardingOptions options_;
   std::int64_t dp_size_ = 1, dp_rank_ = 0;
   bool last_micro_batch_ = false;
+  // Pipelines with tied embeddings split over stages: this rank holds the word embedding (as the
+  // embedding, the LM head, or both), held whole until the tie; counted in the norm only where
+  // the embedding stage is.
+  bool ties_embedding_ = false;
+  bool counts_word_embedding_ = true;
   std::vector<Bucket> buckets_;  // forward order
   std::vector<UnitState> units_;
   std::vector<CommunicationRequest> in_flight_;

@@ -1,7 +1,14 @@
-// Transformer: a whole gpt or llama model — embeddings, the layers, the final norm, the LM head
-// (tied or not) and the cross-entropy loss — with parameters in one ParameterStore, on one device
-// or as one rank of a tensor-parallel group (vocabulary-parallel embedding and loss: no rank
-// gathers the logits). Used by the training loop, checkpoints and the PyTorch reference export.
+// Transformer: a gpt or llama model — embeddings, the layers, the final norm, the LM head (tied or
+// not) and the cross-entropy loss — with parameters in one ParameterStore, on one device or as one
+// rank of a tensor-parallel group (vocabulary-parallel embedding and loss: no rank gathers the
+// logits), whole or as the pipeline stages one pipeline rank holds (its chunks of the plan's
+// split: a range of layers, with the embedding on the first stage and the final norm, LM head
+// and loss on the last). Used by the training loop, the pipeline runtime, checkpoints and the
+// PyTorch reference export.
+//
+// The stages come from the model description and the plan's split alone: any stage runs its
+// layers' forward from the previous stage's activations (or the token ids) and its backward from
+// the next stage's gradient (or the loss); nothing is written per model for the pipeline.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +21,7 @@
 #include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/model/transformer_layer.h"
 #include "strata/schemas/model_config.h"
+#include "strata/schemas/plan.h"
 
 namespace strata::executor {
 
@@ -30,15 +38,42 @@ void check_executor_supports(const schemas::ModelConfig& model, const std::strin
 // transformer_layer_parameters says; norms and the position embedding are replicated.
 std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& model);
 
+// The parameters a rank holding `stages` keeps: the embeddings with the first stage, each stage's
+// layers, the final norm and LM head with the last stage — and, with tied embeddings, the word
+// embedding on the last stage too (its copy of the LM head, kept equal by the tied all-reduce).
+// In transformer_parameters' order.
+std::vector<ParameterSpec> stage_parameters(const schemas::ModelConfig& model,
+                                            const std::vector<schemas::PipelineStage>& stages);
+
 // How a model is built beyond its config: its rank's share of a tensor-parallel group, which flat
-// buffers its store leaves to a ZeRO owner, and which layers recompute.
+// buffers its store leaves to a ZeRO owner, which layers recompute, which stages it holds.
 struct TransformerOptions {
   TensorParallelism tensor_parallel;  // one rank by default
   bool own_values = true;             // false under ZeRO-3: values are bound per unit by hooks
   bool own_gradients = true;          // false under ZeRO-2/3
-  // Full recomputation of the first N layers (Megatron's --recompute-method block): they keep
-  // no activations between forward and backward and rerun their forward before their backward.
-  std::int64_t recomputed_layers = 0;
+  // Full recomputation (Megatron's --recompute-method block), by global layer index: these
+  // layers keep no activations between forward and backward and rerun their forward before
+  // their backward. Empty: none.
+  std::vector<bool> recomputed_layers;
+  // This rank's pipeline stages (its chunks, in the order its chunks are numbered); empty: the
+  // whole model as one stage.
+  std::vector<schemas::PipelineStage> stages;
+};
+
+// One micro-batch's state on one stage, from its forward to its backward: a pipeline keeps one
+// per micro-batch in flight (reused across steps: buffers are allocated once per shape).
+struct StageActivations {
+  int chunk = -1;
+  std::int64_t batch = 0, seq = 0;
+  Tensor inputs, targets;  // int32 [batch, seq]: the first stage's token ids, the last's targets
+  // [stage layers + 1] × [local tokens, hidden]: each layer's input, then the stage's output
+  // (what the next stage receives).
+  std::vector<Tensor> residuals;
+  std::vector<LayerActivations> layers;  // per layer of the stage (unused by recomputing ones)
+  Tensor embedded_full;                  // the vocab-parallel lookup's partial sums
+  Tensor final_norm_local, final_norm, final_mean, final_rstd, logits, losses, log_sum_exp;
+  Tensor d_input;  // ∂loss/∂(stage input) [local tokens, hidden]: what goes back upstream
+  DeferredWeightGradients deferred;  // a split backward's W work (zero-bubble schedules)
 };
 
 class Transformer {
@@ -61,21 +96,49 @@ class Transformer {
   // Told when each unit's values and gradients are needed (ZeRO); null: never.
   void set_unit_hooks(ParameterUnitHooks* hooks) { hooks_ = hooks; }
 
-  // inputs and targets are int32 [batch, seq] on the model's device (the whole micro-batch on
-  // every rank of a tp group). Returns the mean token loss of this micro-batch and accumulates the
-  // gradient of loss_scale·Σ token losses into the parameter store (this rank's part of it: its
-  // slices, and for parameters replicated over a token-sharded tp group a partial sum).
+  // The whole model (one stage). inputs and targets are int32 [batch, seq] on the model's device
+  // (the whole micro-batch on every rank of a tp group). Returns the mean token loss of this
+  // micro-batch and accumulates the gradient of loss_scale·Σ token losses into the parameter
+  // store (this rank's part of it: its slices, and for parameters replicated over a
+  // token-sharded tp group a partial sum).
   double forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
                           const DropoutContext& dropout);
   // The same mean loss without backward (dropout, if any, applied with the same masks).
   double forward_loss(const Tensor& inputs, const Tensor& targets, const DropoutContext& dropout);
 
+  // Pipeline stages. chunk indexes options.stages (0 for the whole model).
+  int stage_count() const { return static_cast<int>(stages_.size()); }
+  const schemas::PipelineStage& stage(int chunk) const { return stages_.at(chunk); }
+  // The parameter units (parameter_units.h) a chunk computes with: what ZeRO-3 gathers for it and
+  // whose gradients its backward produces.
+  std::vector<std::int64_t> stage_units(int chunk) const;
+  // The forward of one micro-batch of batch × seq tokens through chunk `chunk`: `input` is the
+  // token ids [batch, seq] on the first stage, else the previous stage's output [local tokens,
+  // hidden]; `targets` [batch, seq] is needed on the last stage, which returns the micro-batch's
+  // mean token loss (other stages return 0 and leave their output in a.residuals.back()).
+  double stage_forward(int chunk, std::int64_t batch, std::int64_t seq, const Tensor& input,
+                       const Tensor* targets, const DropoutContext& dropout, StageActivations& a);
+  // The backward of that micro-batch: from the loss (scaled by loss_scale) on the last stage,
+  // else from d_output, the next stage's gradient of this stage's output. Leaves the gradient of
+  // the stage's input in a.d_input (not on the first stage). With `split`, the layers' linear
+  // weight gradients wait in a.deferred for stage_backward_weight (zero-bubble I/W).
+  void stage_backward(int chunk, const Tensor* d_output, double loss_scale,
+                      const DropoutContext& dropout, StageActivations& a, bool split = false);
+  // The deferred weight-gradient pass (W) of a split backward.
+  void stage_backward_weight(StageActivations& a);
+
  private:
-  double forward(const Tensor& inputs, const Tensor& targets, const DropoutContext& dropout);
-  void embed(const Tensor& inputs, const DropoutContext& dropout);
-  void embed_backward(const Tensor& inputs, Tensor& d_embedded);
-  void vocab_parallel_loss(const Tensor& targets);
-  void allocate(std::int64_t batch, std::int64_t seq);
+  void embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a);
+  void embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a);
+  void vocab_parallel_loss(const Tensor& targets, StageActivations& a);
+  void allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a);
+  void allocate_scratch(std::int64_t batch, std::int64_t seq);
+  LayerActivations& layer_activations(std::int64_t layer, StageActivations& a, std::size_t slot) {
+    return layer_at(layer).recomputes() ? recomputed_ : a.layers[slot];
+  }
+  TransformerLayer& layer_at(std::int64_t layer) {
+    return layers_[static_cast<std::size_t>(layer_slot_[static_cast<std::size_t>(layer)])];
+  }
   std::int64_t head_unit() const { return model_.num_layers + 1; }
   void acquire_values(std::int64_t unit) {
     if (hooks_) hooks_->acquire_values(unit);
@@ -96,22 +159,22 @@ class Transformer {
   Device device_;
   TransformerOptions options_;
   ParameterUnitHooks* hooks_ = nullptr;
+  std::vector<schemas::PipelineStage> stages_;
   std::unique_ptr<ParameterStore> parameters_;
-  std::vector<TransformerLayer> layers_;
+  std::vector<TransformerLayer> layers_;  // the layers this rank holds, in layer order
+  std::vector<int> layer_slot_;           // global layer → index in layers_ (−1: not held)
   LayerScratch scratch_;
   LayerActivations recomputed_;   // shared by the recomputing layers
+  StageActivations whole_;        // forward_backward's one micro-batch
   std::int64_t vocab_start_ = 0;  // first vocabulary row of this rank's embedding and LM head
-  ParameterEntry* word_embedding_;
-  ParameterEntry* position_embedding_;  // null without learned positions
-  ParameterEntry* final_norm_weight_;
-  ParameterEntry* final_norm_bias_;
-  ParameterEntry* lm_head_;  // the word embedding when tied
+  ParameterEntry* word_embedding_ = nullptr;      // null without the first stage
+  ParameterEntry* position_embedding_ = nullptr;  // null without learned positions
+  ParameterEntry* final_norm_weight_ = nullptr;   // these three null without the last stage
+  ParameterEntry* final_norm_bias_ = nullptr;
+  ParameterEntry* lm_head_ = nullptr;  // the word embedding when tied
 
-  std::int64_t batch_ = 0, seq_ = 0;
-  // [layers + 1] × [local tokens, hidden]: each layer's input (this rank's tokens under SP).
-  std::vector<Tensor> residuals_;
-  Tensor embedded_full_;  // the vocab-parallel lookup's partial sums [tokens, hidden]
-  Tensor final_norm_local_, final_norm_, final_mean_, final_rstd_, logits_, losses_, log_sum_exp_;
+  // Transient buffers of one forward or backward, shared by every stage and micro-batch.
+  std::int64_t scratch_batch_ = 0, scratch_seq_ = 0;
   // Vocabulary-parallel loss: per-row statistics of this rank's logits; sum_exp and
   // target_logit are the two rows of shard_sums_, all-reduced in one call.
   Tensor row_max_, global_max_, shard_sums_, sum_exp_, target_logit_;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/tensor_parallel.h"
@@ -46,13 +47,28 @@ std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConf
 // heads they read (one replicated kv head when tp exceeds the kv heads).
 AttentionShape local_attention_shape(const schemas::ModelConfig& model, std::int64_t tp_size);
 
-// What backward needs from a layer's forward. A layer that recomputes (full recomputation) keeps
-// none between its forward and backward: all recomputing layers share one set, refilled by
-// rerunning the forward just before the backward.
+// What backward needs from a layer's forward, for one micro-batch: a pipeline keeps one set per
+// micro-batch in flight. A layer that recomputes (full recomputation) keeps none between its
+// forward and backward: all recomputing layers share one set, refilled by rerunning the forward
+// just before the backward.
 struct LayerActivations {
+  std::int64_t batch = 0, seq = 0;  // of the forward that filled them
   Tensor mean1, rstd1, norm1_full, qkv, attention_out, lse, middle;
   Tensor mean2, rstd2, norm2_full, hidden_in, up, hidden_out;
 };
+
+// The weight-gradient work that a zero-bubble schedule's input-gradient pass (I) leaves for its
+// weight pass (W): each linear's output gradient and input, copied so that the activations and
+// scratch buffers they came from can be reused before W runs. The parameter entry is resolved
+// when W runs (ZeRO-2/3 bind gradient buffers per pass).
+struct DeferredWeightGradient {
+  Tensor dy, x;
+  ParameterEntry* weight = nullptr;
+  ParameterEntry* bias = nullptr;  // null: the bias has its own pass, or there is none
+};
+using DeferredWeightGradients = std::vector<DeferredWeightGradient>;
+// Runs and clears the deferred work: dweight += dyᵀ·x, dbias += Σ_rows dy.
+void run_deferred_weight_gradients(DeferredWeightGradients& work);
 
 // Per-micro-batch buffers shared by all layers: the backward's gradients and, under sequence
 // parallelism, the forward's token-sharded intermediates.
@@ -72,25 +88,32 @@ class TransformerLayer {
   TransformerLayer(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
                    const TensorParallelism& tp);
 
-  // Makes the layer keep its activations in `shared` (recomputing before its backward) instead
-  // of its own; null keeps its own.
-  void recompute_into(LayerActivations* shared) { shared_ = shared; }
-  bool recomputes() const { return shared_ != nullptr; }
+  // A recomputing layer's forward keeps nothing for its backward, which reruns it first: its
+  // caller hands both the shared set of all recomputing layers.
+  void set_recompute(bool recompute) { recompute_ = recompute; }
+  bool recomputes() const { return recompute_; }
 
-  // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens.
+  // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens,
+  // keeping what backward needs in `a`.
   void forward(const Tensor& x, Tensor& out, std::int64_t batch, std::int64_t seq,
-               const DropoutContext& dropout, LayerScratch& scratch);
-  // dx += ∂loss/∂x given d_out; parameter gradients accumulate in the store. A recomputing layer
-  // first reruns its forward from x (writing `out` again, with the same values).
+               const DropoutContext& dropout, LayerScratch& scratch, LayerActivations& a);
+  // dx += ∂loss/∂x given d_out, from the activations `a` of the same micro-batch's forward;
+  // parameter gradients accumulate in the store, or, with `deferred`, the linears' weight and
+  // bias gradients are left there for a later W pass (norm gains and separately added biases are
+  // done now). A recomputing layer first reruns its forward from x (writing `out` again, with
+  // the same values).
   void backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
-                const DropoutContext& dropout, LayerScratch& scratch);
+                const DropoutContext& dropout, LayerScratch& scratch, LayerActivations& a,
+                DeferredWeightGradients* deferred = nullptr);
 
  private:
-  LayerActivations& activations() { return shared_ ? *shared_ : own_; }
   void allocate(LayerActivations& activations, std::int64_t batch, std::int64_t seq,
                 ScalarType type, Device device);
-  DropoutKey key(const DropoutContext& dropout, int branch) const;
+  DropoutKey key(const DropoutContext& dropout, const LayerActivations& a, int branch) const;
   bool separate_bias() const { return tp_.active(); }
+  // dx += dy·W now; W's and the bias's gradients now or, with `deferred`, in the W pass.
+  void linear_gradients(const Tensor& dy, const Tensor& x, ParameterEntry* weight,
+                        ParameterEntry* bias, Tensor& dx, DeferredWeightGradients* deferred);
 
   const schemas::ModelConfig& model_;
   std::int64_t index_;
@@ -112,9 +135,7 @@ class TransformerLayer {
   ParameterEntry* mlp_output_weight_;
   ParameterEntry* mlp_output_bias_;
 
-  LayerActivations own_;
-  LayerActivations* shared_ = nullptr;
-  std::int64_t batch_ = 0, seq_ = 0;  // of the last forward
+  bool recompute_ = false;
 };
 
 }  // namespace strata::executor

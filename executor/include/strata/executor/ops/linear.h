@@ -22,5 +22,11 @@ void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor* bi
 // dx may be null where the input needs no gradient; dbias is null iff the layer has no bias.
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, Tensor* dx,
                      Tensor& dweight, Tensor* dbias);
+// The parameter half of linear_backward alone (dweight += dyᵀ·x, dbias += Σ_rows dy): the weight
+// pass (W) that zero-bubble pipeline schedules run apart from the input gradient (dx = null in
+// linear_backward would still compute it).
+void linear_backward_parameters(const Tensor& dy, const Tensor& x, Tensor& dweight, Tensor* dbias);
+// The input half alone: dx += dy·weight.
+void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx);
 
 }  // namespace strata::executor

@@ -2,7 +2,8 @@
 // accumulation over the plan's micro-batches, global-norm clipping, AdamW with the learning-rate
 // schedule, checkpoints and resume — on one device (the CPU, or one GPU with the CUDA backend) or,
 // for a plan of several ranks, as one rank of an MPI job running the plan's tensor, sequence and
-// data parallelism with its ZeRO stage (distributed/sharded_optimizer.h).
+// data parallelism with its ZeRO stage (distributed/sharded_optimizer.h) and its pipeline, whose
+// steps the pipeline runtime runs from the plan's schedule (pipeline/pipeline_runtime.h).
 //
 // Every layout computes what one device computes: dp rank d takes the contiguous d-th 1/dp of
 // the global batch's samples (sample i of a step is the same window of the data whoever reads it),
@@ -24,6 +25,7 @@
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
 #include "strata/executor/optim/learning_rate_schedule.h"
+#include "strata/executor/pipeline/pipeline_runtime.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
@@ -47,6 +49,8 @@ struct TrainingOptions {
   // Gradient-reduction bucket of a data-parallel run, in parameters; 0: Megatron's default
   // max(40M, 1M·dp).
   std::int64_t bucket_elements = 0;
+  // Where the plan's relative paths (a custom schedule file) are read from.
+  std::filesystem::path plan_directory = ".";
 };
 
 struct StepRecord {
@@ -71,7 +75,7 @@ struct TrainingSummary {
 };
 
 // Checks that the executor can run `plan` as written on `device` with `world_size` ranks: as many
-// ranks as the mesh has; tp, sequence parallelism, dp and ZeRO on the CPU (pp, vpp and cp > 1 are
+// ranks as the mesh has; tp, sequence parallelism, dp, ZeRO and pipelines on the CPU (cp > 1 is
 // refused); one device on CUDA; fp32 on the CPU, fp32 or bf16 on CUDA; a model it builds; model
 // state that fits the host's memory. Errors name `plan_source` and the plan's JSON path.
 void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
@@ -100,6 +104,13 @@ class Trainer {
   // 8 → 16", ...); empty otherwise.
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
+  // Pipeline runs: record each step's executed actions (with their times) in last_timeline().
+  void record_timeline(bool record) { record_timeline_ = record; }
+  const std::vector<ExecutedAction>& last_timeline() const { return last_timeline_; }
+  // The action lists this run executes (pipeline runs; null otherwise).
+  const schedule::PipelineSchedule* pipeline_schedule() const {
+    return pipeline_ ? &pipeline_->schedule() : nullptr;
+  }
 
  private:
   StepRecord train_step();
@@ -114,6 +125,7 @@ class Trainer {
   std::unique_ptr<ProcessGroups> groups_;  // parallel runs
   Transformer model_;
   std::unique_ptr<ShardedOptimizer> sharded_;  // parallel runs
+  std::unique_ptr<PipelineRuntime> pipeline_;  // pp > 1
   BatchSampler sampler_;
   LearningRateSchedule schedule_;
   OptimizerMoments moments_;
@@ -122,6 +134,8 @@ class Trainer {
   std::vector<std::string> resume_changes_;
   Tensor inputs_, targets_;                // host: the sampler fills them
   Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
+  bool record_timeline_ = false;
+  std::vector<ExecutedAction> last_timeline_;
 };
 
 }  // namespace strata::executor

@@ -1,0 +1,122 @@
+// PipelineRuntime: one training step of a pipeline-parallel plan, run by executing this rank's
+// action list from schedule/ — the same lists the simulator times — one action after another:
+//
+//   F, B       the forward / full backward of one micro-batch on one of this rank's stages
+//   I, W       a split backward (zero-bubble schedules): I computes the input gradient (what goes
+//              upstream), W the layers' weight gradients, kept until the W action
+//   SEND_*     non-blocking sends of a micro-batch's activations (with the pass-through tensors)
+//              or input gradient; their buffers stay alive until the send completes
+//   RECV_*     receives, which wait for their send (the IR's contract, proved by check_schedule)
+//   REDUCE_GRAD  the data-parallel reduction of the stage's gradients (asynchronous at ZeRO-0)
+//   TIED_GRAD  the all-reduce of a tied word embedding's gradient over the first and last stage
+//   UNSHARD / RESHARD  ZeRO-3: gather the stage's parameters and hold them / let them go
+//   STEP       wait for the sends, finish the reductions, clip and update (the optimizer step)
+//
+// GPipe, 1F1B, interleaved 1F1B, ZB-H1 and custom CSV schedules differ only in their lists: no
+// schedule has code here. Every tp, cp and dp replica of a pipeline rank runs the same list.
+// Used by the trainer for plans with pp > 1.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/executor/data/batch_sampler.h"
+#include "strata/executor/distributed/process_groups.h"
+#include "strata/executor/distributed/sharded_optimizer.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/executor/optim/adamw.h"
+#include "strata/executor/pipeline/stage_message.h"
+#include "strata/schedule/pipeline_schedule.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::executor {
+
+// Refuses, before the first step, an action list this runtime cannot run as the plan says — an
+// UNSHARD without ZeRO-3 or a ZeRO-3 stage used without one, a missing REDUCE_GRAD where dp·cp
+// > 1, a TIED_GRAD where nothing is tied or a tie left out, STEP not last or not once — with an
+// InputError naming `source`, the rank and the action ("rank 1: 3W2: ...").
+void check_runtime_program(const schedule::PipelineSchedule& schedule, const schemas::Plan& plan,
+                           const std::string& source);
+
+// When one action ran on this rank, in seconds from the step's start.
+struct ExecutedAction {
+  schedule::Action action;
+  double start_s = 0, end_s = 0;
+};
+
+struct PipelineStepResult {
+  double loss_sum = 0;  // Σ micro-batch mean losses of this pipeline (its last stage's)
+  double gradient_norm = 0;
+  std::vector<ExecutedAction> executed;  // filled when the step records its timeline
+};
+
+struct PipelineStep {
+  std::int64_t step = 0;  // 0-based: the optimizer steps done before this one
+  std::uint64_t seed = 0;
+  double learning_rate = 0;
+  AdamWConfig adamw;
+  double max_gradient_norm = 0;
+  bool record_timeline = false;
+};
+
+class PipelineRuntime {
+ public:
+  // `model` holds this rank's stages (TransformerOptions::stages from the plan); `optimizer`
+  // runs with ShardingOptions::pipeline. Checks the schedule (check_runtime_program).
+  PipelineRuntime(const schemas::Plan& plan, const std::string& plan_source,
+                  schedule::PipelineSchedule schedule, Transformer& model,
+                  ShardedOptimizer& optimizer, ProcessGroups& groups, const BatchSampler& sampler);
+
+  PipelineStepResult run_step(const PipelineStep& step);
+  const schedule::PipelineSchedule& schedule() const { return schedule_; }
+  const std::vector<schedule::Action>& actions() const { return actions_; }
+
+ private:
+  // One micro-batch on one stage, from its forward until its sends are done.
+  struct InFlight {
+    StageActivations* activations = nullptr;
+    std::vector<Tensor> received;  // RECV_F: activation, then the pass-through tensors
+    Tensor received_gradient;      // RECV_B
+    std::vector<CommunicationRequest> sends;
+    bool backward_done = false;   // B, or I and W
+    bool weight_pending = false;  // I ran, W has not
+  };
+  using Key = std::pair<int, int>;  // (stage, micro-batch)
+
+  void execute(const schedule::Action& action, const PipelineStep& step);
+  void forward(const schedule::Action& action, const PipelineStep& step);
+  void backward(const schedule::Action& action, const PipelineStep& step);
+  void send(const schedule::Action& action);
+  void receive(const schedule::Action& action);
+  void retire_if_done(const Key& key);
+  StageActivations* take_activations(int chunk);
+  int chunk_of(int stage) const { return stage / static_cast<int>(plan_.mesh.pp); }
+  int peer_of(int stage) const { return stage % static_cast<int>(plan_.mesh.pp); }
+  DropoutContext dropout_of(const PipelineStep& step, int micro_batch) const;
+  std::int64_t first_sample(int micro_batch) const;
+
+  schemas::Plan plan_;
+  schedule::PipelineSchedule schedule_;
+  std::vector<schedule::Action> actions_;  // this rank's
+  Transformer& model_;
+  ShardedOptimizer& optimizer_;
+  ProcessGroups& groups_;
+  const BatchSampler& sampler_;
+  std::vector<PassThroughTensor> pass_through_;
+  int num_stages_ = 1;
+  std::int64_t local_tokens_ = 0;                  // of a micro-batch on this tp rank
+  std::vector<std::size_t> last_gradient_action_;  // per chunk: where its reductions are armed
+  std::map<Key, InFlight> in_flight_;
+  std::vector<std::vector<std::unique_ptr<StageActivations>>> pool_;  // per chunk: all made
+  std::vector<std::vector<StageActivations*>> free_;                  // per chunk: free ones
+  std::vector<InFlight> draining_;  // retired, with sends still in flight
+  Tensor ids_, targets_;            // the first stage's micro-batch, from the sampler
+  double loss_sum_ = 0;
+  double gradient_norm_ = 0;
+};
+
+}  // namespace strata::executor

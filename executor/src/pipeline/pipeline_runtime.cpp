@@ -1,0 +1,426 @@
+#include "strata/executor/pipeline/pipeline_runtime.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "strata/schedule/schedule_check.h"
+#include "strata/schemas/input_error.h"
+
+namespace strata::executor {
+
+using schedule::Action;
+using schedule::ActionType;
+
+namespace {
+
+bool gives_gradients(ActionType type) {
+  return type == ActionType::backward || type == ActionType::backward_weight;
+}
+
+}  // namespace
+
+void check_runtime_program(const schedule::PipelineSchedule& schedule, const schemas::Plan& plan,
+                           const std::string& source) {
+  const int pp = schedule.pp;
+  const int last_stage = schedule.num_stages() - 1;
+  const bool zero3 = plan.zero_stage == 3;
+  const std::int64_t replicas = plan.mesh.dp * plan.mesh.cp;
+  const bool ties = plan.model.tied_embeddings && pp > 1;
+  for (int rank = 0; rank < pp; ++rank) {
+    const std::vector<Action>& actions = schedule.ranks[static_cast<std::size_t>(rank)];
+    const auto refuse = [&](const Action& action, const std::string& why) {
+      throw schemas::InputError(
+          source, "", fmt::format("rank {}: {}: {}", rank, schedule::to_string(action), why));
+    };
+    const Action step{ActionType::optimizer_step, -1, -1};
+    if (actions.empty() || actions.back().type != ActionType::optimizer_step) {
+      refuse(actions.empty() ? step : actions.back(),
+             "a rank's action list ends with STEP, the optimizer step");
+    }
+    struct StageUse {
+      int unshards = 0, reshards = 0, reductions = 0, ties = 0;
+      bool gathered = false;
+      std::size_t last_gradient = 0;
+    };
+    std::vector<StageUse> stages(static_cast<std::size_t>(schedule.num_stages()));
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      if (gives_gradients(actions[i].type)) {
+        stages[static_cast<std::size_t>(actions[i].stage)].last_gradient = i;
+      }
+    }
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      const Action& action = actions[i];
+      if (action.type == ActionType::optimizer_step) {
+        if (i + 1 != actions.size()) refuse(action, "STEP comes once, as the rank's last action");
+        continue;
+      }
+      StageUse& use = stages[static_cast<std::size_t>(action.stage)];
+      switch (action.type) {
+        case ActionType::unshard:
+        case ActionType::reshard:
+          if (!zero3) {
+            refuse(action, fmt::format("the plan's ZeRO stage {} keeps every stage's parameters "
+                                       "whole; UNSHARD and RESHARD belong to ZeRO-3 plans",
+                                       plan.zero_stage));
+          }
+          if (action.type == ActionType::unshard) {
+            use.unshards += 1;
+            use.gathered = true;
+          } else {
+            use.reshards += 1;
+            use.gathered = false;
+          }
+          break;
+        case ActionType::tied_embedding_grad:
+          if (!ties) {
+            refuse(action,
+                   "nothing is tied across stages (the model's embeddings are untied or "
+                   "the plan has one pipeline stage)");
+          }
+          if (action.stage != 0 && action.stage != last_stage) {
+            refuse(action, fmt::format("only the first and the last stage ({}) hold the tied "
+                                       "word embedding",
+                                       last_stage));
+          }
+          use.ties += 1;
+          break;
+        case ActionType::reduce_grad:
+          if (i < use.last_gradient) {
+            refuse(action, fmt::format("comes before the stage's last backward ({}): gradients "
+                                       "made after it would never be reduced",
+                                       schedule::to_string(actions[use.last_gradient])));
+          }
+          use.reductions += 1;
+          break;
+        default:
+          if (zero3 && schedule::is_compute(action.type) && !use.gathered &&
+              action.type != ActionType::backward_weight) {
+            refuse(action,
+                   fmt::format("runs without its parameters: under ZeRO-3 it needs {}UNSHARD "
+                               "before it and {}RESHARD after",
+                               action.stage, action.stage));
+          }
+          break;
+      }
+    }
+    for (int stage = rank; stage <= last_stage; stage += pp) {
+      const StageUse& use = stages[static_cast<std::size_t>(stage)];
+      if (replicas > 1 && use.reductions != 1) {
+        refuse({ActionType::reduce_grad, stage, -1},
+               fmt::format("appears {} times; with dp·cp = {} each stage's gradients are reduced "
+                           "once a step",
+                           use.reductions, replicas));
+      }
+      if (ties && (stage == 0 || stage == last_stage) && use.ties != 1) {
+        refuse({ActionType::tied_embedding_grad, stage, -1},
+               fmt::format("appears {} times; the tied word embedding's gradient is summed over "
+                           "the first and last stage once a step",
+                           use.ties));
+      }
+      if (zero3 && (use.unshards != 1 || use.reshards != 1)) {
+        refuse({use.unshards != 1 ? ActionType::unshard : ActionType::reshard, stage, -1},
+               "under ZeRO-3 each stage gathers its parameters once a step and frees them once");
+      }
+    }
+  }
+}
+
+PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& plan_source,
+                                 schedule::PipelineSchedule schedule, Transformer& model,
+                                 ShardedOptimizer& optimizer, ProcessGroups& groups,
+                                 const BatchSampler& sampler)
+    : plan_(plan),
+      schedule_(std::move(schedule)),
+      model_(model),
+      optimizer_(optimizer),
+      groups_(groups),
+      sampler_(sampler),
+      pass_through_(pass_through_tensors(plan.model)),
+      num_stages_(schedule_.num_stages()) {
+  const int pp = static_cast<int>(plan_.mesh.pp);
+  const int pp_rank = static_cast<int>(groups_.coordinate(schemas::MeshAxis::pp));
+  STRATA_CHECK(groups_.pipeline_parallel().rank() == pp_rank && schedule_.pp == pp,
+               "pipeline group rank {} at pipeline coordinate {}",
+               groups_.pipeline_parallel().rank(), pp_rank);
+  STRATA_CHECK(model_.stage_count() == static_cast<int>(plan_.mesh.vpp),
+               "a model of {} stages on a rank of {} chunks", model_.stage_count(), plan_.mesh.vpp);
+  check_runtime_program(schedule_, plan_, plan_source);
+  actions_ = schedule_.ranks[static_cast<std::size_t>(pp_rank)];
+  const std::int64_t tokens = plan_.batch.micro_batch_size * plan_.batch.seq_length;
+  local_tokens_ = model_.tensor_parallel().local_tokens(tokens);
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  last_gradient_action_.assign(static_cast<std::size_t>(model_.stage_count()), kNone);
+  for (std::size_t i = 0; i < actions_.size(); ++i) {
+    if (gives_gradients(actions_[i].type)) {
+      last_gradient_action_[static_cast<std::size_t>(chunk_of(actions_[i].stage))] = i;
+    }
+  }
+  pool_.resize(static_cast<std::size_t>(model_.stage_count()));
+  free_.resize(static_cast<std::size_t>(model_.stage_count()));
+  ids_ = Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
+  targets_ = Tensor::zeros(ids_.shape(), ScalarType::int32);
+}
+
+std::int64_t PipelineRuntime::first_sample(int micro_batch) const {
+  const std::int64_t dp_rank = groups_.coordinate(schemas::MeshAxis::dp);
+  return dp_rank * (plan_.batch.global_batch_size / plan_.mesh.dp) +
+         micro_batch * plan_.batch.micro_batch_size;
+}
+
+DropoutContext PipelineRuntime::dropout_of(const PipelineStep& step, int micro_batch) const {
+  return DropoutContext{step.seed, static_cast<std::uint64_t>(step.step),
+                        first_sample(micro_batch) * plan_.batch.seq_length};
+}
+
+StageActivations* PipelineRuntime::take_activations(int chunk) {
+  // Retired micro-batches whose sends have completed give their buffers back.
+  for (auto it = draining_.begin(); it != draining_.end();) {
+    const bool done =
+        std::all_of(it->sends.begin(), it->sends.end(),
+                    [](CommunicationRequest& request) { return request.completed(); });
+    if (!done) {
+      ++it;
+      continue;
+    }
+    free_[static_cast<std::size_t>(it->activations->chunk)].push_back(it->activations);
+    it = draining_.erase(it);
+  }
+  std::vector<StageActivations*>& free = free_[static_cast<std::size_t>(chunk)];
+  if (!free.empty()) {
+    StageActivations* activations = free.back();
+    free.pop_back();
+    return activations;
+  }
+  pool_[static_cast<std::size_t>(chunk)].push_back(std::make_unique<StageActivations>());
+  return pool_[static_cast<std::size_t>(chunk)].back().get();
+}
+
+void PipelineRuntime::retire_if_done(const Key& key) {
+  auto found = in_flight_.find(key);
+  if (found == in_flight_.end()) return;
+  InFlight& flight = found->second;
+  const bool sent_upstream = key.first == 0 || flight.received_gradient.numel() == 0;
+  if (!flight.backward_done || flight.weight_pending || !sent_upstream) return;
+  draining_.push_back(std::move(flight));
+  in_flight_.erase(found);
+}
+
+void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
+  const Key key{action.stage, action.micro_batch};
+  const int chunk = chunk_of(action.stage);
+  const schemas::PipelineStage& stage = model_.stage(chunk);
+  InFlight& flight = in_flight_[key];
+  STRATA_CHECK(flight.activations == nullptr, "{} runs twice in one step",
+               schedule::to_string(action));
+  flight.activations = take_activations(chunk);
+  const Tensor* input = nullptr;
+  const Tensor* targets = nullptr;
+  if (stage.embedding) {
+    sampler_.fill(step.step, first_sample(action.micro_batch), ids_, targets_);
+    input = &ids_;
+    // The pass-through tensors start here (the data loader made them).
+    flight.received.assign(1, Tensor());
+    for (const PassThroughTensor& tensor : pass_through_) {
+      STRATA_CHECK(tensor.name == "targets", "no producer for pass-through tensor {}", tensor.name);
+      flight.received.push_back(targets_.to(Device::cpu));
+    }
+  } else {
+    STRATA_CHECK(flight.received.size() == 1 + pass_through_.size(), "{} runs before its RECV_F",
+                 schedule::to_string(action));
+    input = &flight.received.front();
+  }
+  for (std::size_t i = 0; i < pass_through_.size(); ++i) {
+    if (pass_through_[i].name == "targets") targets = &flight.received[1 + i];
+  }
+  const double loss = model_.stage_forward(
+      chunk, plan_.batch.micro_batch_size, plan_.batch.seq_length, *input,
+      stage.lm_head ? targets : nullptr, dropout_of(step, action.micro_batch), *flight.activations);
+  if (stage.lm_head) loss_sum_ += loss;
+}
+
+void PipelineRuntime::backward(const Action& action, const PipelineStep& step) {
+  const Key key{action.stage, action.micro_batch};
+  auto found = in_flight_.find(key);
+  STRATA_CHECK(found != in_flight_.end() && found->second.activations != nullptr,
+               "{} runs before its forward", schedule::to_string(action));
+  InFlight& flight = found->second;
+  const int chunk = chunk_of(action.stage);
+  const schemas::PipelineStage& stage = model_.stage(chunk);
+  // The forward's sends read the stage's output, which a recomputing backward writes again.
+  for (CommunicationRequest& request : flight.sends) request.wait();
+  flight.sends.clear();
+  const bool split = action.type == ActionType::backward_input;
+  if (split) {
+    // The units' gradients stay bound from I to W (ZeRO-2/3 reduce once W is done).
+    for (std::int64_t unit : model_.stage_units(chunk)) optimizer_.acquire_gradients(unit);
+  }
+  STRATA_CHECK(stage.lm_head || flight.received_gradient.numel() > 0, "{} runs before its RECV_B",
+               schedule::to_string(action));
+  const double loss_scale =
+      1.0 / static_cast<double>(plan_.batch.global_batch_size * plan_.batch.seq_length);
+  model_.stage_backward(chunk, stage.lm_head ? nullptr : &flight.received_gradient, loss_scale,
+                        dropout_of(step, action.micro_batch), *flight.activations, split);
+  flight.received_gradient = Tensor();  // consumed; the slot now waits for its SEND_B
+  flight.weight_pending = split;
+  flight.backward_done = true;
+  if (action.stage == 0) retire_if_done(key);
+}
+
+void PipelineRuntime::send(const Action& action) {
+  const Key key{action.stage, action.micro_batch};
+  auto found = in_flight_.find(key);
+  STRATA_CHECK(found != in_flight_.end(), "{} sends what was never computed",
+               schedule::to_string(action));
+  InFlight& flight = found->second;
+  Communicator& pipeline = groups_.pipeline_parallel();
+  const int tensors = static_cast<int>(1 + pass_through_.size());
+  if (action.type == ActionType::send_forward) {
+    const int peer = peer_of(action.stage + 1);
+    const auto tag = [&](int tensor) {
+      return stage_message_tag(false, action.stage + 1, num_stages_, action.micro_batch, tensor,
+                               tensors);
+    };
+    flight.sends.push_back(pipeline.send_async(flight.activations->residuals.back(), peer, tag(0)));
+    for (std::size_t i = 0; i < pass_through_.size(); ++i) {
+      flight.sends.push_back(
+          pipeline.send_async(flight.received[1 + i], peer, tag(static_cast<int>(1 + i))));
+    }
+    return;
+  }
+  STRATA_CHECK(flight.backward_done, "{} before its backward", schedule::to_string(action));
+  flight.sends.push_back(pipeline.send_async(
+      flight.activations->d_input, peer_of(action.stage - 1),
+      stage_message_tag(true, action.stage - 1, num_stages_, action.micro_batch, 0, tensors)));
+  retire_if_done(key);
+}
+
+void PipelineRuntime::receive(const Action& action) {
+  const Key key{action.stage, action.micro_batch};
+  Communicator& pipeline = groups_.pipeline_parallel();
+  const int tensors = static_cast<int>(1 + pass_through_.size());
+  const ScalarType type = model_.scalar_type();
+  const Shape hidden_shape{local_tokens_, model_.config().hidden_size};
+  std::vector<CommunicationRequest> receives;
+  if (action.type == ActionType::recv_forward) {
+    InFlight& flight = in_flight_[key];
+    STRATA_CHECK(flight.received.empty(), "{} received twice", schedule::to_string(action));
+    const int peer = peer_of(action.stage - 1);
+    flight.received.push_back(Tensor::zeros(hidden_shape, type));
+    for (const PassThroughTensor& tensor : pass_through_) {
+      flight.received.push_back(
+          Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, tensor.type));
+    }
+    for (int i = 0; i < tensors; ++i) {
+      receives.push_back(pipeline.receive_async(
+          flight.received[static_cast<std::size_t>(i)], peer,
+          stage_message_tag(false, action.stage, num_stages_, action.micro_batch, i, tensors)));
+    }
+  } else {
+    auto found = in_flight_.find(key);
+    STRATA_CHECK(found != in_flight_.end(), "{} for a micro-batch never run forward",
+                 schedule::to_string(action));
+    InFlight& flight = found->second;
+    flight.received_gradient = Tensor::zeros(hidden_shape, type);
+    receives.push_back(pipeline.receive_async(
+        flight.received_gradient, peer_of(action.stage + 1),
+        stage_message_tag(true, action.stage, num_stages_, action.micro_batch, 0, tensors)));
+  }
+  for (CommunicationRequest& request : receives) request.wait();
+}
+
+void PipelineRuntime::execute(const Action& action, const PipelineStep& step) {
+  switch (action.type) {
+    case ActionType::forward:
+      forward(action, step);
+      return;
+    case ActionType::backward:
+    case ActionType::backward_input:
+      backward(action, step);
+      return;
+    case ActionType::backward_weight: {
+      const Key key{action.stage, action.micro_batch};
+      auto found = in_flight_.find(key);
+      STRATA_CHECK(found != in_flight_.end() && found->second.weight_pending,
+                   "{} runs before its I", schedule::to_string(action));
+      model_.stage_backward_weight(*found->second.activations);
+      const std::vector<std::int64_t> units = model_.stage_units(chunk_of(action.stage));
+      for (auto unit = units.rbegin(); unit != units.rend(); ++unit) {
+        optimizer_.release_gradients(*unit);
+      }
+      found->second.weight_pending = false;
+      retire_if_done(key);
+      return;
+    }
+    case ActionType::send_forward:
+    case ActionType::send_backward:
+      send(action);
+      return;
+    case ActionType::recv_forward:
+    case ActionType::recv_backward:
+      receive(action);
+      return;
+    case ActionType::unshard:
+      for (std::int64_t unit : model_.stage_units(chunk_of(action.stage))) {
+        optimizer_.acquire_values(unit);
+      }
+      return;
+    case ActionType::reshard: {
+      const std::vector<std::int64_t> units = model_.stage_units(chunk_of(action.stage));
+      for (auto unit = units.rbegin(); unit != units.rend(); ++unit) {
+        optimizer_.release_values(*unit);
+      }
+      return;
+    }
+    case ActionType::reduce_grad:
+      optimizer_.reduce_units(model_.stage_units(chunk_of(action.stage)));
+      return;
+    case ActionType::tied_embedding_grad:
+      optimizer_.tie_embedding_gradients(groups_.embedding());
+      return;
+    case ActionType::optimizer_step: {
+      STRATA_CHECK(in_flight_.empty(), "STEP with {} micro-batch stage(s) unfinished",
+                   in_flight_.size());
+      for (InFlight& retired : draining_) {
+        for (CommunicationRequest& request : retired.sends) request.wait();
+        free_[static_cast<std::size_t>(retired.activations->chunk)].push_back(retired.activations);
+      }
+      draining_.clear();
+      optimizer_.finish_gradients();
+      gradient_norm_ =
+          optimizer_.step(step.learning_rate, step.step, step.adamw, step.max_gradient_norm);
+      return;
+    }
+  }
+}
+
+PipelineStepResult PipelineRuntime::run_step(const PipelineStep& step) {
+  PipelineStepResult result;
+  loss_sum_ = 0;
+  gradient_norm_ = 0;
+  optimizer_.begin_step();
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds_since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (std::size_t i = 0; i < actions_.size(); ++i) {
+    const Action& action = actions_[i];
+    if (action.stage >= 0 && plan_.overlap_grad_reduce &&
+        last_gradient_action_[static_cast<std::size_t>(chunk_of(action.stage))] == i) {
+      optimizer_.arm_reductions(model_.stage_units(chunk_of(action.stage)));
+    }
+    const double begin = step.record_timeline ? seconds_since_start() : 0;
+    execute(action, step);
+    if (step.record_timeline) result.executed.push_back({action, begin, seconds_since_start()});
+  }
+  // The loss lives on the last stage: a sum over the pipeline gives it to every stage.
+  Tensor loss = Tensor::zeros({1}, ScalarType::float64);
+  loss.data<double>()[0] = loss_sum_;
+  groups_.pipeline_parallel().all_reduce(loss, ReduceOp::sum);
+  result.loss_sum = loss.data<double>()[0];
+  result.gradient_norm = gradient_norm_;
+  return result;
+}
+
+}  // namespace strata::executor
