@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -167,6 +169,73 @@ TEST_F(ParallelCli, APipelineLogsTheSingleRankLosses) {
     EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
     EXPECT_GT(got[i].at("predicted_step_time_s").get<double>(), 0);
   }
+}
+
+// The trace's process names and, per process, the actions it ran (Chrome trace "X" events).
+std::map<std::string, std::vector<std::string>> traced_actions(const std::string& file) {
+  const nlohmann::json trace = nlohmann::json::parse(slurp(file));
+  std::map<int, std::string> names;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "M" && event.at("name") == "process_name") {
+      names[event.at("pid").get<int>()] = event.at("args").at("name").get<std::string>();
+    }
+  }
+  std::map<std::string, std::vector<std::string>> actions;
+  for (const nlohmann::json& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    EXPECT_GE(event.at("dur").get<double>(), 0);
+    actions[names.at(event.at("pid").get<int>())].push_back(event.at("name").get<std::string>());
+  }
+  return actions;
+}
+
+TEST_F(ParallelCli, ATraceHoldsEveryRanksActionsBesideThePrediction) {
+  const std::string file = (directory / "trace.json").string();
+  const CommandResult run =
+      mpirun(2, train("--pp 2 --steps 2 --trace-step 2 --log-format json --trace " + file));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::map<std::string, std::vector<std::string>> actions = traced_actions(file);
+  // Rank 0 holds stage 0: its 2 forwards and backwards, sends, the tie and the step, as its
+  // action list says; the prediction's two pipeline ranks are beside them.
+  const std::vector<std::string>& first = actions.at("measured: rank 0 (tp 0, dp 0, pp 0)");
+  EXPECT_EQ(std::count(first.begin(), first.end(), "0F1"), 1);
+  EXPECT_EQ(std::count(first.begin(), first.end(), "0B1"), 1);
+  EXPECT_EQ(std::count(first.begin(), first.end(), "0SEND_F1"), 1);
+  EXPECT_EQ(std::count(first.begin(), first.end(), "0TIED_GRAD"), 1);
+  EXPECT_EQ(first.back(), "STEP");
+  const std::vector<std::string>& last = actions.at("measured: rank 1 (tp 0, dp 0, pp 1)");
+  EXPECT_EQ(std::count(last.begin(), last.end(), "1RECV_F0"), 1);
+  EXPECT_TRUE(actions.contains("predicted: pipeline rank 0"));
+  EXPECT_TRUE(actions.contains("predicted: pipeline rank 1"));
+  // The JSON log's trace line compares each action type on rank 0.
+  nlohmann::json summary;
+  std::istringstream lines(run.out);
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("trace")) summary = record;
+  }
+  ASSERT_FALSE(summary.is_null()) << run.out;
+  EXPECT_EQ(summary.at("traced_step"), 2);
+  bool forward_seen = false;
+  for (const nlohmann::json& entry : summary.at("actions")) {
+    if (entry.at("type") != "F") continue;
+    forward_seen = true;
+    EXPECT_EQ(entry.at("measured_count"), 2);
+    EXPECT_EQ(entry.at("predicted_count"), 2);
+    EXPECT_GT(entry.at("measured_mean_s").get<double>(), 0);
+    EXPECT_GT(entry.at("predicted_mean_s").get<double>(), 0);
+  }
+  EXPECT_TRUE(forward_seen);
+}
+
+TEST_F(ParallelCli, ATraceOfAOneRankRunSplitsEachMicroBatch) {
+  const std::string file = (directory / "trace.json").string();
+  const CommandResult run = strata(train("--steps 1 --trace " + file));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_THAT(run.out, HasSubstr("trace of step 1 written to"));
+  const std::vector<std::string> expected{"0F0", "0B0", "0F1", "0B1", "STEP"};
+  EXPECT_EQ(traced_actions(file).at("measured: rank 0 (tp 0, dp 0, pp 0)"), expected);
 }
 
 // A pipeline plan whose schedule is a custom CSV file with these rows.

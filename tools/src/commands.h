@@ -139,6 +139,8 @@ struct TrainOptions {
   std::string recompute = "none";
   bool no_overlap_grad_reduce = false;
   std::optional<std::int64_t> bucket_size;  // gradient-reduction bucket, in parameters
+  std::optional<std::string> trace;         // Chrome trace of one step beside its prediction
+  std::optional<std::int64_t> trace_step;   // which step (default: the last)
 };
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
 int run_train(const TrainOptions& options);

@@ -25,6 +25,7 @@
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 #include "strata/simulator/plan_simulation.h"
+#include "train_trace.h"
 
 namespace strata::tools {
 namespace {
@@ -170,6 +171,46 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
                  : std::string());
 }
 
+void print_trace(const TrainTrace& trace, const std::string& file, std::int64_t step,
+                 LogFormat format) {
+  if (format == LogFormat::json) {
+    nlohmann::json actions = nlohmann::json::array();
+    for (const ActionTypeComparison& entry : trace.by_type) {
+      actions.push_back({{"type", entry.type},
+                         {"measured_count", entry.measured_count},
+                         {"measured_mean_s", entry.measured_mean_s},
+                         {"predicted_count", entry.predicted_count},
+                         {"predicted_mean_s", entry.predicted_mean_s}});
+    }
+    std::cout << nlohmann::json{{"trace", file},
+                                {"traced_step", step},
+                                {"measured_step_s", trace.measured_step_s},
+                                {"predicted_step_s", trace.predicted_step_s},
+                                {"measured_bubble", trace.measured_bubble},
+                                {"predicted_bubble", trace.predicted_bubble},
+                                {"actions", actions}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  fmt::print("trace of step {} written to {} (open it in https://ui.perfetto.dev)\n", step, file);
+  fmt::print(
+      "step {:.1f} ms (predicted {:.1f} ms); bubble, outside F/B/I/W/STEP: {:.1f}% "
+      "(predicted {:.1f}%)\n",
+      trace.measured_step_s * 1e3, trace.predicted_step_s * 1e3, 100 * trace.measured_bubble,
+      100 * trace.predicted_bubble);
+  fmt::print("rank 0, per action: {:<12} {:>6} {:>12} {:>6} {:>12} {:>8}\n", "type", "count",
+             "measured ms", "count", "predicted ms", "ratio");
+  for (const ActionTypeComparison& entry : trace.by_type) {
+    const bool both = entry.measured_count > 0 && entry.predicted_mean_s > 0;
+    fmt::print("                    {:<12} {:>6} {:>12.3f} {:>6} {:>12.3f} {:>8}\n", entry.type,
+               entry.measured_count, entry.measured_mean_s * 1e3, entry.predicted_count,
+               entry.predicted_mean_s * 1e3,
+               both ? fmt::format("×{:.2f}", entry.measured_mean_s / entry.predicted_mean_s)
+                    : std::string("-"));
+  }
+}
+
 }  // namespace
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
@@ -248,6 +289,13 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->check(whole_number_from(1, std::int64_t{1} << 40));
   command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")
       ->required();
+  command->add_option("--trace", options.trace,
+                      "Write one step as every rank ran it, beside the simulator's prediction, as "
+                      "a Chrome trace (open in https://ui.perfetto.dev)");
+  command
+      ->add_option("--trace-step", options.trace_step,
+                   "The step --trace records (default: the last)")
+      ->check(whole_number_from(1, kMaxTrainingSteps));
   command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
       ->check(whole_number_from(1, kMaxTrainingSteps));
   command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)")
@@ -394,6 +442,15 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     training.device = device;
     training.bucket_elements = options.bucket_size.value_or(0);
     training.plan_directory = plan_directory.empty() ? "." : plan_directory;
+    if (options.trace_step && !options.trace) {
+      throw schemas::InputError("--trace-step", "", "needs --trace FILE to write the step to");
+    }
+    if (options.trace) training.trace_step = options.trace_step.value_or(options.steps);
+    if (options.trace_step && *options.trace_step > options.steps) {
+      throw schemas::InputError(
+          "--trace-step", "",
+          fmt::format("{} is past the run's last step {}", *options.trace_step, options.steps));
+    }
   });
   // Phase 2: the trainer — the process groups (collective), then each rank's own model, shards
   // and checkpoint.
@@ -406,6 +463,13 @@ int train(const TrainOptions& options, executor::Communicator& world) {
                                 fmt::format("{} differs from the checkpoint's seed {}; a resumed "
                                             "run keeps its seed",
                                             *options.seed, trainer->seed()));
+    }
+    if (options.trace && training.trace_step <= trainer->completed_steps() &&
+        trainer->completed_steps() < options.steps) {
+      throw schemas::InputError("--trace-step", "",
+                                fmt::format("step {} was run before the checkpoint this run "
+                                            "resumes at step {}",
+                                            training.trace_step, trainer->completed_steps()));
     }
     if (trainer->completed_steps() > options.steps) {
       throw schemas::InputError(
@@ -454,6 +518,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       if (logs) print_step(record, options.steps, prediction, options.log_format);
     });
     if (logs) print_summary(summary, options.log_format);
+    if (options.trace && logs) {
+      print_trace(
+          write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),
+          *options.trace, training.trace_step, options.log_format);
+    }
     if (options.save_llmc) {
       executor::ParameterStore whole(executor::transformer_parameters(plan.model),
                                      executor::ScalarType::float32);

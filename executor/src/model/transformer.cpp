@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 #include "norm_dispatch.h"
 #include "strata/executor/ops/cross_entropy.h"
 #include "strata/executor/ops/dropout.h"
@@ -434,8 +436,11 @@ double Transformer::forward_backward(const Tensor& inputs, const Tensor& targets
   // The head's values stay gathered (ZeRO-3) from the forward into the backward.
   acquire_values(head_unit());
   if (model_.tied_embeddings) acquire_values(0);
+  const auto start = std::chrono::steady_clock::now();
   const double loss =
       stage_forward(0, inputs.size(0), inputs.size(1), inputs, &targets, dropout, whole_);
+  last_forward_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   stage_backward(0, nullptr, loss_scale, dropout, whole_);
   if (model_.tied_embeddings) release_values(0);
   release_values(head_unit());

@@ -127,6 +127,45 @@ void check_runtime_program(const schedule::PipelineSchedule& schedule, const sch
   }
 }
 
+std::vector<std::vector<ExecutedAction>> gather_executed_actions(
+    const std::vector<ExecutedAction>& mine, Communicator* world) {
+  if (world == nullptr || world->size() == 1) return {mine};
+  // Packed as (type, stage, micro-batch, start, end) per action, padded to the longest list.
+  constexpr std::int64_t kFields = 5;
+  Tensor longest = Tensor::zeros({1}, ScalarType::float64);
+  longest.data<double>()[0] = static_cast<double>(mine.size());
+  world->all_reduce(longest, ReduceOp::max);
+  const auto count = static_cast<std::int64_t>(longest.data<double>()[0]);
+  Tensor packed = Tensor::zeros({std::max<std::int64_t>(1, count) * kFields}, ScalarType::float64);
+  double* fields = packed.data<double>();
+  for (std::int64_t i = 0; i < packed.numel(); ++i) fields[i] = -1;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    double* at = fields + static_cast<std::int64_t>(i) * kFields;
+    at[0] = static_cast<double>(mine[i].action.type);
+    at[1] = mine[i].action.stage;
+    at[2] = mine[i].action.micro_batch;
+    at[3] = mine[i].start_s;
+    at[4] = mine[i].end_s;
+  }
+  Tensor everyone = Tensor::zeros({packed.numel() * world->size()}, ScalarType::float64);
+  world->all_gather(packed, everyone);
+  if (world->rank() != 0) return {};
+  std::vector<std::vector<ExecutedAction>> by_rank(static_cast<std::size_t>(world->size()));
+  const double* all = everyone.data<double>();
+  for (int rank = 0; rank < world->size(); ++rank) {
+    for (std::int64_t i = 0; i < std::max<std::int64_t>(1, count); ++i) {
+      const double* at = all + (rank * std::max<std::int64_t>(1, count) + i) * kFields;
+      if (at[0] < 0) continue;
+      by_rank[static_cast<std::size_t>(rank)].push_back(
+          {{static_cast<ActionType>(static_cast<int>(at[0])), static_cast<int>(at[1]),
+            static_cast<int>(at[2])},
+           at[3],
+           at[4]});
+    }
+  }
+  return by_rank;
+}
+
 PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& plan_source,
                                  schedule::PipelineSchedule schedule, Transformer& model,
                                  ShardedOptimizer& optimizer, ProcessGroups& groups,

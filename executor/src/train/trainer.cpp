@@ -299,6 +299,8 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
 StepRecord Trainer::train_step() {
   const bool cuda = options_.device == Device::cuda;
   if (cuda) reset_cuda_peak_memory();
+  // A traced step starts on every rank together, so that their timelines line up.
+  if (options_.trace_step == state_.step + 1 && world_ != nullptr) world_->barrier();
   const auto start = std::chrono::steady_clock::now();
   const double communication_before = communication_seconds();
   const schemas::BatchConfig& batch = plan_.batch;
@@ -320,12 +322,17 @@ StepRecord Trainer::train_step() {
   double loss_sum = 0;
   double norm = 0;
   const double rate = schedule_.at(step);
+  const bool traced = options_.trace_step == step + 1;
+  std::vector<ExecutedAction> executed;
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   if (pipeline_) {
-    const PipelineStepResult result = pipeline_->run_step(PipelineStep{
-        step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, record_timeline_});
+    const PipelineStepResult result = pipeline_->run_step(
+        PipelineStep{step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, traced});
     loss_sum = result.loss_sum;
     norm = result.gradient_norm;
-    last_timeline_ = result.executed;
+    executed = result.executed;
   }
   for (std::int64_t micro = 0; !pipeline_ && micro < batch.num_micro_batches; ++micro) {
     const std::int64_t first_sample = first_rank_sample + micro * batch.micro_batch_size;
@@ -337,8 +344,18 @@ StepRecord Trainer::train_step() {
     const DropoutContext dropout{state_.seed, static_cast<std::uint64_t>(step),
                                  first_sample * batch.seq_length};
     if (sharded_) sharded_->begin_micro_batch(micro + 1 == batch.num_micro_batches);
+    const double begin = traced ? since_start() : 0;
     loss_sum += model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
+    if (traced) {
+      // One micro-batch's forward and backward, split where the forward ended.
+      const double end = since_start();
+      const double middle = begin + model_.last_forward_seconds();
+      const int mb = static_cast<int>(micro);
+      executed.push_back({{schedule::ActionType::forward, 0, mb}, begin, middle});
+      executed.push_back({{schedule::ActionType::backward, 0, mb}, middle, end});
+    }
   }
+  const double step_begin = traced && !pipeline_ ? since_start() : 0;
   double micro_batches = static_cast<double>(batch.num_micro_batches);
   if (sharded_) {
     if (!pipeline_) {
@@ -356,8 +373,12 @@ StepRecord Trainer::train_step() {
     norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
                           options_.max_gradient_norm);
   }
+  if (traced && !pipeline_) {
+    executed.push_back({{schedule::ActionType::optimizer_step, -1, -1}, step_begin, since_start()});
+  }
   state_.step += 1;
   state_.tokens_seen += step_tokens;
+
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double communication = communication_seconds() - communication_before;
   std::size_t peak_host = cuda ? 0 : peak_resident_bytes();
@@ -372,6 +393,7 @@ StepRecord Trainer::train_step() {
     peak_host = static_cast<std::size_t>(slowest.data<double>()[1]);
     communication = slowest.data<double>()[2];
   }
+  if (traced) traced_ = gather_executed_actions(executed, world_);
   return StepRecord{state_.step,
                     loss_sum / micro_batches,
                     rate,

@@ -173,6 +173,7 @@ std::vector<Layout> pipeline_layouts() {
       pipeline("Dp2Pp2Zero3TiedEmbeddingsDropout", "gpt-tiny", 1, 2, 2, 1,
                ScheduleType::one_f_one_b, 3, 0.1),
       pipeline("Dp2Pp2Zero3Llama", "llama-tiny", 1, 2, 2, 1, ScheduleType::one_f_one_b, 3),
+      pipeline("Dp2Pp2Zero3ZbH1Dropout", "gpt-tiny", 1, 2, 2, 1, ScheduleType::zb_h1, 3, 0.1),
       pipeline("Tp2Pp2SequenceParallel", "gpt-tiny-257", 2, 1, 2, 1, ScheduleType::one_f_one_b, 0,
                0.1, false, true),
       // 8 ranks.
@@ -410,8 +411,9 @@ TEST_P(ParallelResume, ContinuesBitIdentically) {
   for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint)) {
     files += entry.path().extension() == ".bin" ? 1 : 0;
   }
-  const std::int64_t value_files = layout.tp * (layout.zero_stage >= 3 ? layout.dp : 1);
-  const std::int64_t moment_files = layout.tp * (layout.zero_stage >= 1 ? layout.dp : 1);
+  const std::int64_t value_files = layout.tp * layout.pp * (layout.zero_stage >= 3 ? layout.dp : 1);
+  const std::int64_t moment_files =
+      layout.tp * layout.pp * (layout.zero_stage >= 1 ? layout.dp : 1);
   EXPECT_EQ(files, value_files + moment_files);
 }
 
@@ -419,7 +421,11 @@ std::vector<Layout> resume_layouts_for_this_job() {
   std::vector<Layout> layouts;
   for (const Layout& layout : {Layout{"Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1},
                                Layout{"Dp2Tp2SequenceParallelZero3", "llama-tiny", 2, 2, true, 3},
-                               Layout{"Tp2Dp2Zero0", "gpt-tiny", 2, 2}}) {
+                               Layout{"Tp2Dp2Zero0", "gpt-tiny", 2, 2},
+                               pipeline("Pp2Vpp2TiedEmbeddings", "gpt-tiny", 1, 1, 2, 2,
+                                        schemas::ScheduleType::interleaved_one_f_one_b),
+                               pipeline("Dp2Pp2Zero3ZbH1Dropout", "gpt-tiny", 1, 2, 2, 1,
+                                        schemas::ScheduleType::zb_h1, 3, 0.1)}) {
     if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
   }
   return layouts;

@@ -103,6 +103,8 @@ class Transformer {
   // token-sharded tp group a partial sum).
   double forward_backward(const Tensor& inputs, const Tensor& targets, double loss_scale,
                           const DropoutContext& dropout);
+  // How long forward_backward's last forward took (a trace splits its micro-batch there).
+  double last_forward_seconds() const { return last_forward_seconds_; }
   // The same mean loss without backward (dropout, if any, applied with the same masks).
   double forward_loss(const Tensor& inputs, const Tensor& targets, const DropoutContext& dropout);
 
@@ -164,8 +166,9 @@ class Transformer {
   std::vector<TransformerLayer> layers_;  // the layers this rank holds, in layer order
   std::vector<int> layer_slot_;           // global layer → index in layers_ (−1: not held)
   LayerScratch scratch_;
-  LayerActivations recomputed_;   // shared by the recomputing layers
-  StageActivations whole_;        // forward_backward's one micro-batch
+  LayerActivations recomputed_;  // shared by the recomputing layers
+  StageActivations whole_;       // forward_backward's one micro-batch
+  double last_forward_seconds_ = 0;
   std::int64_t vocab_start_ = 0;  // first vocabulary row of this rank's embedding and LM head
   ParameterEntry* word_embedding_ = nullptr;      // null without the first stage
   ParameterEntry* position_embedding_ = nullptr;  // null without learned positions

@@ -48,6 +48,11 @@ struct ExecutedAction {
   double start_s = 0, end_s = 0;
 };
 
+// Every rank's executed actions, by world rank, on rank 0 of `world` (null: this rank's alone);
+// other ranks get an empty list. Collective over `world`.
+std::vector<std::vector<ExecutedAction>> gather_executed_actions(
+    const std::vector<ExecutedAction>& mine, Communicator* world);
+
 struct PipelineStepResult {
   double loss_sum = 0;  // Σ micro-batch mean losses of this pipeline (its last stage's)
   double gradient_norm = 0;

@@ -51,6 +51,9 @@ struct TrainingOptions {
   std::int64_t bucket_elements = 0;
   // Where the plan's relative paths (a custom schedule file) are read from.
   std::filesystem::path plan_directory = ".";
+  // Record every rank's executed actions, with their times, during this step (1-based; 0: none):
+  // after it, rank 0 has them in traced_actions().
+  std::int64_t trace_step = 0;
 };
 
 struct StepRecord {
@@ -104,9 +107,10 @@ class Trainer {
   // 8 → 16", ...); empty otherwise.
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
-  // Pipeline runs: record each step's executed actions (with their times) in last_timeline().
-  void record_timeline(bool record) { record_timeline_ = record; }
-  const std::vector<ExecutedAction>& last_timeline() const { return last_timeline_; }
+  // The actions every rank executed in options.trace_step, by world rank, each timed from the
+  // step's start (the ranks start it together, after a barrier): F and B per micro-batch and STEP
+  // for a plan without a pipeline, the whole action list with one. On rank 0, once that step ran.
+  const std::vector<std::vector<ExecutedAction>>& traced_actions() const { return traced_; }
   // The action lists this run executes (pipeline runs; null otherwise).
   const schedule::PipelineSchedule* pipeline_schedule() const {
     return pipeline_ ? &pipeline_->schedule() : nullptr;
@@ -134,8 +138,7 @@ class Trainer {
   std::vector<std::string> resume_changes_;
   Tensor inputs_, targets_;                // host: the sampler fills them
   Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
-  bool record_timeline_ = false;
-  std::vector<ExecutedAction> last_timeline_;
+  std::vector<std::vector<ExecutedAction>> traced_;
 };
 
 }  // namespace strata::executor
