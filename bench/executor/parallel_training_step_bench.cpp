@@ -1,6 +1,7 @@
 // A training step of GPT-2 124M shapes (12 layers, hidden 768, 12 heads, vocabulary 50,257; 4
-// sequences of 128 tokens a step, micro-batches of 2, float32) on one rank and on the parallel
-// layouts of two ranks, in one job on the same cores:
+// sequences of 128 tokens a step, micro-batches of 2 — of 1 in the pipelines — float32) on one
+// rank and on the parallel layouts of two ranks (dp, tp, sp, ZeRO-1, pp with 1F1B and
+// interleaved), in one job on the same cores:
 //
 //   mpirun -np 2 --bind-to none build/test/bench/parallel_training_bench
 //
@@ -35,20 +36,26 @@ constexpr std::int64_t kMeasuredSteps = 3;
 constexpr int kIdleTag = 9001;
 
 schemas::Plan gpt2_plan(std::int64_t tp, std::int64_t dp, bool sequence_parallel,
-                        std::int64_t zero_stage) {
+                        std::int64_t zero_stage, std::int64_t pp = 1, std::int64_t vpp = 1) {
   schemas::ModelConfig model = schemas::model_preset("gpt2-124m");
   model.dropout = 0.0;
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = tp;
   knobs.mesh.dp = dp;
+  knobs.mesh.pp = pp;
+  knobs.mesh.vpp = vpp;
+  knobs.schedule = vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b
+                           : schemas::ScheduleType::one_f_one_b;
   knobs.seq_length = 128;
   knobs.global_batch_size = 4;
-  knobs.micro_batch_size = 2;
+  // A pipeline fills with micro-batches of one sequence (4 per step); the other rows take two.
+  knobs.micro_batch_size = pp > 1 ? 1 : 2;
   knobs.sequence_parallel = sequence_parallel;
   knobs.zero_stage = zero_stage;
   knobs.precision = schemas::Dtype::fp32;
   return schemas::build_plan(
-      model, schemas::resolve_cluster("cpu-local:" + std::to_string(tp * dp)), knobs, "bench");
+      model, schemas::resolve_cluster("cpu-local:" + std::to_string(tp * dp * pp)), knobs,
+      "bench");
 }
 
 TokenFile token_data() {
@@ -131,6 +138,24 @@ BENCHMARK(BM_TwoRanks)
     ->Args({2, 0, 0})
     ->Args({2, 1, 0})
     ->ArgNames({"tp", "sp", "zero"})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+void BM_TwoRankPipeline(benchmark::State& state) {
+  Communicator& world = world_communicator();
+  if (world.size() != 2) {
+    state.SkipWithError("run under mpirun -np 2");
+    return;
+  }
+  Eigen::setNbThreads(1);
+  for (auto _ : state) measure(state, gpt2_plan(1, 1, false, 0, 2, state.range(0)), &world);
+}
+// pp2 with 1F1B (6 layers a stage) and interleaved 1F1B over two chunks a rank (3 layers each).
+BENCHMARK(BM_TwoRankPipeline)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("vpp")
     ->UseManualTime()
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
