@@ -240,7 +240,7 @@ void PipelineRuntime::retire_if_done(const Key& key) {
   auto found = in_flight_.find(key);
   if (found == in_flight_.end()) return;
   InFlight& flight = found->second;
-  const bool sent_upstream = key.first == 0 || flight.received_gradient.numel() == 0;
+  const bool sent_upstream = key.first == 0 || flight.sent_upstream;
   if (!flight.backward_done || flight.weight_pending || !sent_upstream) return;
   draining_.push_back(std::move(flight));
   in_flight_.erase(found);
@@ -329,6 +329,7 @@ void PipelineRuntime::send(const Action& action) {
     return;
   }
   STRATA_CHECK(flight.backward_done, "{} before its backward", schedule::to_string(action));
+  flight.sent_upstream = true;
   flight.sends.push_back(pipeline.send_async(
       flight.activations->d_input, peer_of(action.stage - 1),
       stage_message_tag(true, action.stage - 1, num_stages_, action.micro_batch, 0, tensors)));

@@ -87,8 +87,9 @@ class PipelineRuntime {
     std::vector<Tensor> received;  // RECV_F: activation, then the pass-through tensors
     Tensor received_gradient;      // RECV_B
     std::vector<CommunicationRequest> sends;
-    bool backward_done = false;   // B, or I and W
+    bool backward_done = false;   // B or I ran
     bool weight_pending = false;  // I ran, W has not
+    bool sent_upstream = false;   // SEND_B ran (stage 0 has nothing to send)
   };
   using Key = std::pair<int, int>;  // (stage, micro-batch)
 
