@@ -296,45 +296,27 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
   }
 }
 
-StepRecord Trainer::train_step() {
+PipelineStepResult Trainer::step_without_pipeline(double rate, bool traced,
+                                                  std::chrono::steady_clock::time_point start) {
   const bool cuda = options_.device == Device::cuda;
-  if (cuda) reset_cuda_peak_memory();
-  // A traced step starts on every rank together, so that their timelines line up.
-  if (options_.trace_step == state_.step + 1 && world_ != nullptr) world_->barrier();
-  const auto start = std::chrono::steady_clock::now();
-  const double communication_before = communication_seconds();
   const schemas::BatchConfig& batch = plan_.batch;
   const std::int64_t step = state_.step;
   // Each token's loss weighs 1 / (tokens in the global batch): the step's loss is their mean,
   // and the gradients summed over dp ranks are the one-device gradients.
-  const std::int64_t step_tokens = batch.global_batch_size * batch.seq_length;
-  const double loss_scale = 1.0 / static_cast<double>(step_tokens);
+  const double loss_scale = 1.0 / static_cast<double>(batch.global_batch_size * batch.seq_length);
   // This dp rank's samples: the contiguous d-th 1/dp of the global batch.
   const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
   const std::int64_t first_rank_sample = dp_rank * (batch.global_batch_size / plan_.mesh.dp);
-  if (pipeline_) {
-    // The runtime begins the step itself.
-  } else if (sharded_) {
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  PipelineStepResult result;
+  if (sharded_) {
     sharded_->begin_step();
   } else {
     model_.parameters().zero_gradients();
   }
-  double loss_sum = 0;
-  double norm = 0;
-  const double rate = schedule_.at(step);
-  const bool traced = options_.trace_step == step + 1;
-  std::vector<ExecutedAction> executed;
-  const auto since_start = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  if (pipeline_) {
-    const PipelineStepResult result = pipeline_->run_step(
-        PipelineStep{step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, traced});
-    loss_sum = result.loss_sum;
-    norm = result.gradient_norm;
-    executed = result.executed;
-  }
-  for (std::int64_t micro = 0; !pipeline_ && micro < batch.num_micro_batches; ++micro) {
+  for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
     const std::int64_t first_sample = first_rank_sample + micro * batch.micro_batch_size;
     sampler_.fill(step, first_sample, inputs_, targets_);
     if (cuda) {
@@ -345,36 +327,59 @@ StepRecord Trainer::train_step() {
                                  first_sample * batch.seq_length};
     if (sharded_) sharded_->begin_micro_batch(micro + 1 == batch.num_micro_batches);
     const double begin = traced ? since_start() : 0;
-    loss_sum += model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
+    result.loss_sum +=
+        model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
     if (traced) {
       // One micro-batch's forward and backward, split where the forward ended.
-      const double end = since_start();
       const double middle = begin + model_.last_forward_seconds();
       const int mb = static_cast<int>(micro);
-      executed.push_back({{schedule::ActionType::forward, 0, mb}, begin, middle});
-      executed.push_back({{schedule::ActionType::backward, 0, mb}, middle, end});
+      result.executed.push_back({{schedule::ActionType::forward, 0, mb}, begin, middle});
+      result.executed.push_back({{schedule::ActionType::backward, 0, mb}, middle, since_start()});
     }
   }
-  const double step_begin = traced && !pipeline_ ? since_start() : 0;
+  const double step_begin = traced ? since_start() : 0;
+  if (sharded_) {
+    sharded_->finish_gradients();
+    result.gradient_norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
+  } else {
+    // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
+    result.gradient_norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
+                                          options_.max_gradient_norm);
+  }
+  if (traced) {
+    result.executed.push_back(
+        {{schedule::ActionType::optimizer_step, -1, -1}, step_begin, since_start()});
+  }
+  return result;
+}
+
+StepRecord Trainer::train_step() {
+  const bool cuda = options_.device == Device::cuda;
+  if (cuda) reset_cuda_peak_memory();
+  // A traced step starts on every rank together, so that their timelines line up.
+  if (options_.trace_step == state_.step + 1 && world_ != nullptr) world_->barrier();
+  const auto start = std::chrono::steady_clock::now();
+  const double communication_before = communication_seconds();
+  const schemas::BatchConfig& batch = plan_.batch;
+  const std::int64_t step = state_.step;
+  const std::int64_t step_tokens = batch.global_batch_size * batch.seq_length;
+  const double rate = schedule_.at(step);
+  const bool traced = options_.trace_step == step + 1;
+  // The loss sum over this rank's micro-batches (its pipeline's, with one), the gradient norm,
+  // and what ran when, if traced.
+  const PipelineStepResult result =
+      pipeline_ ? pipeline_->run_step(PipelineStep{step, state_.seed, rate, options_.adamw,
+                                                   options_.max_gradient_norm, traced})
+                : step_without_pipeline(rate, traced, start);
+  double loss_sum = result.loss_sum;
   double micro_batches = static_cast<double>(batch.num_micro_batches);
   if (sharded_) {
-    if (!pipeline_) {
-      sharded_->finish_gradients();
-      norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
-    }
     // The loss over every dp rank's micro-batches (tp ranks already agree on theirs).
     Tensor sum = Tensor::zeros({1}, ScalarType::float64);
     sum.data<double>()[0] = loss_sum;
     groups_->data_parallel().all_reduce(sum, ReduceOp::sum);
     loss_sum = sum.data<double>()[0];
     micro_batches *= static_cast<double>(plan_.mesh.dp);
-  } else {
-    // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
-    norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
-                          options_.max_gradient_norm);
-  }
-  if (traced && !pipeline_) {
-    executed.push_back({{schedule::ActionType::optimizer_step, -1, -1}, step_begin, since_start()});
   }
   state_.step += 1;
   state_.tokens_seen += step_tokens;
@@ -393,11 +398,11 @@ StepRecord Trainer::train_step() {
     peak_host = static_cast<std::size_t>(slowest.data<double>()[1]);
     communication = slowest.data<double>()[2];
   }
-  if (traced) traced_ = gather_executed_actions(executed, world_);
+  if (traced) traced_ = gather_executed_actions(result.executed, world_);
   return StepRecord{state_.step,
                     loss_sum / micro_batches,
                     rate,
-                    norm,
+                    result.gradient_norm,
                     static_cast<double>(step_tokens) / seconds,
                     seconds,
                     cuda ? cuda_memory_stats().peak_allocated_bytes : 0,

@@ -11,6 +11,7 @@
 // a step is the mean over all of its tokens.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -118,6 +119,10 @@ class Trainer {
 
  private:
   StepRecord train_step();
+  // A step of a plan without a pipeline: the micro-batches' forward and backward in turn, then
+  // the optimizer step (the pipeline runtime runs the other plans' steps from their action list).
+  PipelineStepResult step_without_pipeline(double rate, bool traced,
+                                           std::chrono::steady_clock::time_point start);
   void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
   std::filesystem::path write_checkpoint_now();
   TrainingState read_latest_checkpoint(const std::filesystem::path& checkpoint);
