@@ -101,16 +101,6 @@ ShardedOptimizer::~ShardedOptimizer() { model_.set_unit_hooks(nullptr); }
 
 void ShardedOptimizer::build_buckets() {
   const std::int64_t unit_count = parameter_unit_count(model_.config());
-  std::vector<std::int64_t> unit_begin(static_cast<std::size_t>(unit_count), -1);
-  std::vector<std::int64_t> unit_end(static_cast<std::size_t>(unit_count), -1);
-  const std::vector<ParameterEntry>& entries = store_.entries();
-  for (const ParameterEntry& entry : entries) {
-    const auto unit = static_cast<std::size_t>(parameter_unit(model_.config(), entry.spec.name));
-    if (unit_begin[unit] < 0) unit_begin[unit] = entry.offset;
-    STRATA_CHECK(unit_end[unit] < 0 || unit_end[unit] == entry.offset,
-                 "unit {} is not contiguous in the store at {}", unit, entry.spec.name);
-    unit_end[unit] = entry.offset + shape_numel(entry.shape);
-  }
   // Which of this rank's stages computes each unit (pipelines: buckets stay within one).
   std::vector<int> unit_stage(static_cast<std::size_t>(unit_count), -1);
   for (int chunk = 0; chunk < model_.stage_count(); ++chunk) {
@@ -119,68 +109,22 @@ void ShardedOptimizer::build_buckets() {
       if (stage < 0) stage = chunk;  // unit 0 on one stage holding embedding and LM head
     }
   }
-  // From the head backwards (the order gradients become ready), a bucket closes once it holds
-  // bucket_elements; under ZeRO-3 after every unit; before a unit of another stage or one this
-  // rank does not hold; and around a tied word embedding.
-  std::vector<Bucket> backward_order;
-  std::int64_t collected = 0;
-  std::int64_t last_unit = -1;  // of the bucket being collected; −1: none open
-  for (std::int64_t unit = unit_count - 1; unit >= 0; --unit) {
-    const auto u = static_cast<std::size_t>(unit);
-    if (unit_begin[u] < 0) {
-      STRATA_CHECK(options_.pipeline, "unit {} holds no parameters", unit);
-      continue;
-    }
-    if (last_unit < 0) last_unit = unit;
-    collected += unit_end[u] - unit_begin[u];
-    const auto next = static_cast<std::size_t>(unit - 1);
-    const bool next_elsewhere = unit == 0 || unit_begin[next] < 0 ||
-                                unit_stage[next] != unit_stage[u] ||
-                                unit_end[next] != unit_begin[u] || (ties_embedding_ && unit == 1);
-    if (options_.zero_stage == 3 || collected >= options_.bucket_elements || next_elsewhere) {
-      Bucket bucket;
-      bucket.first_unit = unit;
-      bucket.last_unit = last_unit;
-      backward_order.push_back(std::move(bucket));
-      last_unit = -1;
-      collected = 0;
-    }
+  const BucketLayoutOptions layout{.zero_stage = options_.zero_stage,
+                                   .bucket_elements = options_.bucket_elements,
+                                   .dp = dp_size_,
+                                   .tp_rank = model_.tensor_parallel().rank(),
+                                   .pipeline = options_.pipeline,
+                                   .tied_word_embedding_bucket = ties_embedding_,
+                                   .counts_word_embedding = counts_word_embedding_};
+  for (BucketRange& range : bucket_layout(model_.config(), store_, unit_stage, layout)) {
+    Bucket bucket;
+    static_cast<BucketRange&>(bucket) = std::move(range);
+    buckets_.push_back(std::move(bucket));
   }
-  buckets_.assign(std::make_move_iterator(backward_order.rbegin()),
-                  std::make_move_iterator(backward_order.rend()));
   units_.resize(static_cast<std::size_t>(unit_count));
-  const TensorParallelism& tp = model_.tensor_parallel();
-  std::int64_t shard_offset = 0;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    Bucket& bucket = buckets_[b];
-    bucket.begin = unit_begin[static_cast<std::size_t>(bucket.first_unit)];
-    bucket.elements = unit_end[static_cast<std::size_t>(bucket.last_unit)] - bucket.begin;
-    bucket.shard = (bucket.elements + dp_size_ - 1) / dp_size_;
-    bucket.padded = bucket.shard * dp_size_;
-    bucket.shard_offset = shard_offset;
-    shard_offset += bucket.shard;
-    for (std::int64_t unit = bucket.first_unit; unit <= bucket.last_unit; ++unit) {
+    for (std::int64_t unit = buckets_[b].first_unit; unit <= buckets_[b].last_unit; ++unit) {
       units_[static_cast<std::size_t>(unit)].bucket = b;
-    }
-    for (std::size_t e = 0; e < entries.size(); ++e) {
-      const ParameterEntry& entry = entries[e];
-      if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
-      bucket.entries.push_back(e);
-      // The last stage's copy of a tied embedding: the first stage counts it.
-      if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
-      // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
-      // own blocks (the first of a replicated block's holders), a replicated tensor on tp rank 0.
-      const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
-      for (const ElementRun& run : entry.runs) {
-        const bool owned = sharded ? run.replica_index == 0 : tp.rank() == 0;
-        if (!owned) continue;
-        const std::int64_t first = entry.offset - bucket.begin + run.local_offset;
-        if (!bucket.owned.empty() && bucket.owned.back().second == first) {
-          bucket.owned.back().second += run.length;
-        } else {
-          bucket.owned.emplace_back(first, first + run.length);
-        }
-      }
     }
   }
 }

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "strata/executor/distributed/bucket_layout.h"
 #include "strata/executor/distributed/process_groups.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
@@ -110,14 +111,7 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   void release_gradients(std::int64_t unit) override;
 
  private:
-  struct Bucket {
-    std::int64_t first_unit = 0, last_unit = 0;  // inclusive, forward order
-    std::int64_t begin = 0, elements = 0;        // in the store's flat layout
-    std::int64_t padded = 0, shard = 0;          // padded = shard × dp
-    std::int64_t shard_offset = 0;               // of this rank's share in the shard buffers
-    std::vector<std::size_t> entries;            // indices into the store's entries
-    // Bucket-relative ranges of elements whose square this rank counts in the norm.
-    std::vector<std::pair<std::int64_t, std::int64_t>> owned;
+  struct Bucket : BucketRange {
     Tensor gradient_buffer;  // stage 2/3: the transient padded gradients during a backward
     Tensor value_buffer;     // stage 3: the transient padded values while a unit runs
     int value_references = 0;
