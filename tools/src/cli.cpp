@@ -59,6 +59,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* data_command = add_data_command(app, data);
   TrainOptions train;
   CLI::App* train_command = add_train_command(app, train);
+  ReshardOptions reshard;
+  CLI::App* reshard_command = add_reshard_command(app, reshard);
 
   // CLI11 reports `strata plna` as "A subcommand is required": name the word and the nearest one.
   if (argc > 1 && argv[1][0] != '-') {
@@ -101,6 +103,7 @@ int run_cli(int argc, char** argv) {
     if (plan_command->parsed()) return run_plan(plan);
     if (data_command->parsed()) return run_data(data);
     if (train_command->parsed()) return run_train(train);
+    if (reshard_command->parsed()) return run_reshard(reshard);
   } catch (...) {
     const FailureReport report = failure_report(std::current_exception());
     std::fprintf(stderr, "strata: %s\n", report.line.c_str());

@@ -103,6 +103,15 @@ CLI::App* add_data_command(CLI::App& app, DataOptions& options);
 int run_data(const DataOptions& options);
 
 enum class LogFormat { text, json };
+struct ReshardOptions {
+  std::string from;
+  std::string to_plan;
+  std::string out;
+  std::optional<std::int64_t> bucket_size;
+};
+CLI::App* add_reshard_command(CLI::App& app, ReshardOptions& options);
+int run_reshard(const ReshardOptions& options);
+
 struct TrainOptions {
   std::optional<std::string> plan;
   std::optional<std::string> model;

@@ -7,10 +7,12 @@
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
+#include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -462,6 +464,145 @@ TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas:
     throw schemas::InputError(source, "",
                               fmt::format("malformed checkpoint state: {}", error.what()));
   }
+}
+
+namespace {
+
+// One device's checkpoint seen as a parallel layout of one rank, its files renamed.
+const json kOneDeviceLayout{
+    {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
+    {"zero_stage", 0},
+    {"bucket_elements", 1}};
+
+std::int64_t world_of(const json& parallel) {
+  const json& mesh = parallel.at("mesh");
+  return mesh.at("tp").get<std::int64_t>() * mesh.at("cp").get<std::int64_t>() *
+         mesh.at("dp").get<std::int64_t>() * mesh.at("pp").get<std::int64_t>();
+}
+
+RankCheckpointLayout layout_of(const schemas::ModelConfig& model, const json& parallel,
+                               std::int64_t rank) {
+  if (!parallel.is_null()) return rank_checkpoint_layout(model, parallel, rank);
+  RankCheckpointLayout layout = rank_checkpoint_layout(model, kOneDeviceLayout, 0);
+  layout.values_file = "model.bin";
+  layout.moments_file = "optimizer.bin";
+  return layout;
+}
+
+// Where a parameter's elements are in the source files.
+struct SourcePiece {
+  std::int64_t global_offset = 0, length = 0, file_offset = 0;
+  std::string file;
+  std::int64_t half = 0;  // moments: elements in one half of the file (0 for values)
+};
+
+void check_file(const fs::path& checkpoint, const json& state, const std::string& name) {
+  const fs::path path = checkpoint / name;
+  const std::string source = path.string();
+  if (!fs::exists(path)) throw schemas::InputError(source, "", "missing from the checkpoint");
+  const json& entry = state.at("files").at(name);
+  const std::size_t expected = entry.at("bytes").get<std::size_t>();
+  const std::size_t actual = fs::file_size(path);
+  if (actual != expected) {
+    throw schemas::InputError(
+        source, "",
+        fmt::format("{} bytes, state.json says {} (truncated or replaced)", actual, expected));
+  }
+  const std::string contents = schemas::read_text_file(path);
+  const std::string crc = hex(crc32_of(contents.data(), contents.size()));
+  if (crc != entry.at("crc32").get<std::string>()) {
+    throw schemas::InputError(source, "",
+                              fmt::format("CRC-32 {} differs from state.json's {} (corrupted)", crc,
+                                          entry.at("crc32").get<std::string>()));
+  }
+}
+
+}  // namespace
+
+fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& model,
+                            const json& target, const fs::path& directory) {
+  const ParameterStore whole(transformer_parameters(model), ScalarType::float32, Device::cpu,
+                             std::nullopt, StoreOptions{0, 1, false, false});
+  json state = verified_state(source, model, whole, true);
+  const json source_parallel = state.contains("parallel") ? state.at("parallel") : json();
+  // Every source file, checked; then each parameter's pieces, by global element.
+  std::vector<std::vector<SourcePiece>> pieces(whole.entries().size());
+  const std::int64_t source_world = source_parallel.is_null() ? 1 : world_of(source_parallel);
+  for (std::int64_t rank = 0; rank < source_world; ++rank) {
+    const RankCheckpointLayout layout = layout_of(model, source_parallel, rank);
+    if (layout.writes_values) {
+      check_file(source, state, layout.values_file);
+      for (const FileSegment& segment : layout.values) {
+        pieces[segment.parameter].push_back(
+            {segment.global_offset, segment.length, segment.file_offset, layout.values_file, 0});
+      }
+    }
+    if (layout.writes_moments) {
+      check_file(source, state, layout.moments_file);
+      for (const FileSegment& segment : layout.moments) {
+        pieces[segment.parameter].push_back({segment.global_offset, segment.length,
+                                             segment.file_offset, layout.moments_file,
+                                             layout.moments_elements});
+      }
+    }
+  }
+  const std::int64_t step = state.at("step").get<std::int64_t>();
+  const fs::path temporary = create_temporary(directory, step, ::getpid());
+  json files = json::object();
+  // Fills `buffer` (floats) from the source pieces of the given kind (values: half == 0).
+  const auto fill = [&](const std::vector<FileSegment>& segments, bool moments,
+                        std::int64_t target_half, std::vector<float>& buffer) {
+    for (const FileSegment& segment : segments) {
+      std::int64_t covered = 0;
+      for (const SourcePiece& piece : pieces[segment.parameter]) {
+        if ((piece.half > 0) != moments) continue;
+        const std::int64_t begin = std::max(segment.global_offset, piece.global_offset);
+        const std::int64_t end =
+            std::min(segment.global_offset + segment.length, piece.global_offset + piece.length);
+        if (begin >= end) continue;
+        std::ifstream in(source / piece.file, std::ios::binary);
+        for (std::int64_t half = 0; half < (moments ? 2 : 1); ++half) {
+          const std::int64_t from =
+              half * piece.half + piece.file_offset + (begin - piece.global_offset);
+          const std::int64_t to =
+              half * target_half + segment.file_offset + (begin - segment.global_offset);
+          in.seekg(static_cast<std::streamoff>(from * sizeof(float)));
+          in.read(reinterpret_cast<char*>(buffer.data() + to),
+                  static_cast<std::streamsize>((end - begin) * sizeof(float)));
+        }
+        covered += end - begin;
+      }
+      STRATA_CHECK(covered >= segment.length, "parameter {} elements {}+{} missing from {}",
+                   whole.entries()[segment.parameter].spec.name, segment.global_offset,
+                   segment.length, source.string());
+    }
+  };
+  const std::int64_t target_world = target.is_null() ? 1 : world_of(target);
+  for (std::int64_t rank = 0; rank < target_world; ++rank) {
+    const RankCheckpointLayout layout = layout_of(model, target, rank);
+    if (layout.writes_values) {
+      std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
+      fill(layout.values, false, 0, buffer);
+      const Tensor tensor =
+          Tensor::borrow(buffer.data(), {layout.values_elements}, ScalarType::float32);
+      files[layout.values_file] = write_binary(temporary / layout.values_file, {&tensor});
+    }
+    if (layout.writes_moments) {
+      std::vector<float> buffer(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
+      fill(layout.moments, true, layout.moments_elements, buffer);
+      const Tensor tensor =
+          Tensor::borrow(buffer.data(), {2 * layout.moments_elements}, ScalarType::float32);
+      files[layout.moments_file] = write_binary(temporary / layout.moments_file, {&tensor});
+    }
+  }
+  state["files"] = std::move(files);
+  if (target.is_null()) {
+    state.erase("parallel");
+  } else {
+    state["parallel"] = target;
+  }
+  state[kStateChecksum] = state_checksum(state);
+  return finish_checkpoint(directory, temporary, step, state);
 }
 
 }  // namespace strata::executor

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/schedule/plan_schedule.h"
@@ -211,19 +212,12 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
 }
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
-  const schemas::Mesh& mesh = plan_.mesh;
-  const nlohmann::json mesh_json{{"tp", mesh.tp},
-                                 {"cp", mesh.cp},
-                                 {"dp", mesh.dp},
-                                 {"pp", mesh.pp},
-                                 {"order", schemas::mesh_order_to_string(mesh.order)}};
+  const std::int64_t bucket = options_.bucket_elements > 0 ? options_.bucket_elements
+                                                           : default_bucket_elements(plan_.mesh.dp);
+  const nlohmann::json layout = checkpoint_layout_of(plan_, bucket);
   ShardedCheckpointPart part =
-      sharded_checkpoint_files(mesh_json, plan_.zero_stage, world_->rank());
-  part.layout = nlohmann::json{
-      {"mesh", mesh_json},
-      {"zero_stage", plan_.zero_stage},
-      {"bucket_elements",
-       options_.bucket_elements > 0 ? options_.bucket_elements : default_bucket_elements(mesh.dp)}};
+      sharded_checkpoint_files(layout.at("mesh"), plan_.zero_stage, world_->rank());
+  part.layout = layout;
   part.values = sharded_->values_state();
   part.moments = sharded_->moments_state();
   return part;

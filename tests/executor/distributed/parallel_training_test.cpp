@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
@@ -437,6 +438,59 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelResume,
                            return info.param.name;
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ParallelResume);
+
+// A checkpoint moves between layouts: 5 steps on dp2·tp2·pp2, the step-5 checkpoint resharded to
+// tp4·pp2 and to one device, 5 more steps on each: the losses of 10 uninterrupted steps.
+TEST(ParallelReshard, ContinuesOnAnotherLayout) {
+  if (launched_ranks() != 8) GTEST_SKIP() << "runs at 8 ranks";
+  Communicator& world = world_communicator();
+  const schemas::ModelConfig model = model_named("gpt-tiny", 0.1);
+  const TokenFile data = token_data();
+  const fs::path root = fs::path(::testing::TempDir()) / "strata-parallel-reshard";
+  if (world.rank() == 0) fs::remove_all(root);
+  world.barrier();
+  TrainingOptions options = training_options();
+  options.checkpoint_dir = root / "first";
+  options.checkpoint_every = 5;
+  const schemas::Plan first =
+      plan_of(model, pipeline("Dp2Tp2Pp2", "gpt-tiny", 2, 2, 2, 1,
+                              schemas::ScheduleType::one_f_one_b, 0, 0.1, false, true));
+  RunRecord uninterrupted;
+  {
+    Trainer trainer(first, "first", data, options, &world);
+    uninterrupted = train(trainer);
+  }
+  const schemas::Plan second = plan_of(
+      model, pipeline("Tp4Pp2", "gpt-tiny", 4, 1, 2, 1, schemas::ScheduleType::zb_h1, 1, 0.1));
+  if (world.rank() == 0) {
+    const fs::path step5 = root / "first" / "step_00000005";
+    reshard_checkpoint(step5, model, checkpoint_layout_of(second, default_bucket_elements(1)),
+                       root / "second");
+    reshard_checkpoint(step5, model, nlohmann::json(), root / "one");
+  }
+  world.barrier();
+  options.resume = true;
+  options.checkpoint_dir = root / "second";
+  options.checkpoint_every = 0;
+  Trainer resumed(second, "second", data, options, &world);
+  EXPECT_EQ(resumed.completed_steps(), 5);
+  const RunRecord continued = train(resumed);
+  if (world.rank() != 0) return;
+  ASSERT_EQ(continued.losses.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i], kTolerance * continued.losses[i])
+        << "tp4·pp2, step " << i + 6;
+  }
+  options.checkpoint_dir = root / "one";
+  Trainer alone(one_device_plan(model), "one device", data, options);
+  EXPECT_EQ(alone.completed_steps(), 5);
+  const RunRecord single = train(alone);
+  ASSERT_EQ(single.losses.size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(single.losses[i], uninterrupted.losses[5 + i], kTolerance * single.losses[i])
+        << "one device, step " << i + 6;
+  }
+}
 
 // Every rank reports its own failed assertions; rank 0 also the progress.
 class FailuresOfOneRank : public ::testing::EmptyTestEventListener {

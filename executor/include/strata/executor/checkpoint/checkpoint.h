@@ -112,4 +112,14 @@ TrainingState read_sharded_checkpoint(const std::filesystem::path& checkpoint,
                                       const ParameterStore& parameters,
                                       ShardedCheckpointPart& part);
 
+// Writes the checkpoint at `source` (one device's or a parallel run's) as a checkpoint of another
+// layout into `directory`/step_N: `target` is the "parallel" block of the layout to write (mesh,
+// stages, ZeRO stage, bucket size; null: one device). Values and AdamW moments move element by
+// element through both layouts' maps (checkpoint_layout.h), one target file in memory at a time;
+// every source file's size and CRC-32 are checked first. Returns the new checkpoint's path.
+std::filesystem::path reshard_checkpoint(const std::filesystem::path& source,
+                                         const schemas::ModelConfig& model,
+                                         const nlohmann::json& target,
+                                         const std::filesystem::path& directory);
+
 }  // namespace strata::executor

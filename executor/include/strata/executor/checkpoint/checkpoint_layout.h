@@ -1,0 +1,44 @@
+// CheckpointLayout: where every element of one rank's checkpoint files lives in the whole model,
+// computed from the checkpoint's layout block (mesh, pipeline stages, ZeRO stage, bucket size) and
+// the model alone — without building that rank's model or reading its files. Resharding maps each
+// element of a target layout's files to the files of the source layout through it, one file at a
+// time (WIP: strata reshard).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "strata/schemas/model_config.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::executor {
+
+// `length` elements of parameter `parameter` (an index into transformer_parameters(model)) from
+// its flat element `global_offset` on sit at element `file_offset` of a file.
+struct FileSegment {
+  std::size_t parameter = 0;
+  std::int64_t global_offset = 0;
+  std::int64_t file_offset = 0;
+  std::int64_t length = 0;
+};
+
+struct RankCheckpointLayout {
+  std::string values_file, moments_file;
+  bool writes_values = false, writes_moments = false;
+  std::int64_t values_elements = 0;   // the values file's length, in elements
+  std::int64_t moments_elements = 0;  // one half of the moments file (first, then second moments)
+  std::vector<FileSegment> values;
+  std::vector<FileSegment> moments;  // of the first half; the second half repeats it
+};
+
+// The "parallel" block a run of `plan` writes into its checkpoints (and a resume must find): the
+// mesh, the ZeRO stage, the gradient bucket size and, with a pipeline, the stages.
+nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements);
+
+// The layout of `rank`'s files in a parallel checkpoint whose "parallel" block is `parallel`.
+RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
+                                            const nlohmann::json& parallel, std::int64_t rank);
+
+}  // namespace strata::executor

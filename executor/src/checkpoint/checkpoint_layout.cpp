@@ -1,0 +1,167 @@
+#include "strata/executor/checkpoint/checkpoint_layout.h"
+
+#include <algorithm>
+
+#include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/distributed/bucket_layout.h"
+#include "strata/executor/model/parameter_units.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/schemas/mesh_ranks.h"
+
+namespace strata::executor {
+namespace {
+
+schemas::Mesh mesh_of(const nlohmann::json& mesh_json) {
+  schemas::Mesh mesh;
+  mesh.tp = mesh_json.at("tp").get<std::int64_t>();
+  mesh.cp = mesh_json.at("cp").get<std::int64_t>();
+  mesh.dp = mesh_json.at("dp").get<std::int64_t>();
+  mesh.pp = mesh_json.at("pp").get<std::int64_t>();
+  const std::string order = mesh_json.at("order").get<std::string>();
+  for (std::size_t i = 0; i < 4; ++i) {
+    mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
+  }
+  return mesh;
+}
+
+// The segments of the store's elements [first, last) (flat store offsets) placed from
+// `file_offset` on.
+void add_store_range(const schemas::ModelConfig& model, const ParameterStore& store,
+                     const std::vector<std::size_t>& parameter_index, std::int64_t first,
+                     std::int64_t last, std::int64_t file_offset,
+                     std::vector<FileSegment>& segments) {
+  for (std::size_t e = 0; e < store.entries().size(); ++e) {
+    const ParameterEntry& entry = store.entries()[e];
+    for (const ElementRun& run : entry.runs) {
+      const std::int64_t begin = std::max(first, entry.offset + run.local_offset);
+      const std::int64_t end = std::min(last, entry.offset + run.local_offset + run.length);
+      if (begin >= end) continue;
+      segments.push_back({parameter_index[e],
+                          run.global_offset + (begin - entry.offset - run.local_offset),
+                          file_offset + (begin - first), end - begin});
+    }
+  }
+  (void)model;
+}
+
+}  // namespace
+
+nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements) {
+  const schemas::Mesh& mesh = plan.mesh;
+  nlohmann::json layout{{"mesh",
+                         {{"tp", mesh.tp},
+                          {"cp", mesh.cp},
+                          {"dp", mesh.dp},
+                          {"pp", mesh.pp},
+                          {"order", schemas::mesh_order_to_string(mesh.order)}}},
+                        {"zero_stage", plan.zero_stage},
+                        {"bucket_elements", bucket_elements}};
+  if (mesh.pp > 1) {
+    // The pipeline split fixes which parameters each pipeline rank's files hold.
+    nlohmann::json stages = nlohmann::json::array();
+    for (const schemas::PipelineStage& stage : plan.stages) {
+      stages.push_back({stage.first_layer, stage.num_layers, stage.embedding, stage.lm_head});
+    }
+    layout["stages"] = std::move(stages);
+  }
+  return layout;
+}
+
+RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
+                                            const nlohmann::json& parallel, std::int64_t rank) {
+  const schemas::Mesh mesh = mesh_of(parallel.at("mesh"));
+  const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
+  const std::int64_t bucket_elements = parallel.at("bucket_elements").get<std::int64_t>();
+  const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
+  const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
+  const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
+  const std::int64_t dp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::dp)] +
+                               mesh.dp * at[static_cast<std::size_t>(schemas::MeshAxis::cp)];
+  // This pipeline rank's stages (all of the model without a pipeline).
+  std::vector<schemas::PipelineStage> stages;
+  if (parallel.contains("stages")) {
+    const nlohmann::json& all = parallel.at("stages");
+    for (std::size_t s = static_cast<std::size_t>(pp_rank); s < all.size();
+         s += static_cast<std::size_t>(mesh.pp)) {
+      stages.push_back({all[s].at(0).get<std::int64_t>(), all[s].at(1).get<std::int64_t>(),
+                        all[s].at(2).get<bool>(), all[s].at(3).get<bool>()});
+    }
+  } else {
+    stages.push_back({0, model.num_layers, true, true});
+  }
+  const ParameterStore store(stage_parameters(model, stages), ScalarType::float32, Device::cpu,
+                             std::nullopt,
+                             StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,
+                                          /*own_gradients=*/false});
+  std::vector<std::size_t> parameter_index;
+  const std::vector<ParameterSpec> whole = transformer_parameters(model);
+  for (const ParameterEntry& entry : store.entries()) {
+    const auto found = std::find_if(whole.begin(), whole.end(), [&](const ParameterSpec& spec) {
+      return spec.name == entry.spec.name;
+    });
+    parameter_index.push_back(static_cast<std::size_t>(found - whole.begin()));
+  }
+  // The buckets, as the sharded optimizer makes them.
+  std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), -1);
+  bool embedding_stage = false;
+  for (std::size_t chunk = 0; chunk < stages.size(); ++chunk) {
+    const schemas::PipelineStage& stage = stages[chunk];
+    embedding_stage = embedding_stage || stage.embedding;
+    std::vector<std::int64_t> units;
+    if (stage.embedding || (stage.lm_head && model.tied_embeddings)) units.push_back(0);
+    for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
+      units.push_back(l + 1);
+    }
+    if (stage.lm_head) units.push_back(model.num_layers + 1);
+    for (std::int64_t unit : units) {
+      int& owner = unit_stage[static_cast<std::size_t>(unit)];
+      if (owner < 0) owner = static_cast<int>(chunk);
+    }
+  }
+  const bool ties = mesh.pp > 1 && model.tied_embeddings && store.contains("embedding.word");
+  const std::vector<BucketRange> buckets =
+      bucket_layout(model, store, unit_stage,
+                    BucketLayoutOptions{.zero_stage = zero_stage,
+                                        .bucket_elements = bucket_elements,
+                                        .dp = mesh.dp * mesh.cp,
+                                        .tp_rank = tp_rank,
+                                        .pipeline = mesh.pp > 1,
+                                        .tied_word_embedding_bucket = ties,
+                                        .counts_word_embedding = !ties || embedding_stage});
+  const ShardedCheckpointPart names =
+      sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+  RankCheckpointLayout layout;
+  layout.values_file = names.values_file;
+  layout.moments_file = names.moments_file;
+  layout.writes_values = names.writes_values;
+  layout.writes_moments = names.writes_moments;
+  // A ZeRO shard file: this dp rank's share of each bucket, one after another (padding: none).
+  const auto add_shards = [&](std::vector<FileSegment>& segments) {
+    std::int64_t elements = 0;
+    for (const BucketRange& bucket : buckets) {
+      const std::int64_t low = dp_rank * bucket.shard;
+      const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+      if (high > low) {
+        add_store_range(model, store, parameter_index, bucket.begin + low, bucket.begin + high,
+                        bucket.shard_offset, segments);
+      }
+      elements += bucket.shard;
+    }
+    return elements;
+  };
+  if (zero_stage >= 3) {
+    layout.values_elements = add_shards(layout.values);
+  } else {
+    layout.values_elements = store.total_elements();
+    add_store_range(model, store, parameter_index, 0, store.total_elements(), 0, layout.values);
+  }
+  if (zero_stage >= 1) {
+    layout.moments_elements = add_shards(layout.moments);
+  } else {
+    layout.moments_elements = store.total_elements();
+    add_store_range(model, store, parameter_index, 0, store.total_elements(), 0, layout.moments);
+  }
+  return layout;
+}
+
+}  // namespace strata::executor
