@@ -238,6 +238,49 @@ TEST_F(ParallelCli, ATraceOfAOneRankRunSplitsEachMicroBatch) {
   EXPECT_EQ(traced_actions(file).at("measured: rank 0 (tp 0, dp 0, pp 0)"), expected);
 }
 
+TEST_F(ParallelCli, AReshardedCheckpointContinuesOnAnotherLayout) {
+  // 4 steps on one device, checkpointed at 2; the step-2 checkpoint resharded for dp2 ZeRO-1 and
+  // resumed under mpirun: steps 3 and 4 are the one-device run's.
+  const fs::path one = directory / "one";
+  const CommandResult first = strata(
+      train("--steps 4 --checkpoint-every 2 --log-format json --checkpoint-dir " + one.string()));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const fs::path plan = directory / "dp2.json";
+  ASSERT_EQ(mpirun(2, train("--dp 2 --zero 1 --steps 1 --write-plan " + plan.string())).exit_code,
+            0);
+  const fs::path two = directory / "two";
+  const CommandResult reshard = strata("reshard --from " + (one / "step_00000002").string() +
+                                       " --to-plan " + plan.string() + " --out " + two.string());
+  ASSERT_EQ(reshard.exit_code, 0) << reshard.err;
+  EXPECT_EQ(reshard.err, "");
+  const CommandResult resumed =
+      mpirun(2, "train --plan " + plan.string() + " --data " + tokens +
+                    " --steps 4 --resume --log-format json --checkpoint-dir " + two.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  const std::vector<nlohmann::json> got = step_records(resumed.out);
+  ASSERT_EQ(got.size(), 2u) << resumed.out;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double loss = expected[2 + i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 3;
+  }
+  // A corrupted source file is refused with one line naming it; nothing is written.
+  {
+    std::fstream file(one / "step_00000004" / "model.bin",
+                      std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100);
+    file.put('\x5a');
+  }
+  const CommandResult corrupted =
+      strata("reshard --from " + (one / "step_00000004").string() + " --to-plan " + plan.string() +
+             " --out " + (directory / "three").string());
+  EXPECT_EQ(corrupted.exit_code, 1);
+  EXPECT_THAT(corrupted.err, HasSubstr("model.bin"));
+  EXPECT_THAT(corrupted.err, HasSubstr("CRC-32"));
+  EXPECT_EQ(strata_lines(corrupted.err).size(), 1u) << corrupted.err;
+  EXPECT_FALSE(fs::exists(directory / "three" / "step_00000004"));
+}
+
 // A pipeline plan whose schedule is a custom CSV file with these rows.
 struct CustomSchedule {
   std::string name, csv, expected;
