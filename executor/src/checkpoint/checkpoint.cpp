@@ -342,15 +342,7 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
 
 ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64_t zero_stage,
                                                std::int64_t rank) {
-  schemas::Mesh mesh;
-  mesh.tp = mesh_json.at("tp").get<std::int64_t>();
-  mesh.cp = mesh_json.at("cp").get<std::int64_t>();
-  mesh.dp = mesh_json.at("dp").get<std::int64_t>();
-  mesh.pp = mesh_json.at("pp").get<std::int64_t>();
-  const std::string order = mesh_json.at("order").get<std::string>();
-  for (std::size_t i = 0; i < 4; ++i) {
-    mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
-  }
+  const schemas::Mesh mesh = checkpoint_mesh(mesh_json);
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const auto coordinate = [&](schemas::MeshAxis axis) {
     return at[static_cast<std::size_t>(axis)];

@@ -9,9 +9,9 @@
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
-namespace {
+namespace {}  // namespace
 
-schemas::Mesh mesh_of(const nlohmann::json& mesh_json) {
+schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
   schemas::Mesh mesh;
   mesh.tp = mesh_json.at("tp").get<std::int64_t>();
   mesh.cp = mesh_json.at("cp").get<std::int64_t>();
@@ -24,11 +24,12 @@ schemas::Mesh mesh_of(const nlohmann::json& mesh_json) {
   return mesh;
 }
 
+namespace {
+
 // The segments of the store's elements [first, last) (flat store offsets) placed from
 // `file_offset` on.
-void add_store_range(const schemas::ModelConfig& model, const ParameterStore& store,
-                     const std::vector<std::size_t>& parameter_index, std::int64_t first,
-                     std::int64_t last, std::int64_t file_offset,
+void add_store_range(const ParameterStore& store, const std::vector<std::size_t>& parameter_index,
+                     std::int64_t first, std::int64_t last, std::int64_t file_offset,
                      std::vector<FileSegment>& segments) {
   for (std::size_t e = 0; e < store.entries().size(); ++e) {
     const ParameterEntry& entry = store.entries()[e];
@@ -41,7 +42,6 @@ void add_store_range(const schemas::ModelConfig& model, const ParameterStore& st
                           file_offset + (begin - first), end - begin});
     }
   }
-  (void)model;
 }
 
 }  // namespace
@@ -69,7 +69,7 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t buck
 
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
                                             const nlohmann::json& parallel, std::int64_t rank) {
-  const schemas::Mesh mesh = mesh_of(parallel.at("mesh"));
+  const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
   const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
   const std::int64_t bucket_elements = parallel.at("bucket_elements").get<std::int64_t>();
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
@@ -107,12 +107,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   for (std::size_t chunk = 0; chunk < stages.size(); ++chunk) {
     const schemas::PipelineStage& stage = stages[chunk];
     embedding_stage = embedding_stage || stage.embedding;
-    std::vector<std::int64_t> units;
-    if (stage.embedding || (stage.lm_head && model.tied_embeddings)) units.push_back(0);
-    for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
-      units.push_back(l + 1);
-    }
-    if (stage.lm_head) units.push_back(model.num_layers + 1);
+    const std::vector<std::int64_t> units = stage_units(model, stage);
     for (std::int64_t unit : units) {
       int& owner = unit_stage[static_cast<std::size_t>(unit)];
       if (owner < 0) owner = static_cast<int>(chunk);
@@ -142,7 +137,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
       const std::int64_t low = dp_rank * bucket.shard;
       const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
       if (high > low) {
-        add_store_range(model, store, parameter_index, bucket.begin + low, bucket.begin + high,
+        add_store_range(store, parameter_index, bucket.begin + low, bucket.begin + high,
                         bucket.shard_offset, segments);
       }
       elements += bucket.shard;
@@ -153,13 +148,13 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
     layout.values_elements = add_shards(layout.values);
   } else {
     layout.values_elements = store.total_elements();
-    add_store_range(model, store, parameter_index, 0, store.total_elements(), 0, layout.values);
+    add_store_range(store, parameter_index, 0, store.total_elements(), 0, layout.values);
   }
   if (zero_stage >= 1) {
     layout.moments_elements = add_shards(layout.moments);
   } else {
     layout.moments_elements = store.total_elements();
-    add_store_range(model, store, parameter_index, 0, store.total_elements(), 0, layout.moments);
+    add_store_range(store, parameter_index, 0, store.total_elements(), 0, layout.moments);
   }
   return layout;
 }

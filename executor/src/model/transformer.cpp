@@ -156,15 +156,19 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   }
 }
 
-std::vector<std::int64_t> Transformer::stage_units(int chunk) const {
-  const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
+std::vector<std::int64_t> stage_units(const ModelConfig& model,
+                                      const schemas::PipelineStage& stage) {
   std::vector<std::int64_t> units;
-  if (stage.embedding || (stage.lm_head && model_.tied_embeddings)) units.push_back(0);
+  if (stage.embedding || (stage.lm_head && model.tied_embeddings)) units.push_back(0);
   for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
     units.push_back(l + 1);
   }
-  if (stage.lm_head) units.push_back(head_unit());
+  if (stage.lm_head) units.push_back(model.num_layers + 1);
   return units;
+}
+
+std::vector<std::int64_t> Transformer::stage_units(int chunk) const {
+  return executor::stage_units(model_, stages_.at(static_cast<std::size_t>(chunk)));
 }
 
 void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {

@@ -33,6 +33,9 @@ struct RankCheckpointLayout {
   std::vector<FileSegment> moments;  // of the first half; the second half repeats it
 };
 
+// The mesh of a checkpoint's layout block ("mesh": tp, cp, dp, pp and the axis order).
+schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json);
+
 // The "parallel" block a run of `plan` writes into its checkpoints (and a resume must find): the
 // mesh, the ZeRO stage, the gradient bucket size and, with a pipeline, the stages.
 nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements);

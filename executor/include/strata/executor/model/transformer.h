@@ -45,6 +45,11 @@ std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& mo
 std::vector<ParameterSpec> stage_parameters(const schemas::ModelConfig& model,
                                             const std::vector<schemas::PipelineStage>& stages);
 
+// The parameter units (parameter_units.h) a stage computes with: the embeddings on the first
+// stage (and a tied word embedding on the last), its layers, the head on the last.
+std::vector<std::int64_t> stage_units(const schemas::ModelConfig& model,
+                                      const schemas::PipelineStage& stage);
+
 // How a model is built beyond its config: its rank's share of a tensor-parallel group, which flat
 // buffers its store leaves to a ZeRO owner, which layers recompute, which stages it holds.
 struct TransformerOptions {
