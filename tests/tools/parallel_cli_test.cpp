@@ -281,6 +281,76 @@ TEST_F(ParallelCli, AReshardedCheckpointContinuesOnAnotherLayout) {
   EXPECT_FALSE(fs::exists(directory / "three" / "step_00000004"));
 }
 
+TEST_F(ParallelCli, AResumeOnAnotherPlanReshardsOnLoad) {
+  // 4 steps on pp2, checkpointed at 2. The step-2 checkpoint, copied as it is, resumes on tp2 and
+  // on one device with no reshard step: steps 3 and 4 are the pp2 run's, and the summary names
+  // the change of layout.
+  const fs::path pipelined = directory / "pp2";
+  const CommandResult first =
+      mpirun(2, train("--pp 2 --steps 4 --checkpoint-every 2 --log-format json --checkpoint-dir " +
+                      pipelined.string()));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const auto copy_of_step2 = [&](const std::string& name) {
+    const fs::path copy = directory / name;
+    fs::create_directories(copy);
+    fs::copy(pipelined / "step_00000002", copy / "step_00000002", fs::copy_options::recursive);
+    return copy;
+  };
+  const auto expect_steps_3_and_4 = [&](const CommandResult& run, const std::string& layout) {
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.err, "");
+    const std::vector<nlohmann::json> got = step_records(run.out);
+    ASSERT_EQ(got.size(), 2u) << run.out;
+    for (std::size_t i = 0; i < 2; ++i) {
+      const double loss = expected[2 + i].at("loss").get<double>();
+      EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss))
+          << layout << ", step " << i + 3;
+    }
+    const nlohmann::json summary =
+        nlohmann::json::parse(run.out.substr(run.out.rfind('\n', run.out.size() - 2) + 1));
+    ASSERT_TRUE(summary.contains("resume_changes")) << run.out;
+    EXPECT_THAT(summary.at("resume_changes").at(0).get<std::string>(),
+                HasSubstr("pp 2 (tp-cp-dp-pp), ZeRO-0, buckets of"));
+    EXPECT_THAT(summary.at("resume_changes").at(0).get<std::string>(), HasSubstr(layout));
+  };
+  const fs::path tensor_parallel = copy_of_step2("tp2");
+  expect_steps_3_and_4(
+      mpirun(2, train("--tp 2 --steps 4 --resume --log-format json --checkpoint-dir " +
+                      tensor_parallel.string())),
+      "→ tp 2 · cp 1 · dp 1 · pp 1");
+  const fs::path alone = copy_of_step2("one");
+  expect_steps_3_and_4(
+      strata(train("--steps 4 --resume --log-format json --checkpoint-dir " + alone.string())),
+      "→ one device");
+
+  // A truncated source file stops every rank with one line naming it.
+  const fs::path truncated = copy_of_step2("truncated");
+  const fs::path shard = truncated / "step_00000002" / "model.tp0.pp1.dp0.bin";
+  fs::resize_file(shard, fs::file_size(shard) - 4);
+  const CommandResult short_file =
+      mpirun(2, train("--tp 2 --steps 4 --resume --checkpoint-dir " + truncated.string()));
+  EXPECT_NE(short_file.exit_code, 0);
+  std::vector<std::string> lines = strata_lines(short_file.err);
+  ASSERT_EQ(lines.size(), 1u) << short_file.err;
+  EXPECT_THAT(lines[0], HasSubstr("model.tp0.pp1.dp0.bin"));
+  EXPECT_THAT(lines[0], HasSubstr("truncated"));
+  EXPECT_EQ(short_file.out.find("step 3"), std::string::npos) << short_file.out;
+
+  // Another model's checkpoint is refused naming the field that differs.
+  const fs::path other = copy_of_step2("other");
+  const CommandResult other_model =
+      mpirun(2, "train --model gpt-tiny --data " + tokens +
+                    " --micro-batch 2 --global-batch 4 --seq-len 32 --tp 2 --steps 4 --resume "
+                    "--checkpoint-dir " +
+                    other.string());
+  EXPECT_NE(other_model.exit_code, 0);
+  lines = strata_lines(other_model.err);
+  ASSERT_EQ(lines.size(), 1u) << other_model.err;
+  EXPECT_THAT(lines[0], HasSubstr("state.json: /model/"));
+}
+
 // A pipeline plan whose schedule is a custom CSV file with these rows.
 struct CustomSchedule {
   std::string name, csv, expected;

@@ -151,7 +151,8 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
   std::fflush(stdout);
 }
 
-void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
+void print_summary(const executor::TrainingSummary& summary,
+                   const std::vector<std::string>& resume_changes, LogFormat format) {
   if (format == LogFormat::json) {
     nlohmann::json line{{"summary", true},
                         {"first_step", summary.first_step},
@@ -160,6 +161,7 @@ void print_summary(const executor::TrainingSummary& summary, LogFormat format) {
                         {"mean_tokens_per_s", summary.mean_tokens_per_s},
                         {"total_time_s", summary.total_time_s}};
     if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
+    if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
     std::cout << line.dump() << std::endl;
     return;
   }
@@ -517,7 +519,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     const executor::TrainingSummary summary = trainer->run([&](const executor::StepRecord& record) {
       if (logs) print_step(record, options.steps, prediction, options.log_format);
     });
-    if (logs) print_summary(summary, options.log_format);
+    if (logs) print_summary(summary, trainer->resume_changes(), options.log_format);
     if (options.trace && logs) {
       print_trace(
           write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),

@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/crc.hpp>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 
@@ -323,13 +326,14 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
                               ParameterStore& parameters, OptimizerMoments& moments) {
   const std::string source = (checkpoint / "state.json").string();
   try {
-    const json state = verified_state(checkpoint, model, parameters, false);
-    if (state.contains("parallel")) {
-      throw schemas::InputError(
-          source, "/parallel",
-          fmt::format("written by a parallel run ({}); it resumes with the same plan under mpirun",
-                      mesh_text(state.at("parallel"))));
+    if (!recorded_checkpoint_layout(checkpoint).is_null()) {
+      // Written by a parallel run: gather this one device's state from its files.
+      const TrainingState resumed = read_resharded_checkpoint(
+          checkpoint, model, json(), 0, {&parameters.values()}, {&moments.first, &moments.second});
+      parameters.refresh_compute_values();
+      return resumed;
     }
+    const json state = verified_state(checkpoint, model, parameters, false);
     read_binary(checkpoint, state, "model.bin", {&parameters.values()});
     read_binary(checkpoint, state, "optimizer.bin", {&moments.first, &moments.second});
     parameters.refresh_compute_values();
@@ -354,6 +358,7 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   const std::int64_t pp = coordinate(schemas::MeshAxis::pp);
   const std::int64_t dp = coordinate(schemas::MeshAxis::dp);
   ShardedCheckpointPart part;
+  part.rank = rank;
   const bool sharded_values = zero_stage >= 3;
   const bool sharded_moments = zero_stage >= 1;
   part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? dp : 0);
@@ -433,22 +438,13 @@ TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas:
                                       ShardedCheckpointPart& part) {
   const std::string source = (checkpoint / "state.json").string();
   try {
-    const json state = verified_state(checkpoint, model, parameters, true);
-    if (!state.contains("parallel")) {
-      throw schemas::InputError(source, "/parallel",
-                                fmt::format("written by a one-device run; this run is {}: "
-                                            "resuming on another layout is not supported",
-                                            mesh_text(part.layout)));
-    }
-    if (state.at("parallel") != part.layout) {
-      throw schemas::InputError(
-          source, "/parallel",
-          fmt::format("written by {}; this run is {}: resuming on another layout is not supported",
-                      mesh_text(state.at("parallel")), mesh_text(part.layout)));
-    }
     std::vector<Tensor*> values, moments;
     for (Tensor& tensor : part.values) values.push_back(&tensor);
     for (Tensor& tensor : part.moments) moments.push_back(&tensor);
+    if (recorded_checkpoint_layout(checkpoint) != part.layout) {
+      return read_resharded_checkpoint(checkpoint, model, part.layout, part.rank, values, moments);
+    }
+    const json state = verified_state(checkpoint, model, parameters, true);
     read_binary(checkpoint, state, part.values_file, values);
     read_binary(checkpoint, state, part.moments_file, moments);
     return training_state_of(state);
@@ -472,6 +468,7 @@ std::int64_t world_of(const json& parallel) {
          mesh.at("dp").get<std::int64_t>() * mesh.at("pp").get<std::int64_t>();
 }
 
+// `parallel` null stands for one device.
 RankCheckpointLayout layout_of(const schemas::ModelConfig& model, const json& parallel,
                                std::int64_t rank) {
   if (!parallel.is_null()) return rank_checkpoint_layout(model, parallel, rank);
@@ -480,13 +477,6 @@ RankCheckpointLayout layout_of(const schemas::ModelConfig& model, const json& pa
   layout.moments_file = "optimizer.bin";
   return layout;
 }
-
-// Where a parameter's elements are in the source files.
-struct SourcePiece {
-  std::int64_t global_offset = 0, length = 0, file_offset = 0;
-  std::string file;
-  std::int64_t half = 0;  // moments: elements in one half of the file (0 for values)
-};
 
 void check_file(const fs::path& checkpoint, const json& state, const std::string& name) {
   const fs::path path = checkpoint / name;
@@ -509,50 +499,47 @@ void check_file(const fs::path& checkpoint, const json& state, const std::string
   }
 }
 
-}  // namespace
-
-fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& model,
-                            const json& target, const fs::path& directory) {
-  const ParameterStore whole(transformer_parameters(model), ScalarType::float32, Device::cpu,
-                             std::nullopt, StoreOptions{0, 1, false, false});
-  json state = verified_state(source, model, whole, true);
-  const json source_parallel = state.contains("parallel") ? state.at("parallel") : json();
-  // Every source file, checked; then each parameter's pieces, by global element.
-  std::vector<std::vector<SourcePiece>> pieces(whole.entries().size());
-  const std::int64_t source_world = source_parallel.is_null() ? 1 : world_of(source_parallel);
-  for (std::int64_t rank = 0; rank < source_world; ++rank) {
-    const RankCheckpointLayout layout = layout_of(model, source_parallel, rank);
-    if (layout.writes_values) {
-      check_file(source, state, layout.values_file);
-      for (const FileSegment& segment : layout.values) {
-        pieces[segment.parameter].push_back(
-            {segment.global_offset, segment.length, segment.file_offset, layout.values_file, 0});
-      }
-    }
-    if (layout.writes_moments) {
-      check_file(source, state, layout.moments_file);
-      for (const FileSegment& segment : layout.moments) {
-        pieces[segment.parameter].push_back({segment.global_offset, segment.length,
-                                             segment.file_offset, layout.moments_file,
-                                             layout.moments_elements});
-      }
+// Where each parameter's elements are in the files of a checkpoint of any layout, and the reads
+// that fill another layout's file from them. Source files are checked (size, CRC-32) once, before
+// their first read, so a reader touches only the files it needs.
+class CheckpointSources {
+ public:
+  CheckpointSources(const fs::path& checkpoint, const schemas::ModelConfig& model,
+                    const json& state)
+      : checkpoint_(checkpoint),
+        state_(state),
+        names_(parameter_names(model)),
+        pieces_(names_.size()) {
+    const json parallel = state.contains("parallel") ? state.at("parallel") : json();
+    const std::int64_t world = parallel.is_null() ? 1 : world_of(parallel);
+    for (std::int64_t rank = 0; rank < world; ++rank) {
+      const RankCheckpointLayout layout = layout_of(model, parallel, rank);
+      if (layout.writes_values) add(layout.values, layout.values_file, 0);
+      if (layout.writes_moments) add(layout.moments, layout.moments_file, layout.moments_elements);
     }
   }
-  const std::int64_t step = state.at("step").get<std::int64_t>();
-  const fs::path temporary = create_temporary(directory, step, ::getpid());
-  json files = json::object();
-  // Fills `buffer` (floats) from the source pieces of the given kind (values: half == 0).
-  const auto fill = [&](const std::vector<FileSegment>& segments, bool moments,
-                        std::int64_t target_half, std::vector<float>& buffer) {
+
+  // Checks every source file now (a whole-checkpoint rewrite refuses before writing anything).
+  void check_all_files() {
+    for (const auto& pieces : pieces_) {
+      for (const Piece& piece : pieces) checked(piece.file);
+    }
+  }
+
+  // Fills `buffer` (a file of the target layout: for moments, `target_half` elements of first
+  // moments, then as many of second moments) at `segments` from the source files.
+  void fill(const std::vector<FileSegment>& segments, bool moments, std::int64_t target_half,
+            std::vector<float>& buffer) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> read;  // [begin, end) read, global
     for (const FileSegment& segment : segments) {
-      std::int64_t covered = 0;
-      for (const SourcePiece& piece : pieces[segment.parameter]) {
-        if ((piece.half > 0) != moments) continue;
+      read.clear();
+      for (const Piece& piece : pieces_[segment.parameter]) {
+        if (piece.moments != moments) continue;
         const std::int64_t begin = std::max(segment.global_offset, piece.global_offset);
         const std::int64_t end =
             std::min(segment.global_offset + segment.length, piece.global_offset + piece.length);
         if (begin >= end) continue;
-        std::ifstream in(source / piece.file, std::ios::binary);
+        std::ifstream& in = checked(piece.file);
         for (std::int64_t half = 0; half < (moments ? 2 : 1); ++half) {
           const std::int64_t from =
               half * piece.half + piece.file_offset + (begin - piece.global_offset);
@@ -561,27 +548,151 @@ fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& 
           in.seekg(static_cast<std::streamoff>(from * sizeof(float)));
           in.read(reinterpret_cast<char*>(buffer.data() + to),
                   static_cast<std::streamsize>((end - begin) * sizeof(float)));
+          STRATA_CHECK(in.good(), "{}: short read at element {}", piece.file, from);
         }
-        covered += end - begin;
+        read.emplace_back(begin, end);
       }
-      STRATA_CHECK(covered >= segment.length, "parameter {} elements {}+{} missing from {}",
-                   whole.entries()[segment.parameter].spec.name, segment.global_offset,
-                   segment.length, source.string());
+      check_covered(segment, read);
     }
+  }
+
+ private:
+  struct Piece {
+    std::int64_t global_offset = 0, length = 0, file_offset = 0;
+    std::string file;
+    bool moments = false;
+    std::int64_t half = 0;  // moments: elements in one half of the file
   };
+
+  static std::vector<std::string> parameter_names(const schemas::ModelConfig& model) {
+    std::vector<std::string> names;
+    for (const ParameterSpec& spec : transformer_parameters(model)) names.push_back(spec.name);
+    return names;
+  }
+
+  void add(const std::vector<FileSegment>& segments, const std::string& file, std::int64_t half) {
+    for (const FileSegment& segment : segments) {
+      pieces_[segment.parameter].push_back(
+          {segment.global_offset, segment.length, segment.file_offset, file, half > 0, half});
+    }
+  }
+
+  // The open source file, checked against state.json on first use.
+  std::ifstream& checked(const std::string& file) {
+    auto found = open_.find(file);
+    if (found != open_.end()) return found->second;
+    check_file(checkpoint_, state_, file);
+    std::ifstream& in = open_[file];
+    in.open(checkpoint_ / file, std::ios::binary);
+    return in;
+  }
+
+  // Every element of the segment was read (pieces may overlap: a tied embedding's two copies).
+  void check_covered(const FileSegment& segment,
+                     std::vector<std::pair<std::int64_t, std::int64_t>>& read) const {
+    std::sort(read.begin(), read.end());
+    std::int64_t reached = segment.global_offset;
+    for (const auto& [begin, end] : read) {
+      if (begin > reached) break;
+      reached = std::max(reached, end);
+    }
+    if (reached < segment.global_offset + segment.length) {
+      throw schemas::InputError(
+          (checkpoint_ / "state.json").string(), "/files",
+          fmt::format("no file holds elements {}..{} of {}", reached,
+                      segment.global_offset + segment.length, names_[segment.parameter]));
+    }
+  }
+
+  fs::path checkpoint_;
+  const json& state_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<Piece>> pieces_;
+  std::map<std::string, std::ifstream> open_;
+};
+
+// Copies a flat host buffer into tensors, one after another.
+void scatter_buffer(std::vector<float>& buffer, const std::vector<Tensor*>& tensors) {
+  std::size_t offset = 0;
+  for (Tensor* tensor : tensors) {
+    STRATA_CHECK(tensor->scalar_type() == ScalarType::float32 &&
+                     offset + static_cast<std::size_t>(tensor->numel()) <= buffer.size(),
+                 "checkpoint state tensor does not fit its file");
+    tensor->copy_from(
+        Tensor::borrow(buffer.data() + offset, tensor->shape(), ScalarType::float32, Device::cpu));
+    offset += static_cast<std::size_t>(tensor->numel());
+  }
+  STRATA_CHECK(offset == buffer.size(), "checkpoint file of {} elements, state tensors of {}",
+               buffer.size(), offset);
+}
+
+const ParameterStore& whole_model_store(const schemas::ModelConfig& model,
+                                        std::optional<ParameterStore>& storage) {
+  storage.emplace(transformer_parameters(model), ScalarType::float32, Device::cpu, std::nullopt,
+                  StoreOptions{0, 1, false, false});
+  return *storage;
+}
+
+}  // namespace
+
+std::string checkpoint_layout_text(const json& parallel) {
+  return parallel.is_null() ? std::string("one device") : mesh_text(parallel);
+}
+
+json recorded_checkpoint_layout(const fs::path& checkpoint) {
+  const fs::path state_path = checkpoint / "state.json";
+  if (!fs::exists(state_path)) {
+    throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
+  }
+  const json state = schemas::read_json_file(state_path);
+  return state.contains("parallel") ? state.at("parallel") : json();
+}
+
+TrainingState read_resharded_checkpoint(const fs::path& checkpoint,
+                                        const schemas::ModelConfig& model, const json& target,
+                                        std::int64_t rank, const std::vector<Tensor*>& values,
+                                        const std::vector<Tensor*>& moments) {
+  const std::string source = (checkpoint / "state.json").string();
+  try {
+    std::optional<ParameterStore> whole;
+    const json state = verified_state(checkpoint, model, whole_model_store(model, whole), true);
+    CheckpointSources sources(checkpoint, model, state);
+    const RankCheckpointLayout layout = layout_of(model, target, rank);
+    std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
+    sources.fill(layout.values, false, 0, buffer);
+    scatter_buffer(buffer, values);
+    buffer.assign(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
+    sources.fill(layout.moments, true, layout.moments_elements, buffer);
+    scatter_buffer(buffer, moments);
+    return training_state_of(state);
+  } catch (const json::exception& error) {
+    throw schemas::InputError(source, "",
+                              fmt::format("malformed checkpoint state: {}", error.what()));
+  }
+}
+
+fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& model,
+                            const json& target, const fs::path& directory) {
+  std::optional<ParameterStore> whole;
+  json state = verified_state(source, model, whole_model_store(model, whole), true);
+  CheckpointSources sources(source, model, state);
+  sources.check_all_files();
+  const std::int64_t step = state.at("step").get<std::int64_t>();
+  const fs::path temporary = create_temporary(directory, step, ::getpid());
+  json files = json::object();
   const std::int64_t target_world = target.is_null() ? 1 : world_of(target);
   for (std::int64_t rank = 0; rank < target_world; ++rank) {
     const RankCheckpointLayout layout = layout_of(model, target, rank);
     if (layout.writes_values) {
       std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
-      fill(layout.values, false, 0, buffer);
+      sources.fill(layout.values, false, 0, buffer);
       const Tensor tensor =
           Tensor::borrow(buffer.data(), {layout.values_elements}, ScalarType::float32);
       files[layout.values_file] = write_binary(temporary / layout.values_file, {&tensor});
     }
     if (layout.writes_moments) {
       std::vector<float> buffer(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
-      fill(layout.moments, true, layout.moments_elements, buffer);
+      sources.fill(layout.moments, true, layout.moments_elements, buffer);
       const Tensor tensor =
           Tensor::borrow(buffer.data(), {2 * layout.moments_elements}, ScalarType::float32);
       files[layout.moments_file] = write_binary(temporary / layout.moments_file, {&tensor});

@@ -9,7 +9,6 @@
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
-namespace {}  // namespace
 
 schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
   schemas::Mesh mesh;

@@ -224,11 +224,18 @@ ShardedCheckpointPart Trainer::checkpoint_part() {
 }
 
 TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& checkpoint) {
-  if (!sharded_) {
-    return read_checkpoint(checkpoint, plan_.model, model_.parameters(), moments_);
+  std::optional<ShardedCheckpointPart> part;
+  if (sharded_) part = checkpoint_part();
+  const nlohmann::json own = part ? part->layout : nlohmann::json();
+  const nlohmann::json recorded = recorded_checkpoint_layout(checkpoint);
+  if (recorded != own) {
+    // Another plan's checkpoint: each rank reads its own elements from the files holding them.
+    resume_changes_.push_back(fmt::format("layout {} → {} (resharded on load)",
+                                          checkpoint_layout_text(recorded),
+                                          checkpoint_layout_text(own)));
   }
-  ShardedCheckpointPart part = checkpoint_part();
-  return read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), part);
+  if (!part) return read_checkpoint(checkpoint, plan_.model, model_.parameters(), moments_);
+  return read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), *part);
 }
 
 std::filesystem::path Trainer::write_checkpoint_now() {

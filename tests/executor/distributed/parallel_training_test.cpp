@@ -492,6 +492,62 @@ TEST(ParallelReshard, ContinuesOnAnotherLayout) {
   }
 }
 
+// The same without a reshard step: the step-5 checkpoint of dp2·tp2·pp2, copied as it is, resumes
+// on dp4·tp2 with sequence parallelism and ZeRO-3 (each rank reading its own elements from the
+// files that hold them) and on one device.
+TEST(ParallelReshard, ResumesOnAnotherPlanDirectly) {
+  if (launched_ranks() != 8) GTEST_SKIP() << "runs at 8 ranks";
+  Communicator& world = world_communicator();
+  const schemas::ModelConfig model = model_named("gpt-tiny", 0.1);
+  const TokenFile data = token_data();
+  const fs::path root = fs::path(::testing::TempDir()) / "strata-parallel-resume-elsewhere";
+  if (world.rank() == 0) fs::remove_all(root);
+  world.barrier();
+  TrainingOptions options = training_options();
+  options.checkpoint_dir = root / "first";
+  options.checkpoint_every = 5;
+  RunRecord uninterrupted;
+  {
+    Trainer trainer(plan_of(model, pipeline("Dp2Tp2Pp2", "gpt-tiny", 2, 2, 2, 1,
+                                            schemas::ScheduleType::one_f_one_b, 0, 0.1)),
+                    "first", data, options, &world);
+    uninterrupted = train(trainer);
+  }
+  if (world.rank() == 0) {
+    for (const char* name : {"second", "one"}) {
+      fs::create_directories(root / name);
+      fs::copy(root / "first" / "step_00000005", root / name / "step_00000005",
+               fs::copy_options::recursive);
+    }
+  }
+  world.barrier();
+  options.resume = true;
+  options.checkpoint_every = 0;
+  const auto expect_steps_6_to_10 = [&](Trainer& trainer, const std::string& layout) {
+    EXPECT_EQ(trainer.completed_steps(), 5) << layout;
+    ASSERT_EQ(trainer.resume_changes().size(), 1u) << layout;
+    EXPECT_NE(trainer.resume_changes()[0].find("resharded on load"), std::string::npos)
+        << trainer.resume_changes()[0];
+    const RunRecord continued = train(trainer);
+    if (world.rank() != 0) return;
+    ASSERT_EQ(continued.losses.size(), 5u) << layout;
+    for (std::size_t i = 0; i < 5; ++i) {
+      EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i],
+                  kTolerance * continued.losses[i])
+          << layout << ", step " << i + 6;
+    }
+  };
+  options.checkpoint_dir = root / "second";
+  Trainer resumed(
+      plan_of(model, Layout{"Dp4Tp2SequenceParallelZero3", "gpt-tiny", 2, 4, true, 3, 0.1}),
+      "second", data, options, &world);
+  expect_steps_6_to_10(resumed, "dp4·tp2·sp ZeRO-3");
+  if (world.rank() != 0) return;
+  options.checkpoint_dir = root / "one";
+  Trainer alone(one_device_plan(model), "one device", data, options);
+  expect_steps_6_to_10(alone, "one device");
+}
+
 // Every rank reports its own failed assertions; rank 0 also the progress.
 class FailuresOfOneRank : public ::testing::EmptyTestEventListener {
  public:

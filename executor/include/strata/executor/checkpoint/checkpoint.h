@@ -20,8 +20,9 @@
 //   DIR/step_00000100/optimizer.tp1.pp0.dp3.bin  dp rank 3's share of the moments (ZeRO ≥ 1)
 // All ranks write into one temporary directory (named by rank 0's PID), rank 0 adds state.json
 // listing every file's size and CRC-32 once all are written, then renames it. The directory must
-// be on a file system every rank sees. Resuming needs the same plan layout (another layout needs
-// resharding, which this format does not do).
+// be on a file system every rank sees. A checkpoint of one layout loads into another (a resume on
+// another plan, or strata reshard): every element of the files the new layout's rank would hold is
+// read from the file of the old layout that holds it (checkpoint_layout.h maps both).
 #pragma once
 
 #include <cstdint>
@@ -75,7 +76,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 // Loads a checkpoint into `parameters` and `moments`, refusing (schemas::InputError naming the
 // file and the reason) a missing file, a size or CRC-32 that differs from state.json (truncated
 // or corrupted), a state.json whose own CRC-32 or step (against the directory's name) is off
-// (edited), and a model or parameter layout that differs from `model`'s.
+// (edited), and a model or parameter layout that differs from `model`'s. A parallel run's
+// checkpoint is gathered into the one device's state (read_resharded_checkpoint).
 TrainingState read_checkpoint(const std::filesystem::path& checkpoint,
                               const schemas::ModelConfig& model, ParameterStore& parameters,
                               OptimizerMoments& moments);
@@ -83,7 +85,8 @@ TrainingState read_checkpoint(const std::filesystem::path& checkpoint,
 // One rank's part of a parallel run's checkpoint: its state tensors (host memory, in file order)
 // and whether it is the rank that writes each piece.
 struct ShardedCheckpointPart {
-  nlohmann::json layout;  // the "parallel" block: what must match for a resume
+  nlohmann::json layout;  // the "parallel" block of the run reading or writing it
+  std::int64_t rank = 0;  // in the world of that layout
   std::vector<Tensor> values;
   std::vector<Tensor> moments;
   std::string values_file;   // e.g. "model.tp1.pp0.dp0.bin"
@@ -106,11 +109,29 @@ std::filesystem::path write_sharded_checkpoint(const std::filesystem::path& dire
                                                const TrainingState& state, Communicator& world);
 
 // Loads this rank's part of a parallel checkpoint into part.values and part.moments, refusing
-// what read_checkpoint refuses and a layout other than part.layout (naming the difference).
+// what read_checkpoint refuses. A checkpoint of another layout (or of one device) is resharded on
+// the way in (read_resharded_checkpoint).
 TrainingState read_sharded_checkpoint(const std::filesystem::path& checkpoint,
                                       const schemas::ModelConfig& model,
                                       const ParameterStore& parameters,
                                       ShardedCheckpointPart& part);
+
+// The "parallel" block a checkpoint records (null: written by one device), and the text naming it
+// in messages ("tp 2 · cp 1 · dp 2 · pp 1 (tp-cp-dp-pp), ZeRO-1, buckets of 4096", "one device").
+nlohmann::json recorded_checkpoint_layout(const std::filesystem::path& checkpoint);
+std::string checkpoint_layout_text(const nlohmann::json& parallel);
+
+// Loads `rank`'s part of the layout `target` (a "parallel" block; null: one device) from a
+// checkpoint written by any layout of the same model: `values` and `moments` are the rank's state
+// tensors in file order (as read_checkpoint and read_sharded_checkpoint fill them). Each element is
+// read from a source file that holds it; only the files this rank needs are read, each checked for
+// size and CRC-32 first, so ranks load in parallel with one file's worth of memory each. Refuses
+// what read_checkpoint refuses and elements no source file holds.
+TrainingState read_resharded_checkpoint(const std::filesystem::path& checkpoint,
+                                        const schemas::ModelConfig& model,
+                                        const nlohmann::json& target, std::int64_t rank,
+                                        const std::vector<Tensor*>& values,
+                                        const std::vector<Tensor*>& moments);
 
 // Writes the checkpoint at `source` (one device's or a parallel run's) as a checkpoint of another
 // layout into `directory`/step_N: `target` is the "parallel" block of the layout to write (mesh,

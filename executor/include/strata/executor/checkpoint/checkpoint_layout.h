@@ -2,7 +2,7 @@
 // computed from the checkpoint's layout block (mesh, pipeline stages, ZeRO stage, bucket size) and
 // the model alone — without building that rank's model or reading its files. Resharding maps each
 // element of a target layout's files to the files of the source layout through it, one file at a
-// time (WIP: strata reshard).
+// time (strata reshard, and a resume on another plan).
 #pragma once
 
 #include <cstdint>

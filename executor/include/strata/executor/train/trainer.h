@@ -104,8 +104,9 @@ class Trainer {
   void gather_parameters(ParameterStore& whole);
   ProcessGroups* groups() { return groups_.get(); }
   std::int64_t completed_steps() const { return state_.step; }
-  // What differs from the checkpoint's run when resumed with resume_with_changes ("global batch
-  // 8 → 16", ...); empty otherwise.
+  // What differs from the checkpoint's run: the layout when it was written by another plan
+  // (resharded on load), and with resume_with_changes the batch, sequence length, precision or
+  // data ("global batch 8 → 16", ...); empty otherwise.
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
   // The actions every rank executed in options.trace_step, by world rank, each timed from the
