@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <numeric>
 #include <span>
 
 #include "strata/schemas/closest_name.h"
@@ -75,6 +77,37 @@ ModelConfig model_preset(std::string_view name) {
   return parse_model(parse_json_text(model_preset_document(name), source), JsonLocation(source));
 }
 
+namespace {
+
+// A count in a preset spec, or a one-line error naming the spec and what the count must be.
+std::int64_t spec_count(std::string_view spec, std::string_view count, std::string_view what,
+                        std::int64_t maximum) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), value);
+  if (error != std::errc() || end != count.data() + count.size() || value < 1 || value > maximum) {
+    throw InputError(
+        "cluster preset", "",
+        fmt::format("\"{}\": {} must be an integer from 1 to {}", spec, what, maximum));
+  }
+  return value;
+}
+
+}  // namespace
+
+void use_gpus_per_node(ClusterConfig& cluster, std::int64_t gpus) {
+  const std::int64_t whole_node = cluster.gpus_per_node;
+  for (NetworkTier& tier : cluster.network_tiers) {
+    if (tier.scope_gpus > whole_node) {
+      // A tier spanning nodes spans the same number of nodes, each with fewer GPUs.
+      tier.scope_gpus = tier.scope_gpus / whole_node * gpus;
+    } else {
+      // Inside a node: the GPUs used that share the tier (an NVSwitch domain holds all of them).
+      tier.scope_gpus = tier.scope_gpus == whole_node ? gpus : std::gcd(tier.scope_gpus, gpus);
+    }
+  }
+  cluster.gpus_per_node = gpus;
+}
+
 ClusterConfig cluster_preset(std::string_view spec) {
   const std::size_t colon = spec.find(':');
   const std::string_view name = spec.substr(0, colon);
@@ -83,16 +116,17 @@ ClusterConfig cluster_preset(std::string_view spec) {
       parse_cluster(parse_json_text(cluster_preset_document(name), source), JsonLocation(source));
   if (colon == std::string_view::npos) return cluster;
 
-  const std::string_view count = spec.substr(colon + 1);
-  std::int64_t nodes = 0;
-  const auto [end, error] = std::from_chars(count.data(), count.data() + count.size(), nodes);
-  if (error != std::errc() || end != count.data() + count.size() || nodes < 1 ||
-      nodes > kMaxNodes) {
-    throw InputError("cluster preset", "",
-                     fmt::format("\"{}\": the node count after ':' must be an integer from 1 to {}",
-                                 spec, kMaxNodes));
+  // NODES, or NODESxGPUS: that many GPUs of each node (part of a node: dgx-a100-80gb:1x2).
+  const std::string_view counts = spec.substr(colon + 1);
+  const std::size_t times = counts.find('x');
+  cluster.nodes = spec_count(spec, counts.substr(0, times), "the node count after ':'", kMaxNodes);
+  if (times != std::string_view::npos) {
+    const std::int64_t gpus = spec_count(
+        spec, counts.substr(times + 1),
+        fmt::format("the GPUs per node after 'x' (a {} node has {})", name, cluster.gpus_per_node),
+        cluster.gpus_per_node);
+    use_gpus_per_node(cluster, gpus);
   }
-  cluster.nodes = nodes;
   cluster.network_tiers.back().scope_gpus =
       std::max(cluster.network_tiers.back().scope_gpus, cluster.world_size());
   validate_cluster(cluster, JsonLocation(std::string(spec)));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -201,17 +202,19 @@ schemas::ClusterConfig published_run_cluster(const std::string& gpu, std::int64_
                           gpu));
   }
   const schemas::ClusterConfig node = schemas::cluster_preset(preset);
-  if (gpus_per_node != node.gpus_per_node) {
+  if (gpus_per_node > node.gpus_per_node) {
     (location / "gpus_per_node")
-        .fail(fmt::format("{} differs from the {} node's {}", gpus_per_node, preset,
+        .fail(fmt::format("{} is more than the {} node's {}", gpus_per_node, preset,
                           node.gpus_per_node));
   }
-  if (num_gpus <= 0 || num_gpus % gpus_per_node != 0) {
+  // A job on part of a node (num_gpus below gpus_per_node) uses that many GPUs of one node.
+  const std::int64_t used_per_node = std::min(gpus_per_node, num_gpus);
+  if (num_gpus <= 0 || num_gpus % used_per_node != 0) {
     (location / "num_gpus")
         .fail(fmt::format("{} is not a multiple of gpus_per_node={}", num_gpus, gpus_per_node));
   }
-  schemas::ClusterConfig cluster =
-      schemas::cluster_preset(fmt::format("{}:{}", preset, num_gpus / gpus_per_node));
+  schemas::ClusterConfig cluster = schemas::cluster_preset(
+      fmt::format("{}:{}x{}", preset, num_gpus / used_per_node, used_per_node));
   if (inter_node_gbps_per_gpu) {
     cluster.network_tiers.back().bandwidth_gb_per_s = *inter_node_gbps_per_gpu / 8.0;
   }

@@ -24,7 +24,8 @@ TEST(Presets, ListTheModelsAndClustersTheIssueNames) {
     EXPECT_THAT(models, Contains(name));
   }
   const std::vector<std::string_view> clusters = cluster_preset_names();
-  for (std::string_view name : {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "cpu-local"}) {
+  for (std::string_view name :
+       {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "cpu-local"}) {
     EXPECT_THAT(clusters, Contains(name));
   }
 }
@@ -51,6 +52,31 @@ TEST(Presets, NodeCountStretchesTheOutermostTier) {
   EXPECT_EQ(many.network_tiers.front().scope_gpus, 8) << "NVLink stays one node wide";
   EXPECT_EQ(many.network_tiers.back().scope_gpus, 1024);
   EXPECT_EQ(cluster_preset("cpu-local:4").world_size(), 4);
+}
+
+TEST(Presets, PartOfEachNode) {
+  // Two GPUs of one DGX A100: NVLink among the two at the same per-GPU bandwidth.
+  const ClusterConfig pair = cluster_preset("dgx-a100-80gb:1x2");
+  const ClusterConfig node = cluster_preset("dgx-a100-80gb");
+  EXPECT_EQ(pair.nodes, 1);
+  EXPECT_EQ(pair.gpus_per_node, 2);
+  EXPECT_EQ(pair.world_size(), 2);
+  EXPECT_EQ(pair.network_tiers.front().scope_gpus, 2);
+  EXPECT_EQ(pair.network_tiers.front().bandwidth_gb_per_s,
+            node.network_tiers.front().bandwidth_gb_per_s);
+  // Four GPUs on each of four nodes: the fabric spans the four nodes' 16 GPUs.
+  const ClusterConfig quarter = cluster_preset("dgx-h100:4x4");
+  EXPECT_EQ(quarter.world_size(), 16);
+  EXPECT_EQ(quarter.network_tiers.front().scope_gpus, 4);
+  EXPECT_EQ(quarter.network_tiers.back().scope_gpus, 16);
+  // A spec naming the whole node is the whole node.
+  EXPECT_EQ(cluster_preset("dgx-h100:2x8"), cluster_preset("dgx-h100:2"));
+  EXPECT_EQ(error_of([] { cluster_preset("dgx-h100:1x16"); }),
+            "cluster preset: \"dgx-h100:1x16\": the GPUs per node after 'x' (a dgx-h100 node has "
+            "8) must be an integer from 1 to 8");
+  EXPECT_EQ(error_of([] { cluster_preset("dgx-h100:1x"); }),
+            "cluster preset: \"dgx-h100:1x\": the GPUs per node after 'x' (a dgx-h100 node has "
+            "8) must be an integer from 1 to 8");
 }
 
 TEST(Presets, UnknownNamesAndBadNodeCountsAreExplained) {

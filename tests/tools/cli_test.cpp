@@ -285,6 +285,49 @@ TEST(CliValidateSim, ReportsEachRunAndTheErrorSummary) {
   EXPECT_THAT(bad.err, HasSubstr("bad_gpu.jsonl:1: /system/gpu: \"v100\" is not one of"));
 }
 
+TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {
+  // The sample's first row (1.7B on 32 A100s, dp 32) moved to 2 GPUs of one node (dp 2) and to
+  // 4 GPUs on each of 2 nodes (dp 8), with the global batch scaled to keep 16 micro-batches each.
+  std::ifstream sample(fixture("validation/published_runs_sample.jsonl"));
+  std::string line;
+  std::getline(sample, line);
+  const nlohmann::json row = nlohmann::json::parse(line);
+  const auto moved = [&](const std::string& id, int gpus, int per_node) {
+    nlohmann::json copy = row;
+    copy["id"] = id;
+    copy["system"]["num_gpus"] = gpus;
+    copy["system"]["gpus_per_node"] = per_node;
+    copy["parallel"]["dp"] = gpus;
+    copy["parallel"]["global_batch_size"] = 16 * gpus;
+    return copy.dump() + "\n";
+  };
+  const std::filesystem::path directory = std::filesystem::path(::testing::TempDir()) /
+                                          ("strata-partial-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  std::ofstream(directory / "partial.jsonl")
+      << moved("two-of-a-node", 2, 8) << moved("four-on-each-of-two", 8, 4);
+  std::ofstream(directory / "bad.jsonl") << moved("twelve-per-node", 24, 12);
+
+  const CommandResult run =
+      strata("validate-sim --format json " + (directory / "partial.jsonl").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json runs = nlohmann::json::parse(run.out).at("runs");
+  ASSERT_EQ(runs.size(), 2u);
+  // The same work per GPU: about the same time, the 8-GPU run's all-reduce crossing InfiniBand.
+  const double pair = runs.at(0).at("predicted_step_time_s").get<double>();
+  const double spread = runs.at(1).at("predicted_step_time_s").get<double>();
+  EXPECT_GT(pair, 0);
+  EXPECT_GE(spread, pair);
+  EXPECT_LT(spread, 1.5 * pair);
+
+  const CommandResult refused = strata("validate-sim " + (directory / "bad.jsonl").string());
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(lines(refused.err), 1u);
+  EXPECT_THAT(refused.err, HasSubstr("bad.jsonl:1: /system/gpus_per_node: 12 is more than the "
+                                     "dgx-a100-80gb node's 8"));
+  std::filesystem::remove_all(directory);
+}
+
 }  // namespace
 }  // namespace strata::tools
 

@@ -53,7 +53,8 @@ CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
       "the fewest GPUs that hold its states)");
   command->add_option("--model", options.model, "Model preset, model file or HF config.json")
       ->capture_default_str();
-  command->add_option("--cluster", options.cluster, "Cluster preset (NAME or NAME:NODES) or file");
+  command->add_option("--cluster", options.cluster,
+                      "Cluster preset (NAME, NAME:NODES or NAME:NODESxGPUS) or file");
   command
       ->add_option("--seq-len", options.seq_length,
                    "Sequence length for attention FLOPs (default: the model's max_seq_length)")

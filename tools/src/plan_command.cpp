@@ -105,7 +105,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
       "plan", "Search every tp/cp/pp/dp layout, schedule and split; print the fastest that fit");
   command->add_option("--model", options.model, "Model preset, model file or HF config.json")
       ->capture_default_str();
-  command->add_option("--cluster", options.cluster, "Cluster preset (NAME:NODES) or file")
+  command
+      ->add_option("--cluster", options.cluster,
+                   "Cluster preset (NAME:NODES or NAME:NODESxGPUS) or file")
       ->capture_default_str();
   command->add_option("--global-batch", options.global_batch, "Sequences per optimizer step")
       ->check(whole_number_from(1, schemas::kMaxGlobalBatchSize))

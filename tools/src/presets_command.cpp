@@ -85,8 +85,9 @@ int show_preset(const std::string& spec) {
 }  // namespace
 
 CLI::App* add_presets_command(CLI::App& app, PresetsOptions& options) {
-  CLI::App* command = app.add_subcommand(
-      "presets", "List the built-in models and clusters (use NAME:NODES for a cluster's size)");
+  CLI::App* command = app.add_subcommand("presets",
+                                         "List the built-in models and clusters (use NAME:NODES or "
+                                         "NAME:NODESxGPUS for a cluster's size)");
   command
       ->add_option("--show", options.show,
                    "Print one preset as a complete model or cluster file, e.g. --show "
@@ -140,7 +141,9 @@ int run_presets(const PresetsOptions& options) {
   }
   std::cout << "Models (--model NAME)\n"
             << model_table.render()
-            << "\nClusters (--cluster NAME:NODES, e.g. dgx-h100:16; NAME alone is one node)\n"
+            << "\nClusters (--cluster NAME:NODES, e.g. dgx-h100:16; NAME:NODESxGPUS for part of "
+               "each node, "
+               "e.g. dgx-h100:1x2; NAME alone is one node)\n"
             << cluster_table.render();
   return 0;
 }

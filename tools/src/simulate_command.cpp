@@ -28,13 +28,16 @@ Enum parse_choice(const std::string& name, const std::array<schemas::EnumName<En
   return *schemas::value_of(name, names);
 }
 
-// The cluster the knobs need: a preset named without ":NODES" is sized to tp·cp·dp·pp GPUs.
+// The cluster the knobs need: a preset named without ":NODES" is sized to tp·cp·dp·pp GPUs (part
+// of one node when they are fewer than a node has).
 schemas::ClusterConfig knobs_cluster(const SimulateOptions& options) {
   const std::string spec = *options.cluster;
   const std::int64_t model_parallel = options.tp * options.cp * options.pp;
   if (schemas::is_cluster_preset_spec(spec) && spec.find(':') == std::string::npos && options.dp) {
     const schemas::ClusterConfig node = schemas::cluster_preset(spec);
     const std::int64_t gpus = model_parallel * *options.dp;
+    if (gpus < node.gpus_per_node)
+      return schemas::cluster_preset(fmt::format("{}:1x{}", spec, gpus));
     if (gpus % node.gpus_per_node != 0) {
       throw schemas::InputError(
           "--dp", "",
@@ -142,7 +145,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   const auto knob = [&](CLI::Option* option) { option->excludes(plan); };
   knob(command->add_option("--model", options.model, "Model preset or file (instead of --plan)"));
   knob(command->add_option("--cluster", options.cluster,
-                           "Cluster preset (NAME or NAME:NODES) or file"));
+                           "Cluster preset (NAME, NAME:NODES or NAME:NODESxGPUS) or file"));
   const CLI::Validator axis = whole_number_from(1, schemas::kMaxMeshAxisSize);
   const CLI::Validator batch = whole_number_from(1, schemas::kMaxGlobalBatchSize);
   knob(command->add_option("--tp", options.tp, "Tensor-parallel size")->check(axis));
