@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_state_memory.h"
@@ -18,9 +19,11 @@ struct GemmShape {
   double m = 0, n = 0, k = 0;
 };
 
-// Forward, input-gradient and weight-gradient times of a list of forward GEMM shapes.
+// Forward, input-gradient and weight-gradient times of a list of forward GEMM shapes, in sum
+// and (forward and input gradient) per shape.
 struct GemmPassTimes {
   double forward_s = 0, input_s = 0, weight_s = 0, forward_flops = 0;
+  std::vector<double> forward_each_s, input_each_s;
 };
 
 // Bytes per weight that a weight-gradient GEMM's epilogue moves beyond what the calibrated GEMM
@@ -43,8 +46,10 @@ GemmPassTimes gemm_pass_times(const LayerContext& context,
   GemmPassTimes times;
   for (const GemmShape& shape : shapes) {
     // Y[m×n] = X[m×k]·W[k×n];  dX[m×k] = dY·Wᵀ;  dW[k×n] = Xᵀ·dY.
-    times.forward_s += gemm_time_s(gpu, context.precision, shape.m, shape.n, shape.k);
-    times.input_s += gemm_time_s(gpu, context.precision, shape.m, shape.k, shape.n);
+    times.forward_each_s.push_back(gemm_time_s(gpu, context.precision, shape.m, shape.n, shape.k));
+    times.input_each_s.push_back(gemm_time_s(gpu, context.precision, shape.m, shape.k, shape.n));
+    times.forward_s += times.forward_each_s.back();
+    times.input_s += times.input_each_s.back();
     times.weight_s += gemm_time_s(gpu, context.precision, shape.k, shape.n, shape.m) +
                       memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n);
     times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
@@ -64,6 +69,32 @@ double tp_layer_comm_s(const LayerContext& context, double bytes) {
                               bytes));
   }
   return 2 * collective_time_s(*context.cluster, context.tp_span, Collective::all_reduce, bytes);
+}
+
+// What a pass's tensor-parallel collectives add to its GEMMs when each is pipelined with the
+// GEMM it feeds or drains (tp_comm_overlap): in forward the all-gathers feed the qkv and fc1
+// GEMMs and the reduce-scatters drain the output projections; in backward the mirror pairs each
+// input-gradient GEMM with one collective of the same bytes. Split into tp chunks, a pair takes
+// the longer of the two — the GEMM slowed by the SMs and HBM the collective takes — plus one
+// chunk of the shorter, which nothing hides (the first gather before any GEMM can start, or the
+// last reduce after the GEMM ends). The excess over the GEMM alone is the pass's tp time.
+double overlapped_tp_comm_s(const LayerContext& context, const std::vector<double>& gemms_s,
+                            double bytes) {
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double chunks = static_cast<double>(context.tp);
+  // One all-gather and one reduce-scatter per block, of the same bytes: half the pairs each.
+  const double gather_s =
+      collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes);
+  const double scatter_s =
+      collective_time_s(*context.cluster, context.tp_span, Collective::reduce_scatter, bytes);
+  double exposed = 0;
+  for (std::size_t i = 0; i < gemms_s.size(); ++i) {
+    const double gemm_s = gemms_s[i];
+    const double comm_s = i % 2 == 0 ? gather_s : scatter_s;
+    const double slowed = gemm_s * (1 + gpu.compute_slowdown_under_communication);
+    exposed += std::max(slowed, comm_s) + std::min(gemm_s, comm_s) / chunks - gemm_s;
+  }
+  return exposed;
 }
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
@@ -120,6 +151,7 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .micro_batch_size = plan.batch.micro_batch_size,
       .seq_length = plan.batch.seq_length,
       .recompute = plan.recompute.granularity,
+      .tp_comm_overlap = plan.tp_comm_overlap,
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};
   if (plan.mesh.cp > 1) {
@@ -168,7 +200,13 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const double memory_backward_s = memory_bound_time_s(gpu, 2 * memory_bytes);
 
   const double tp_bytes = tokens * hidden * element;
-  const double tp_s = tp_layer_comm_s(context, tp_bytes);
+  double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
+  double tp_backward_s = tp_forward_s;
+  if (context.tp_comm_overlap && context.sequence_parallel && context.tp > 1) {
+    // The GEMMs in block order: qkv (fed), out-proj (drains), fc1 (fed), fc2 (drains).
+    tp_forward_s = overlapped_tp_comm_s(context, gemms.forward_each_s, tp_bytes);
+    tp_backward_s = overlapped_tp_comm_s(context, gemms.input_each_s, tp_bytes);
+  }
 
   double cp_forward_s = 0;
   double cp_backward_s = 0;
@@ -184,8 +222,9 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   }
 
   PassCosts costs;
-  costs.forward = {gemms.forward_s + attention_forward_s + memory_forward_s, tp_s, cp_forward_s};
-  costs.backward_input = {gemms.input_s + attention_backward_s + memory_backward_s, tp_s,
+  costs.forward = {gemms.forward_s + attention_forward_s + memory_forward_s, tp_forward_s,
+                   cp_forward_s};
+  costs.backward_input = {gemms.input_s + attention_backward_s + memory_backward_s, tp_backward_s,
                           cp_backward_s};
   costs.backward_weight = {gemms.weight_s, 0, 0};
   costs.forward_flops = gemms.forward_flops + attention.forward;

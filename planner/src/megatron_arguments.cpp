@@ -90,6 +90,7 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     }
   }
   if (plan.sequence_parallel) flags.push_back("--sequence-parallel");
+  if (plan.tp_comm_overlap) flags.push_back("--tp-comm-overlap");
   flags.push_back(fmt::format("--micro-batch-size {}", plan.batch.micro_batch_size));
   flags.push_back(fmt::format("--global-batch-size {}", plan.batch.global_batch_size));
   if (plan.zero_stage == 1 || plan.zero_stage == 2) flags.push_back("--use-distributed-optimizer");

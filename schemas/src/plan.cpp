@@ -314,7 +314,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       document, location,
       {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "model", "cluster",
        "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "overlap_grad_reduce",
-       "recompute", "schedule", "pipeline", "precision", "predicted"});
+       "tp_comm_overlap", "recompute", "schedule", "pipeline", "precision", "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
   plan.description = reader.optional_string(kDescriptionKey);
@@ -339,6 +339,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.sequence_parallel = reader.boolean("sequence_parallel");
   plan.zero_stage = reader.integer("zero_stage", {0, 3});
   plan.overlap_grad_reduce = reader.optional_boolean("overlap_grad_reduce").value_or(true);
+  plan.tp_comm_overlap = reader.optional_boolean("tp_comm_overlap").value_or(false);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -406,6 +407,12 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
     (location / "sequence_parallel")
         .fail(fmt::format("seq_length / cp = {} is not divisible by tp={}",
                           plan.batch.seq_length / plan.mesh.cp, plan.mesh.tp));
+  }
+  if (plan.tp_comm_overlap && !plan.sequence_parallel) {
+    (location / "tp_comm_overlap")
+        .fail(
+            "needs sequence_parallel: the overlap pipelines its all-gathers and reduce-scatters "
+            "with the GEMMs");
   }
   validate_stages(plan, location);
   validate_recompute(plan, location);
@@ -477,6 +484,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"schedule", schedule},
                              {"pipeline", {{"stages", stages}}},
                              {"precision", name_of(plan.precision, kDtypeNames)}};
+  // Written only when on, so plans of earlier versions read and write back unchanged.
+  if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
   if (plan.description) document[kDescriptionKey] = *plan.description;
   if (plan.predicted) {
     nlohmann::json predicted = {{"step_time_s", plan.predicted->step_time_s},

@@ -158,10 +158,7 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   knobs.global_batch_size = row.integer("global_batch_size", batch, true).value_or(1);
   knobs.sequence_parallel = row.boolean("sequence_parallel", true).value_or(false);
   knobs.zero_stage = row.integer("zero_stage", {0, 3}, true).value_or(0);
-  // Rows do not say how gradients were reduced. Megatron-LM reduces them after the backward
-  // unless --overlap-grad-reduce is given, Megatron-LM before Megatron-Core (2021–22) and
-  // DeepSpeed's pipeline engine always do; only recent recipes (NeMo's) overlap. Assume the
-  // default. (On the published rows, overlapping would make the NeMo rows 0.6–1.8% faster.)
+  // Set from the row's software block (row_software_defaults).
   knobs.overlap_grad_reduce = false;
   knobs.recompute = row.choice("recompute", schemas::kRecomputeGranularityNames, true)
                         .value_or(schemas::RecomputeGranularity::none);
@@ -184,6 +181,24 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
   software.tp_comm_overlap = row.boolean("tp_comm_overlap");
   software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
   return software;
+}
+
+// How a row's stack reduces gradients when the row does not say. Megatron-LM reduces them after
+// the backward unless --overlap-grad-reduce is given (Megatron-LM before Megatron-Core, 2021–22,
+// always did), and so do DeepSpeed's engines by default (overlap_comm off; the pipeline engine
+// always); NeMo's Megatron-Core recipes turn the overlap on, and FSDP stacks (torchtitan,
+// llm-foundry) reduce-scatter each layer's gradients during the backward by design. A row naming
+// no framework is simulated as Megatron-LM's default.
+bool overlaps_grad_reduce_by_default(const std::optional<std::string>& framework) {
+  return framework == "nemo" || framework == "torchtitan" || framework == "llm-foundry";
+}
+
+// Whether a row's stack pipelines tp collectives with the GEMMs when the row does not say: NeMo's
+// performance recipes turn Transformer Engine's userbuffer overlap on whenever tp > 1 with
+// sequence parallelism; Megatron-LM leaves --tp-comm-overlap off, and the others have no such
+// overlap. It needs sequence parallelism, so a row without it cannot have it.
+bool overlaps_tp_comm(const RunSoftware& software, bool sequence_parallel) {
+  return sequence_parallel && software.tp_comm_overlap.value_or(software.framework == "nemo");
 }
 
 }  // namespace
@@ -261,7 +276,11 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
     if (complete) {
       const schemas::ClusterConfig cluster =
           published_run_cluster(*gpu, *gpus, *gpus_per_node, inter_node, location / "system");
-      run.plan = schemas::build_plan(*model, cluster, *knobs, source);
+      schemas::PlanKnobs run_knobs = *knobs;
+      run_knobs.overlap_grad_reduce = run.software.overlap_grad_reduce.value_or(
+          overlaps_grad_reduce_by_default(run.software.framework));
+      run_knobs.tp_comm_overlap = overlaps_tp_comm(run.software, run_knobs.sequence_parallel);
+      run.plan = schemas::build_plan(*model, cluster, run_knobs, source);
     }
     runs.push_back(std::move(run));
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/schemas/plan_builder.h"
@@ -77,6 +79,43 @@ TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
       memory_bound_time_s(gpu, 4.0 * 12288 * 6144) + memory_bound_time_s(gpu, 4.0 * 6144 * 12288);
   EXPECT_NEAR(bf16.backward_weight.compute_s - fp16.backward_weight.compute_s, extra_s, 1e-12);
   EXPECT_GT(extra_s, 0.05 * fp16.backward_weight.compute_s);  // not lost in rounding
+}
+
+// tp_comm_overlap: each of the forward's four GEMMs at tp = 8 with sequence parallelism is
+// paired with one collective of the layer's 2048 × 12288 fp16 activations (all-gathers feed qkv
+// and fc1, reduce-scatters drain the projection and fc2). A pair costs max(GEMM × (1 + σ),
+// collective) + min(GEMM, collective) / 8, where σ = 0.1 is the A100 profile's slowdown of
+// compute under communication; the pass's tp time is what that adds to the GEMMs.
+TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
+  schemas::Plan plan = gpt3_plan(8, true);
+  const PassCosts exposed =
+      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
+  plan.tp_comm_overlap = true;
+  const LayerContext context = layer_context(plan);
+  const PassCosts overlapped =
+      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const schemas::GpuProfile& gpu = plan.cluster.gpu;
+  const double bytes = 2048.0 * 12288 * 2;
+  const double gather =
+      collective_time_s(plan.cluster, context.tp_span, Collective::all_gather, bytes);
+  const double scatter =
+      collective_time_s(plan.cluster, context.tp_span, Collective::reduce_scatter, bytes);
+  const double gemms[4] = {
+      gemm_time_s(gpu, plan.precision, 2048, 4608, 12288),   // qkv: 3 × 12288 / 8 columns
+      gemm_time_s(gpu, plan.precision, 2048, 12288, 1536),   // projection
+      gemm_time_s(gpu, plan.precision, 2048, 6144, 12288),   // fc1: 4 × 12288 / 8
+      gemm_time_s(gpu, plan.precision, 2048, 12288, 6144)};  // fc2
+  double expected = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double comm = i % 2 == 0 ? gather : scatter;
+    expected += std::max(gemms[i] * 1.1, comm) + std::min(gemms[i], comm) / 8 - gemms[i];
+  }
+  EXPECT_NEAR(overlapped.forward.tp_comm_s, expected, 1e-12);
+  EXPECT_DOUBLE_EQ(exposed.forward.tp_comm_s, 2 * (gather + scatter));  // on the critical path
+  // Here the GEMMs are longer than the collectives: what shows is mostly the GEMMs' slowdown.
+  EXPECT_LT(overlapped.forward.tp_comm_s, 0.8 * exposed.forward.tp_comm_s);
+  EXPECT_LT(overlapped.backward_input.tp_comm_s, 0.8 * exposed.backward_input.tp_comm_s);
+  EXPECT_DOUBLE_EQ(overlapped.forward.compute_s, exposed.forward.compute_s);
 }
 
 TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {

@@ -82,6 +82,19 @@ TEST(Plan, ContentHashDetectsAnEditOfTheEmbeddedModel) {
       << "without a hash an edit is accepted";
 }
 
+TEST(Plan, TpCommOverlapNeedsSequenceParallelismAndIsWrittenOnlyWhenOn) {
+  Plan plan = gpt2_plan();
+  EXPECT_FALSE(plan_to_json(plan).contains("tp_comm_overlap"));
+  plan.tp_comm_overlap = true;
+  EXPECT_EQ(error_of([&] { validate_plan(plan, JsonLocation("plan.json")); }),
+            "plan.json: /tp_comm_overlap: needs sequence_parallel: the overlap pipelines its "
+            "all-gathers and reduce-scatters with the GEMMs");
+  plan.sequence_parallel = true;
+  const nlohmann::json document = plan_to_json(plan);
+  EXPECT_EQ(document.at("tp_comm_overlap"), true);
+  EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+}
+
 TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
   Plan plan = gpt2_plan();
   plan.model.num_kv_heads = 1;  // multi-query attention: tp=2 holds one kv head on each rank

@@ -229,6 +229,22 @@ TEST(CliSimulate, GradientReductionAfterTheBackwardIsSlower) {
               HasSubstr("gradients reduced after the backward"));
 }
 
+TEST(CliSimulate, OverlappedTpCommunicationIsFasterAndNeedsSequenceParallelism) {
+  const std::string knobs =
+      "simulate --model llama3.1-70b --cluster dgx-h100:2 --tp 8 --pp 2 --global-batch 16 "
+      "--seq-len 4096 --format json --sequence-parallel";
+  const CommandResult exposed = strata(knobs);
+  const CommandResult overlapped = strata(knobs + " --tp-comm-overlap");
+  ASSERT_EQ(exposed.exit_code, 0) << exposed.err;
+  ASSERT_EQ(overlapped.exit_code, 0) << overlapped.err;
+  EXPECT_LT(nlohmann::json::parse(overlapped.out).at("step_time_s").get<double>(),
+            nlohmann::json::parse(exposed.out).at("step_time_s").get<double>());
+  const CommandResult refused = strata(
+      "simulate --model llama3.1-70b --cluster dgx-h100 --tp 8 --global-batch 8 --tp-comm-overlap");
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("/tp_comm_overlap: needs sequence_parallel"));
+}
+
 TEST(CliSimulate, WritesAPerfettoTrace) {
   const std::filesystem::path trace = std::filesystem::path(::testing::TempDir()) /
                                       ("strata-trace-" + std::to_string(::getpid()) + ".json");

@@ -60,6 +60,7 @@ struct SimulateOptions {
   std::string recompute = "none";
   bool sequence_parallel = false;
   bool no_overlap_grad_reduce = false;
+  bool tp_comm_overlap = false;
   std::int64_t zero_stage = 0;
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)

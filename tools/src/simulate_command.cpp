@@ -75,6 +75,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
+  knobs.tp_comm_overlap = options.tp_comm_overlap;
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
@@ -92,13 +93,14 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
       "{} on {} × {} ({}): tp={} cp={} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
-      "recompute {}, sequence parallel {}, ZeRO {}{}, {}\n",
+      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
       mesh.cp, mesh.dp, mesh.pp, mesh.vpp,
       schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
       plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
       schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
-      plan.sequence_parallel ? "on" : "off", plan.zero_stage,
+      plan.sequence_parallel ? "on" : "off",
+      plan.tp_comm_overlap ? " with tp communication overlapped" : "", plan.zero_stage,
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
       schemas::name_of(plan.precision, schemas::kDtypeNames));
   out += fmt::format("  step time             {}\n", seconds(metrics.step_time_s));
@@ -173,6 +175,9 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
           ->check(whole_number_from(0, 3)));
   knob(command->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
                          "Reduce data-parallel gradients after the whole backward"));
+  knob(command->add_flag("--tp-comm-overlap", options.tp_comm_overlap,
+                         "Pipeline tp all-gathers and reduce-scatters with the GEMMs (needs "
+                         "--sequence-parallel)"));
   knob(command->add_option("--schedule", options.schedule, "Pipeline schedule")
            ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"})));
   knob(command

@@ -58,6 +58,11 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
       throw InputError("--device", "", fmt::format("cuda: no GPU to train on ({})", why_not));
     }
   }
+  if (plan.tp_comm_overlap) {
+    throw InputError(plan_source, "/tp_comm_overlap",
+                     "the executor runs tensor-parallel collectives between the GEMMs, not "
+                     "pipelined with them: set it to false");
+  }
   check_executor_supports(plan.model, plan_source, "/model");
   // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter
   // (in host memory; a GPU run stages its initial values and its checkpoints through it), for

@@ -12,7 +12,9 @@
 //                    forward's bytes.
 //   tp communication two all-reduces of T·h activations forward and two backward (or an
 //                    all-gather + reduce-scatter pair each under sequence parallelism), on the
-//                    critical path as in Megatron-LM.
+//                    critical path as in Megatron-LM; with tp_comm_overlap (sequence parallel
+//                    only) each is pipelined in tp chunks with the GEMM it feeds or drains,
+//                    and only what the GEMM does not cover shows.
 //   cp communication ring attention passes K,V (forward) and K,V,dK,dV (backward) cp−1 times,
 //                    hidden behind the attention kernels; only the excess shows.
 //   recompute        full: the whole forward again; selective: the attention core's forward.
@@ -64,6 +66,7 @@ struct LayerContext {
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 0;
   schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
+  bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
   GroupSpan tp_span;
   int cp_tier = 0;  // the tier ring attention's neighbours talk over
 

@@ -124,6 +124,10 @@ struct Plan {
   // (Megatron-Core's --overlap-grad-reduce), or after the whole backward, as Megatron-LM does by
   // default and DeepSpeed's pipeline engine always does.
   bool overlap_grad_reduce = true;
+  // Tensor-parallel all-gathers and reduce-scatters pipelined with the GEMMs they feed or drain
+  // (Megatron-Core / Transformer Engine --tp-comm-overlap, userbuffers). Needs sequence
+  // parallelism, as Megatron requires.
+  bool tp_comm_overlap = false;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -18,6 +18,7 @@ struct PlanKnobs {
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
+  bool tp_comm_overlap = false;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;

@@ -12,8 +12,11 @@
 
 namespace strata::simulator {
 
-// The row's `software` object: which training stack ran it. Read and checked; the simulator
-// does not act on it yet (every row is simulated as Strata's own executor runs a plan).
+// The row's `software` object: which training stack ran it. overlap_grad_reduce sets the plan's
+// (when absent: on for nemo, torchtitan and llm-foundry, off otherwise, as each stack defaults);
+// tp_comm_overlap sets the plan's when the row has sequence parallelism (when absent: on for
+// nemo, off otherwise). attention is read and checked but not yet simulated: every row's
+// attention is costed by its GPU's attention efficiency.
 struct RunSoftware {
   std::optional<std::string> framework;
   std::optional<std::string> attention;  // "flash" or "unfused"

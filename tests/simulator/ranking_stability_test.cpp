@@ -1,0 +1,161 @@
+// The property a planner needs from its simulator: the order of one model's configurations on
+// one machine must not hinge on any single calibration number. Every configuration of a sweep is
+// simulated with the preset's numbers and again with each number perturbed (a seeded draw of
+// ±5% on every GEMM and HBM efficiency point, ±10% on attention efficiency, link bandwidth and
+// efficiency, ±30% on latencies and the compute slowdown under communication); the orders are
+// compared by Kendall's τ, and the configuration the nominal numbers rank first must stay near
+// the top of every perturbed order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+#include "strata/simulator/plan_simulation.h"
+
+namespace strata::simulator {
+namespace {
+
+// Kendall's τ-b between two scorings of the same items (ties in either count as neither
+// concordant nor discordant, and shrink the denominator).
+double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
+  double concordant = 0, discordant = 0, tied_a = 0, tied_b = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    for (std::size_t j = i + 1; j < a.size(); ++j) {
+      const double da = a[i] - a[j];
+      const double db = b[i] - b[j];
+      if (da == 0 && db == 0) continue;
+      if (da == 0) {
+        ++tied_a;
+      } else if (db == 0) {
+        ++tied_b;
+      } else if ((da > 0) == (db > 0)) {
+        ++concordant;
+      } else {
+        ++discordant;
+      }
+    }
+  }
+  const double denominator =
+      std::sqrt((concordant + discordant + tied_a) * (concordant + discordant + tied_b));
+  return denominator > 0 ? (concordant - discordant) / denominator : 1.0;
+}
+
+TEST(KendallTau, CountsConcordantAndDiscordantPairs) {
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {10, 20, 30, 40}), 1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {40, 30, 20, 10}), -1.0);
+  // One swapped neighbour pair of 6 pairs: (5 − 1) / 6.
+  EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0);
+}
+
+// Llama-3.1 8B on four DGX H100 nodes (32 GPUs), global batch 256 × 4,096 tokens: every layout
+// of tp, pp and micro-batch size with and without sequence parallelism and ZeRO-1 that the plan
+// rules accept.
+std::vector<schemas::Plan> sweep(const schemas::ClusterConfig& cluster) {
+  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+  std::vector<schemas::Plan> plans;
+  for (std::int64_t tp : {1, 2, 4, 8}) {
+    for (std::int64_t pp : {1, 2, 4}) {
+      for (std::int64_t micro : {1, 2, 4}) {
+        for (bool sequence_parallel : {false, true}) {
+          for (std::int64_t zero : {0, 1}) {
+            if (sequence_parallel && tp == 1) continue;
+            schemas::PlanKnobs knobs;
+            knobs.mesh.tp = tp;
+            knobs.mesh.pp = pp;
+            knobs.mesh.dp = cluster.world_size() / (tp * pp);
+            knobs.seq_length = 4096;
+            knobs.micro_batch_size = micro;
+            knobs.global_batch_size = 256;
+            knobs.sequence_parallel = sequence_parallel;
+            knobs.zero_stage = zero;
+            knobs.recompute = schemas::RecomputeGranularity::selective;
+            try {
+              plans.push_back(schemas::build_plan(model, cluster, knobs, "sweep"));
+            } catch (const schemas::InputError&) {
+              // A layout the rules refuse is not a candidate.
+            }
+          }
+        }
+      }
+    }
+  }
+  return plans;
+}
+
+// The cluster with each calibration number scaled by a draw around 1.
+schemas::ClusterConfig perturbed(schemas::ClusterConfig cluster, std::mt19937_64& random) {
+  const auto factor = [&](double spread) {
+    return std::uniform_real_distribution<double>(1 - spread, 1 + spread)(random);
+  };
+  schemas::GpuProfile& gpu = cluster.gpu;
+  for (schemas::EfficiencyPoint& point : gpu.gemm_efficiency_by_flops) {
+    point.fraction = std::min(1.0, point.fraction * factor(0.05));
+  }
+  for (schemas::EfficiencyPoint& point : gpu.hbm_efficiency_by_bytes) {
+    point.fraction = std::min(1.0, point.fraction * factor(0.05));
+  }
+  if (gpu.attention_efficiency) {
+    gpu.attention_efficiency = std::min(1.0, *gpu.attention_efficiency * factor(0.10));
+  }
+  gpu.compute_slowdown_under_communication *= factor(0.30);
+  for (schemas::NetworkTier& tier : cluster.network_tiers) {
+    tier.bandwidth_gb_per_s *= factor(0.10);
+    tier.efficiency = std::min(1.0, tier.efficiency * factor(0.10));
+    tier.latency_us *= factor(0.30);
+  }
+  return cluster;
+}
+
+std::vector<double> step_times(std::vector<schemas::Plan> plans,
+                               const schemas::ClusterConfig& cluster) {
+  std::vector<double> times;
+  for (schemas::Plan& plan : plans) {
+    plan.cluster = cluster;
+    times.push_back(simulate_plan(plan, ".").metrics.step_time_s);
+  }
+  return times;
+}
+
+TEST(RankingStability, TheOrderOfConfigurationsSurvivesPerturbedCalibration) {
+  const schemas::ClusterConfig nominal_cluster = schemas::cluster_preset("dgx-h100:4");
+  const std::vector<schemas::Plan> plans = sweep(nominal_cluster);
+  ASSERT_GE(plans.size(), 60u) << "the sweep should hold many layouts";
+  const std::vector<double> nominal = step_times(plans, nominal_cluster);
+  const std::size_t best =
+      static_cast<std::size_t>(std::min_element(nominal.begin(), nominal.end()) - nominal.begin());
+
+  std::mt19937_64 random(20261123);
+  constexpr int kPerturbations = 20;
+  double lowest_tau = 1, sum_tau = 0;
+  std::size_t worst_rank_of_best = 0;
+  for (int trial = 0; trial < kPerturbations; ++trial) {
+    const std::vector<double> times = step_times(plans, perturbed(nominal_cluster, random));
+    const double tau = kendall_tau(nominal, times);
+    lowest_tau = std::min(lowest_tau, tau);
+    sum_tau += tau;
+    // Where the nominal choice lands in this order (0: still the best).
+    const std::size_t rank = static_cast<std::size_t>(
+        std::count_if(times.begin(), times.end(), [&](double time) { return time < times[best]; }));
+    worst_rank_of_best = std::max(worst_rank_of_best, rank);
+  }
+  const double mean_tau = sum_tau / kPerturbations;
+  std::printf(
+      "%zu configurations, %d perturbations: Kendall tau mean %.3f, lowest %.3f; the "
+      "nominal best ranks at worst #%zu\n",
+      plans.size(), kPerturbations, mean_tau, lowest_tau, worst_rank_of_best + 1);
+  RecordProperty("configurations", static_cast<int>(plans.size()));
+  RecordProperty("mean_kendall_tau", std::to_string(mean_tau));
+  RecordProperty("lowest_kendall_tau", std::to_string(lowest_tau));
+  EXPECT_GE(lowest_tau, 0.8);
+  // The planner's pick stays among the top 5% of the layouts under every perturbation.
+  EXPECT_LE(worst_rank_of_best + 1, std::max<std::size_t>(3, plans.size() / 20));
+}
+
+}  // namespace
+}  // namespace strata::simulator
