@@ -32,6 +32,11 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                                  "0-3)",
                                  mesh.cp));
   }
+  if (plan.tp_comm_overlap) {
+    throw InputError(plan_source, "/tp_comm_overlap",
+                     "the executor runs tensor-parallel collectives between the GEMMs, not "
+                     "pipelined with them: set it to false");
+  }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
                      fmt::format("the plan runs on {} ranks (tp {} × cp {} × dp {} × pp {}); this "
@@ -57,11 +62,6 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
     if (!cuda_device_info(&why_not)) {
       throw InputError("--device", "", fmt::format("cuda: no GPU to train on ({})", why_not));
     }
-  }
-  if (plan.tp_comm_overlap) {
-    throw InputError(plan_source, "/tp_comm_overlap",
-                     "the executor runs tensor-parallel collectives between the GEMMs, not "
-                     "pipelined with them: set it to false");
   }
   check_executor_supports(plan.model, plan_source, "/model");
   // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter

@@ -115,6 +115,15 @@ TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
                   [&] { Trainer(context_parallel, "plan.json", data, {}); }),
               HasSubstr("plan.json: /mesh/cp: cp=2: the executor does not run context "
                         "parallelism yet"));
+  knobs.mesh = schemas::Mesh{.tp = 2, .cp = 1, .dp = 1, .pp = 1};
+  knobs.sequence_parallel = true;
+  knobs.tp_comm_overlap = true;
+  const schemas::Plan overlapped =
+      schemas::build_plan(model, schemas::cluster_preset("cpu-local:2"), knobs, "test");
+  EXPECT_THAT(
+      strata::testing::input_error_message([&] { Trainer(overlapped, "plan.json", data, {}); }),
+      HasSubstr("plan.json: /tp_comm_overlap: the executor runs tensor-parallel collectives "
+                "between the GEMMs"));
   schemas::Plan half = plan_for(model, 1, 1);
   half.precision = schemas::Dtype::bf16;
   EXPECT_THAT(
