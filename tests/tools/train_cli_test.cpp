@@ -79,6 +79,33 @@ TEST_F(TrainCli, JsonLogsOneObjectPerStepThenASummaryAndWritesThePlan) {
   EXPECT_THAT(from_plan.out, HasSubstr(expected));
 }
 
+TEST_F(TrainCli, OptimizerSettingsAreFlagsWithTheirDefaultsShownAndLogged) {
+  const CommandResult help = strata("train --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const char* shown : {"--beta1", "--beta2", "--eps", "--lr-schedule", "=0.95", "=cosine",
+                            "=0.0003", "=0.1", "=1e-08", "=100", "=4"}) {
+    EXPECT_THAT(help.out, HasSubstr(shown));
+  }
+  const auto summary_of = [&](const std::string& flags) {
+    const CommandResult run = strata(small_run("--steps 3 --log-format json " + flags));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    const std::string last = run.out.substr(run.out.rfind('\n', run.out.size() - 2) + 1);
+    return nlohmann::json::parse(last);
+  };
+  const nlohmann::json defaults = summary_of("");
+  EXPECT_EQ(defaults.at("optimizer").at("beta2"), 0.95);
+  EXPECT_EQ(defaults.at("optimizer").at("lr_schedule"), "cosine");
+  // llm.c's settings: constant rate, β2 0.999, no weight decay, no clipping.
+  const nlohmann::json llmc =
+      summary_of("--lr-schedule constant --beta2 0.999 --weight-decay 0 --grad-clip 0 --eps 1e-8");
+  EXPECT_EQ(llmc.at("optimizer").at("beta2"), 0.999);
+  EXPECT_EQ(llmc.at("optimizer").at("lr_schedule"), "constant");
+  EXPECT_NE(llmc.at("final_loss"), defaults.at("final_loss"));
+  const CommandResult bad = strata(small_run("--steps 1 --beta2 1"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.err, "strata: --beta2: 1 must be below 1\n");
+}
+
 TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   const std::string checkpoints = (directory / "ckpt").string();
   const CommandResult first = strata(small_run("--steps 4 --checkpoint-every 2 --checkpoint-dir " +

@@ -128,6 +128,10 @@ struct TrainOptions {
   std::int64_t warmup_steps = 0;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
+  std::string lr_schedule = "cosine";
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
   std::optional<std::string> checkpoint_dir;
   std::int64_t checkpoint_every = 0;
   bool resume = false;

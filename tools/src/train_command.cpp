@@ -152,7 +152,8 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
 }
 
 void print_summary(const executor::TrainingSummary& summary,
-                   const std::vector<std::string>& resume_changes, LogFormat format) {
+                   const std::vector<std::string>& resume_changes,
+                   const executor::TrainingOptions& training, LogFormat format) {
   if (format == LogFormat::json) {
     nlohmann::json line{{"summary", true},
                         {"first_step", summary.first_step},
@@ -162,6 +163,17 @@ void print_summary(const executor::TrainingSummary& summary,
                         {"total_time_s", summary.total_time_s}};
     if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
+    // What the optimizer did, defaults included, so a log says how to repeat the run.
+    line["optimizer"] = {{"learning_rate", training.learning_rate},
+                         {"lr_schedule", schemas::name_of(training.learning_rate_decay,
+                                                          executor::kLearningRateDecayNames)},
+                         {"min_lr_fraction", training.min_learning_rate_fraction},
+                         {"warmup_steps", training.warmup_steps},
+                         {"beta1", training.adamw.beta1},
+                         {"beta2", training.adamw.beta2},
+                         {"eps", training.adamw.epsilon},
+                         {"weight_decay", training.adamw.weight_decay},
+                         {"grad_clip", training.max_gradient_norm}};
     std::cout << line.dump() << std::endl;
     return;
   }
@@ -230,6 +242,7 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
   command
       ->add_option("--micro-batch", options.micro_batch, "Sequences per micro-batch (with --model)")
       ->check(whole_number_from(1, schemas::kMaxGlobalBatchSize))
+      ->capture_default_str()
       ->excludes(plan);
   command
       ->add_option("--global-batch", options.global_batch,
@@ -299,21 +312,42 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
                    "The step --trace records (default: the last)")
       ->check(whole_number_from(1, kMaxTrainingSteps));
   command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
-      ->check(whole_number_from(1, kMaxTrainingSteps));
+      ->check(whole_number_from(1, kMaxTrainingSteps))
+      ->capture_default_str();
   command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)")
       ->check(seed_value());
+  // The optimizer's settings show their defaults in --help (and in README's table).
   command->add_option("--lr", options.learning_rate, "Peak learning rate")
-      ->check(number_from(0, kMaxLearningRate, true));
+      ->check(number_from(0, kMaxLearningRate, true))
+      ->capture_default_str();
+  command
+      ->add_option("--lr-schedule", options.lr_schedule,
+                   "After warm-up: cosine or linear decay to the floor, or constant")
+      ->check(CLI::IsMember({"cosine", "linear", "constant"}))
+      ->capture_default_str();
   command
       ->add_option("--min-lr-fraction", options.min_lr_fraction,
-                   "Cosine floor as a fraction of the peak")
-      ->check(number_from(0.0, 1.0));
+                   "Floor of the decay as a fraction of the peak")
+      ->check(number_from(0.0, 1.0))
+      ->capture_default_str();
   command->add_option("--warmup-steps", options.warmup_steps, "Linear warm-up steps")
-      ->check(whole_number_from(0, kMaxTrainingSteps));
+      ->check(whole_number_from(0, kMaxTrainingSteps))
+      ->capture_default_str();
+  command->add_option("--beta1", options.beta1, "AdamW first-moment decay")
+      ->check(number_from(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--beta2", options.beta2, "AdamW second-moment decay")
+      ->check(number_from(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--eps", options.eps, "AdamW epsilon")
+      ->check(number_from(0.0, 1.0, true))
+      ->capture_default_str();
   command->add_option("--weight-decay", options.weight_decay, "AdamW weight decay of matrices")
-      ->check(number_from(0, kMaxWeightDecay));
+      ->check(number_from(0, kMaxWeightDecay))
+      ->capture_default_str();
   command->add_option("--grad-clip", options.grad_clip, "Global gradient-norm limit (0: none)")
-      ->check(number_from(0, kMaxGradientNorm));
+      ->check(number_from(0, kMaxGradientNorm))
+      ->capture_default_str();
   command->add_option("--checkpoint-dir", options.checkpoint_dir, "Directory for checkpoints");
   command
       ->add_option("--checkpoint-every", options.checkpoint_every,
@@ -435,6 +469,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     training.min_learning_rate_fraction = options.min_lr_fraction;
     training.warmup_steps = options.warmup_steps;
     training.adamw.weight_decay = options.weight_decay;
+    training.adamw.beta1 = options.beta1;
+    training.adamw.beta2 = options.beta2;
+    training.adamw.epsilon = options.eps;
+    training.learning_rate_decay =
+        *schemas::value_of(options.lr_schedule, executor::kLearningRateDecayNames);
     training.max_gradient_norm = options.grad_clip;
     if (options.checkpoint_dir) training.checkpoint_dir = *options.checkpoint_dir;
     training.checkpoint_every = options.checkpoint_every;
@@ -448,6 +487,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       throw schemas::InputError("--trace-step", "", "needs --trace FILE to write the step to");
     }
     if (options.trace) training.trace_step = options.trace_step.value_or(options.steps);
+    for (const auto& [flag, beta] :
+         {std::pair{"--beta1", options.beta1}, {"--beta2", options.beta2}}) {
+      // At 1 the moment never forgets and Adam's bias correction divides by zero.
+      if (beta >= 1) throw schemas::InputError(flag, "", fmt::format("{} must be below 1", beta));
+    }
     if (options.trace_step && *options.trace_step > options.steps) {
       throw schemas::InputError(
           "--trace-step", "",
@@ -519,7 +563,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     const executor::TrainingSummary summary = trainer->run([&](const executor::StepRecord& record) {
       if (logs) print_step(record, options.steps, prediction, options.log_format);
     });
-    if (logs) print_summary(summary, trainer->resume_changes(), options.log_format);
+    if (logs) print_summary(summary, trainer->resume_changes(), training, options.log_format);
     if (options.trace && logs) {
       print_trace(
           write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),

@@ -154,7 +154,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
-                options_.steps} {
+                options_.steps, options_.learning_rate_decay} {
   if (groups_) {
     const std::int64_t bucket = options_.bucket_elements > 0
                                     ? options_.bucket_elements

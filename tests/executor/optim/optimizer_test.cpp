@@ -49,6 +49,23 @@ TEST(LearningRateSchedule, WarmsUpLinearlyThenFollowsTheCosineToTheFloor) {
   EXPECT_DOUBLE_EQ(schedule.at(500), 0.1);
 }
 
+TEST(LearningRateSchedule, LinearDecayAndConstantRateAfterTheSameWarmUp) {
+  LearningRateSchedule schedule{.peak = 1.0,
+                                .minimum = 0.1,
+                                .warmup_steps = 10,
+                                .total_steps = 110,
+                                .decay = LearningRateDecay::linear};
+  EXPECT_DOUBLE_EQ(schedule.at(0), 0.1);
+  EXPECT_DOUBLE_EQ(schedule.at(10), 1.0);
+  EXPECT_NEAR(schedule.at(35), 0.1 + 0.9 * 0.75, 1e-12);  // a quarter of the way down
+  EXPECT_NEAR(schedule.at(60), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(schedule.at(110), 0.1);
+  schedule.decay = LearningRateDecay::constant;
+  EXPECT_DOUBLE_EQ(schedule.at(4), 0.5);  // warm-up still applies
+  EXPECT_DOUBLE_EQ(schedule.at(60), 1.0);
+  EXPECT_DOUBLE_EQ(schedule.at(500), 1.0);
+}
+
 TEST(GradientClipping, ScalesToTheMaximumNormOnlyWhenAbove) {
   std::vector<Tensor> gradients{Tensor::zeros({2}, ScalarType::float32),
                                 Tensor::zeros({1}, ScalarType::float32)};

@@ -37,6 +37,7 @@ struct TrainingOptions {
   double learning_rate = 3e-4;
   double min_learning_rate_fraction = 0.1;
   std::int64_t warmup_steps = 0;
+  LearningRateDecay learning_rate_decay = LearningRateDecay::cosine;
   AdamWConfig adamw;
   double max_gradient_norm = 1.0;  // ≤ 0: no clipping
   std::optional<std::filesystem::path> checkpoint_dir;
