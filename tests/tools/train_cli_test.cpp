@@ -106,6 +106,39 @@ TEST_F(TrainCli, OptimizerSettingsAreFlagsWithTheirDefaultsShownAndLogged) {
   EXPECT_EQ(bad.err, "strata: --beta2: 1 must be below 1\n");
 }
 
+TEST_F(TrainCli, ZeroStepsWritesTheInitialModelAndLaterRunsStartFromIt) {
+  const fs::path checkpoints = directory / "ckpt";
+  const std::string llmc = (directory / "initial.llmc").string();
+  const CommandResult initial = strata(small_run("--steps 0 --log-format json --save-llmc " + llmc +
+                                                 " --checkpoint-dir " + checkpoints.string()));
+  ASSERT_EQ(initial.exit_code, 0) << initial.err;
+  EXPECT_EQ(initial.err, "");
+  const nlohmann::json summary = nlohmann::json::parse(initial.out);
+  EXPECT_EQ(summary.at("steps_run"), 0);
+  EXPECT_TRUE(summary.at("final_loss").is_null());
+  EXPECT_TRUE(fs::exists(checkpoints / "step_00000000" / "state.json"));
+  EXPECT_TRUE(fs::exists(llmc));
+  // Training on from the step-0 checkpoint, from the llm.c file, or from scratch: the same run.
+  const auto losses_of = [&](const std::string& flags) {
+    const CommandResult run = strata(small_run("--steps 2 --log-format json " + flags));
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    std::vector<double> losses;
+    std::istringstream stream(run.out);
+    for (std::string line; std::getline(stream, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record.contains("loss")) losses.push_back(record.at("loss").get<double>());
+      if (record.contains("summary")) {
+        EXPECT_EQ(record.at("first_step"), 1);  // numbered as the step records
+        EXPECT_EQ(record.at("last_step"), 2);
+      }
+    }
+    return losses;
+  };
+  const std::vector<double> scratch = losses_of("");
+  EXPECT_EQ(losses_of("--resume --checkpoint-dir " + checkpoints.string()), scratch);
+  EXPECT_EQ(losses_of("--init-llmc " + llmc), scratch);
+}
+
 TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   const std::string checkpoints = (directory / "ckpt").string();
   const CommandResult first = strata(small_run("--steps 4 --checkpoint-every 2 --checkpoint-dir " +

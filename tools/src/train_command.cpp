@@ -156,11 +156,14 @@ void print_summary(const executor::TrainingSummary& summary,
                    const executor::TrainingOptions& training, LogFormat format) {
   if (format == LogFormat::json) {
     nlohmann::json line{{"summary", true},
-                        {"first_step", summary.first_step},
+                        // Numbered as the step records are: the run trained first..last.
+                        {"first_step", summary.first_step + 1},
+                        {"last_step", summary.first_step + summary.steps_run},
                         {"steps_run", summary.steps_run},
                         {"final_loss", summary.final_loss},
                         {"mean_tokens_per_s", summary.mean_tokens_per_s},
                         {"total_time_s", summary.total_time_s}};
+    if (summary.steps_run == 0) line["final_loss"] = nullptr;  // no step, no loss
     if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
     // What the optimizer did, defaults included, so a log says how to repeat the run.
@@ -175,6 +178,14 @@ void print_summary(const executor::TrainingSummary& summary,
                          {"weight_decay", training.adamw.weight_decay},
                          {"grad_clip", training.max_gradient_norm}};
     std::cout << line.dump() << std::endl;
+    return;
+  }
+  if (summary.steps_run == 0) {
+    // --steps 0: the initial model, written out.
+    fmt::print("no steps trained (--steps 0){}\n",
+               summary.last_checkpoint ? fmt::format(": initial model in checkpoint {}",
+                                                     summary.last_checkpoint->string())
+                                       : std::string());
     return;
   }
   fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}, {:.0f} tokens/s{}\n",
@@ -311,8 +322,11 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->add_option("--trace-step", options.trace_step,
                    "The step --trace records (default: the last)")
       ->check(whole_number_from(1, kMaxTrainingSteps));
-  command->add_option("--steps", options.steps, "Optimizer steps in total (a resumed run included)")
-      ->check(whole_number_from(1, kMaxTrainingSteps))
+  command
+      ->add_option(
+          "--steps", options.steps,
+          "Optimizer steps in total (a resumed run included; 0: write the initial model and stop)")
+      ->check(whole_number_from(0, kMaxTrainingSteps))
       ->capture_default_str();
   command->add_option("--seed", options.seed, "Seed of init, data order and dropout (default 1234)")
       ->check(seed_value());
@@ -486,6 +500,9 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     if (options.trace_step && !options.trace) {
       throw schemas::InputError("--trace-step", "", "needs --trace FILE to write the step to");
     }
+    if (options.trace && options.steps == 0) {
+      throw schemas::InputError("--trace", "", "--steps 0 runs no step to trace");
+    }
     if (options.trace) training.trace_step = options.trace_step.value_or(options.steps);
     for (const auto& [flag, beta] :
          {std::pair{"--beta1", options.beta1}, {"--beta2", options.beta2}}) {
@@ -525,12 +542,13 @@ int train(const TrainOptions& options, executor::Communicator& world) {
                       options.steps, trainer->completed_steps()));
     }
   });
-  if (trainer->completed_steps() == options.steps) {
+  if (trainer->completed_steps() == options.steps && options.steps > 0) {
     // A finished run started again: say so, leave the checkpoint alone.
     if (!logs) return 0;
     if (options.log_format == LogFormat::json) {
       std::cout << nlohmann::json{{"summary", true},
-                                  {"first_step", trainer->completed_steps()},
+                                  {"first_step", trainer->completed_steps() + 1},
+                                  {"last_step", trainer->completed_steps()},
                                   {"steps_run", 0},
                                   {"message", "nothing to train"}}
                        .dump()

@@ -434,6 +434,10 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
       summary.last_checkpoint = write_checkpoint_now();
     }
   }
+  if (options_.steps == 0 && options_.checkpoint_dir) {
+    // Zero steps: the initial model, as a checkpoint to start other runs from.
+    summary.last_checkpoint = write_checkpoint_now();
+  }
   summary.mean_tokens_per_s = summary.total_time_s > 0 ? token_count / summary.total_time_s : 0;
   return summary;
 }
