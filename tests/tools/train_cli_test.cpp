@@ -139,6 +139,25 @@ TEST_F(TrainCli, ZeroStepsWritesTheInitialModelAndLaterRunsStartFromIt) {
   EXPECT_EQ(losses_of("--init-llmc " + llmc), scratch);
 }
 
+TEST_F(TrainCli, SequentialOrderNamesEachStepsSamplesAndEpoch) {
+  // Global batch 4 × 32 tokens: step k reads from token 128·k, sample b from 128·k + 32·b.
+  const CommandResult run =
+      strata(small_run("--steps 3 --data-order sequential --log-samples --log-format json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::istringstream stream(run.out);
+  std::string line;
+  for (std::int64_t step = 0; step < 3; ++step) {
+    std::getline(stream, line);
+    const nlohmann::json record = nlohmann::json::parse(line);
+    EXPECT_EQ(record.at("epoch"), 0);
+    EXPECT_EQ(record.at("samples"), (std::vector<std::int64_t>{128 * step, 128 * step + 32,
+                                                               128 * step + 64, 128 * step + 96}));
+  }
+  const CommandResult text = strata(small_run("--steps 1 --data-order shuffled"));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("| epoch 0"));
+}
+
 TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   const std::string checkpoints = (directory / "ckpt").string();
   const CommandResult first = strata(small_run("--steps 4 --checkpoint-every 2 --checkpoint-dir " +

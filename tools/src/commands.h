@@ -129,6 +129,8 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   std::string lr_schedule = "cosine";
+  std::string data_order = "random";
+  bool log_samples = false;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;

@@ -8,6 +8,7 @@
 // failed, which alone prints its line, and all exit with its status; during training, the
 // failing rank prints its line and aborts the job (MPI_Abort).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <functional>
@@ -115,31 +116,48 @@ Prediction predict(const schemas::Plan& plan, const std::filesystem::path& plan_
   return prediction;
 }
 
+// Where a step's data came from: its epoch in a sequential order, and with --log-samples the
+// offset of every sample of the global batch in the data file.
+struct StepData {
+  const executor::BatchSampler& sampler;
+  std::int64_t global_batch = 0;
+  bool log_samples = false;
+};
+
 void print_step(const executor::StepRecord& record, std::int64_t steps,
-                const Prediction& prediction, LogFormat format) {
+                const Prediction& prediction, const StepData& data, LogFormat format) {
   const double ratio = record.step_time_s / prediction.step_time_s;
+  const std::int64_t step_index = record.step - 1;
+  const std::optional<std::int64_t> epoch = data.sampler.epoch_of(step_index);
+  std::vector<std::int64_t> samples;
+  if (data.log_samples) {
+    for (std::int64_t sample = 0; sample < data.global_batch; ++sample) {
+      samples.push_back(data.sampler.window_start(step_index, sample));
+    }
+  }
   if (format == LogFormat::json) {
-    std::cout << nlohmann::json{{"step", record.step},
-                                {"loss", record.loss},
-                                {"learning_rate", record.learning_rate},
-                                {"gradient_norm", record.gradient_norm},
-                                {"tokens_per_s", record.tokens_per_s},
-                                {"step_time_s", record.step_time_s},
-                                {"communication_s", record.communication_s},
-                                {"predicted_step_time_s", prediction.step_time_s},
-                                {"measured_over_predicted", ratio},
-                                {"peak_device_bytes", record.peak_device_bytes},
-                                {"peak_host_bytes", record.peak_host_bytes},
-                                {"predicted_peak_bytes", prediction.peak_bytes}}
-                     .dump()
-              << std::endl;
+    nlohmann::json line{{"step", record.step},
+                        {"loss", record.loss},
+                        {"learning_rate", record.learning_rate},
+                        {"gradient_norm", record.gradient_norm},
+                        {"tokens_per_s", record.tokens_per_s},
+                        {"step_time_s", record.step_time_s},
+                        {"communication_s", record.communication_s},
+                        {"predicted_step_time_s", prediction.step_time_s},
+                        {"measured_over_predicted", ratio},
+                        {"peak_device_bytes", record.peak_device_bytes},
+                        {"peak_host_bytes", record.peak_host_bytes},
+                        {"predicted_peak_bytes", prediction.peak_bytes}};
+    if (epoch) line["epoch"] = *epoch;
+    if (data.log_samples) line["samples"] = samples;
+    std::cout << line.dump() << std::endl;
     return;
   }
   const std::size_t peak =
       record.peak_device_bytes > 0 ? record.peak_device_bytes : record.peak_host_bytes;
   fmt::print(
       "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} "
-      "ms (predicted {:.1f} ms, ×{:.2f}){}{}\n",
+      "ms (predicted {:.1f} ms, ×{:.2f}){}{}{}{}\n",
       record.step, fmt::formatted_size("{}", steps), steps, record.loss, record.learning_rate,
       record.gradient_norm, record.tokens_per_s, record.step_time_s * 1e3,
       prediction.step_time_s * 1e3, ratio,
@@ -147,7 +165,9 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
           ? fmt::format(" | comm {:.0f}%", 100 * record.communication_s / record.step_time_s)
           : std::string(),
       peak > 0 ? fmt::format(" | peak {:.2f} GiB", static_cast<double>(peak) / (1u << 30))
-               : std::string());
+               : std::string(),
+      epoch ? fmt::format(" | epoch {}", *epoch) : std::string(),
+      data.log_samples ? fmt::format(" | samples {}", fmt::join(samples, ",")) : std::string());
   std::fflush(stdout);
 }
 
@@ -323,6 +343,15 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
                    "The step --trace records (default: the last)")
       ->check(whole_number_from(1, kMaxTrainingSteps));
   command
+      ->add_option("--data-order", options.data_order,
+                   "random windows per (seed, step, sample); sequential: llm.c's loader, batch k "
+                   "the B·T+1 tokens from k·B·T, wrapping; shuffled: those batches in a seeded "
+                   "order per epoch")
+      ->check(CLI::IsMember({"random", "sequential", "shuffled"}))
+      ->capture_default_str();
+  command->add_flag("--log-samples", options.log_samples,
+                    "Name each step's samples (their first token's offset in the data file)");
+  command
       ->add_option(
           "--steps", options.steps,
           "Optimizer steps in total (a resumed run included; 0: write the initial model and stop)")
@@ -486,6 +515,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     training.adamw.beta1 = options.beta1;
     training.adamw.beta2 = options.beta2;
     training.adamw.epsilon = options.eps;
+    training.data_order = *schemas::value_of(options.data_order, executor::kDataOrderNames);
     training.learning_rate_decay =
         *schemas::value_of(options.lr_schedule, executor::kLearningRateDecayNames);
     training.max_gradient_norm = options.grad_clip;
@@ -579,7 +609,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   // and ends the job.
   try {
     const executor::TrainingSummary summary = trainer->run([&](const executor::StepRecord& record) {
-      if (logs) print_step(record, options.steps, prediction, options.log_format);
+      if (logs) {
+        print_step(record, options.steps, prediction,
+                   StepData{trainer->sampler(), plan.batch.global_batch_size, options.log_samples},
+                   options.log_format);
+      }
     });
     if (logs) print_summary(summary, trainer->resume_changes(), training, options.log_format);
     if (options.trace && logs) {

@@ -151,7 +151,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       groups_(groups_for(plan, plan_source, options_.device, world)),
       model_(plan.model, compute_type_of(plan), options_.seed, options_.device,
              model_options(plan, groups_.get())),
-      sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed),
+      sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed,
+               options_.data_order, plan.batch.global_batch_size),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {

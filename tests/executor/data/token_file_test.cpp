@@ -4,9 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 
 #include "input_error_message.h"
 #include "strata/executor/data/batch_sampler.h"
@@ -121,6 +123,65 @@ TEST(BatchSampler, SamplesDependOnSeedStepAndIndexOnlyNotOnTheMicroBatchSplit) {
   EXPECT_NE(sampler.window_start(7, 0), sampler.window_start(8, 0));
   EXPECT_EQ(sampler.window_start(7, 3), BatchSampler(file, 16, 256, 99).window_start(7, 3));
   EXPECT_NE(sampler.window_start(7, 3), BatchSampler(file, 16, 256, 98).window_start(7, 3));
+}
+
+// llm.c's loader on 100 tokens with B = 2, T = 8: a batch reads 17 tokens and moves 16 on,
+// starting over when fewer than 17 remain: batches at 0, 16, …, 80 (80 + 17 ≤ 100), then 96 + 17
+// > 100 wraps to 0 — six batches an epoch, ⌊(100 − 1) / 16⌋.
+TEST(BatchSampler, SequentialOrderIsLlmcsLoader) {
+  TokenFile file{"text.bin", {}};
+  for (int i = 0; i < 100; ++i) file.tokens.push_back(static_cast<std::uint16_t>(i));
+  const BatchSampler sampler(file, 8, 256, 1, DataOrder::sequential, 2);
+  // A simulation of llm.c's dataloader_next_batch, written out: reset when the next B·T + 1 tokens
+  // would run past the end, read from the position, advance by B·T.
+  std::int64_t position = 0;
+  for (std::int64_t step = 0; step < 20; ++step) {
+    if (position + 2 * 8 + 1 > 100) position = 0;
+    EXPECT_EQ(sampler.window_start(step, 0), position) << "step " << step;
+    EXPECT_EQ(sampler.window_start(step, 1), position + 8) << "step " << step;
+    position += 2 * 8;
+  }
+  EXPECT_EQ(sampler.epoch_of(5), 0);
+  EXPECT_EQ(sampler.epoch_of(6), 1);
+  EXPECT_EQ(BatchSampler(file, 8, 256, 1).epoch_of(6), std::nullopt);  // random order: no epochs
+  // The last target of the last batch of an epoch is inside the file.
+  Tensor inputs = Tensor::zeros({2, 8}, ScalarType::int32);
+  Tensor targets = Tensor::zeros({2, 8}, ScalarType::int32);
+  sampler.fill(5, 0, inputs, targets);
+  EXPECT_EQ(targets.data<std::int32_t>()[15], 96);
+  EXPECT_THAT(error_of([&] { BatchSampler(file, 8, 256, 1, DataOrder::sequential, 16); }),
+              HasSubstr("text.bin: 100 tokens are too few for one global batch of 16 × 8 + 1 "
+                        "tokens in sequential order"));
+}
+
+TEST(BatchSampler, ShuffledOrderPermutesEachEpochsBatchesBySeed) {
+  TokenFile file{"text.bin", {}};
+  for (int i = 0; i < 10'000; ++i) file.tokens.push_back(static_cast<std::uint16_t>(i % 251));
+  const std::int64_t batches = (10'000 - 1) / (4 * 16);  // 156 per epoch
+  const auto epoch_order = [&](const BatchSampler& sampler, std::int64_t epoch) {
+    std::vector<std::int64_t> starts;
+    for (std::int64_t k = 0; k < batches; ++k) {
+      starts.push_back(sampler.window_start(epoch * batches + k, 0) / (4 * 16));
+    }
+    return starts;
+  };
+  const BatchSampler sampler(file, 16, 256, 7, DataOrder::shuffled, 4);
+  std::vector<std::int64_t> first = epoch_order(sampler, 0);
+  const std::vector<std::int64_t> second = epoch_order(sampler, 1);
+  EXPECT_NE(first, second);
+  // Every batch of the epoch once, and not in file order.
+  std::vector<std::int64_t> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> all(static_cast<std::size_t>(batches));
+  std::iota(all.begin(), all.end(), 0);
+  EXPECT_EQ(sorted, all);
+  EXPECT_NE(first, all);
+  // A pure function of (seed, step): another sampler, asked out of order, agrees; another seed
+  // does not.
+  const BatchSampler again(file, 16, 256, 7, DataOrder::shuffled, 4);
+  EXPECT_EQ(again.window_start(batches + 3, 2), sampler.window_start(batches + 3, 2));
+  EXPECT_EQ(again.window_start(2, 1), sampler.window_start(2, 1));
+  EXPECT_NE(epoch_order(BatchSampler(file, 16, 256, 8, DataOrder::shuffled, 4), 0), first);
 }
 
 }  // namespace

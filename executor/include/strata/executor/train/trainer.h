@@ -38,6 +38,7 @@ struct TrainingOptions {
   double min_learning_rate_fraction = 0.1;
   std::int64_t warmup_steps = 0;
   LearningRateDecay learning_rate_decay = LearningRateDecay::cosine;
+  DataOrder data_order = DataOrder::random;
   AdamWConfig adamw;
   double max_gradient_norm = 1.0;  // ≤ 0: no clipping
   std::optional<std::filesystem::path> checkpoint_dir;
@@ -110,6 +111,8 @@ class Trainer {
   // data ("global batch 8 → 16", ...); empty otherwise.
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
+  // Where each step's samples come from (for logs that name them).
+  const BatchSampler& sampler() const { return sampler_; }
   // The actions every rank executed in options.trace_step, by world rank, each timed from the
   // step's start (the ranks start it together, after a barrier): F and B per micro-batch and STEP
   // for a plan without a pipeline, the whole action list with one. On rank 0, once that step ran.
