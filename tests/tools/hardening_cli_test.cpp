@@ -57,8 +57,8 @@ TEST_F(HardeningCli, NonFiniteFlagValuesAreRefusedNamingTheFlag) {
   expect_refused(strata("train --model gpt-tiny --data x.bin --lr inf"), 2,
                  "--lr: inf is not a finite number");
   // Ranges read as people write them, not as 309 digits of the largest double.
-  const CommandResult steps = strata("train --model gpt-tiny --data x.bin --steps 0");
-  expect_refused(steps, 2, "--steps: 0 is not a whole number from 1 to 1099511627776");
+  const CommandResult steps = strata("train --model gpt-tiny --data x.bin --steps -1");
+  expect_refused(steps, 2, "--steps: -1 is not a whole number from 0 to 1099511627776");
   EXPECT_LT(steps.err.size(), 200u);
   expect_refused(strata("train --model gpt-tiny --data x.bin --seed -1"), 2,
                  "--seed: -1 is not a whole number from 0 to 18446744073709551615");
