@@ -99,17 +99,22 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   const LayerActivationBytes& activations_plain = layers.plain_activations;
   const LayerActivationBytes& activations_recomputed = layers.recomputed_activations;
 
+  const schemas::FrameworkBehaviour framework = schemas::framework_behaviour(plan.framework);
   // Activations cross a stage boundary split across tp (Megatron scatters them before the send
-  // and gathers after, or they are already split under sequence parallelism).
+  // and gathers after, or they are already split under sequence parallelism) — unless the stack
+  // sends the tensor each tp rank holds, which without sequence parallelism is all of it.
+  const bool split_send = !framework.pipeline_sends_whole_activations || context.sequence_parallel;
   const double boundary_bytes = context.local_tokens() *
                                 static_cast<double>(plan.model.hidden_size) * element /
-                                static_cast<double>(plan.mesh.tp);
+                                (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
   const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
   const double gradient_bytes = gradient_bytes_per_parameter(plan.precision);
   const double bucket_parameters =
       std::max(kMinBucketParameters, kBucketParametersPerDpRank * dp_shards);
-  const Collective reduction =
-      plan.zero_stage == 0 ? Collective::all_reduce : Collective::reduce_scatter;
+  const bool all_reduced =
+      plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
+                               framework.zero1_bf16_gradients_all_reduced);
+  const Collective reduction = all_reduced ? Collective::all_reduce : Collective::reduce_scatter;
 
   const std::size_t num_stages = plan.stages.size();
   costs.stages.resize(num_stages);

@@ -94,6 +94,7 @@ class Evaluator {
     plan_.model = model;
     plan_.cluster = cluster;
     plan_.precision = options.precision;
+    plan_.framework = options.framework;
     plan_.batch.seq_length = options.seq_length;
     plan_.batch.global_batch_size = options.global_batch_size;
     options_precision_ = options.precision;

@@ -314,7 +314,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       document, location,
       {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "model", "cluster",
        "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "overlap_grad_reduce",
-       "tp_comm_overlap", "recompute", "schedule", "pipeline", "precision", "predicted"});
+       "tp_comm_overlap", "framework", "recompute", "schedule", "pipeline", "precision",
+       "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
   plan.description = reader.optional_string(kDescriptionKey);
@@ -340,6 +341,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.zero_stage = reader.integer("zero_stage", {0, 3});
   plan.overlap_grad_reduce = reader.optional_boolean("overlap_grad_reduce").value_or(true);
   plan.tp_comm_overlap = reader.optional_boolean("tp_comm_overlap").value_or(false);
+  plan.framework = reader.optional_choice("framework", kTrainingFrameworkNames)
+                       .value_or(TrainingFramework::strata);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -486,6 +489,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"precision", name_of(plan.precision, kDtypeNames)}};
   // Written only when on, so plans of earlier versions read and write back unchanged.
   if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
+  if (plan.framework != TrainingFramework::strata) {
+    document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);
+  }
   if (plan.description) document[kDescriptionKey] = *plan.description;
   if (plan.predicted) {
     nlohmann::json predicted = {{"step_time_s", plan.predicted->step_time_s},

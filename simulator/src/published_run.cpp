@@ -174,7 +174,7 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
   const RowReader row(value, location,
                       {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce"}, false);
   RunSoftware software;
-  software.framework = row.text("framework");
+  software.framework = row.choice("framework", schemas::kTrainingFrameworkNames);
   if (auto attention = row.choice("attention", kAttentionNames)) {
     software.attention = std::string(schemas::name_of(*attention, kAttentionNames));
   }
@@ -189,8 +189,10 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
 // always); NeMo's Megatron-Core recipes turn the overlap on, and FSDP stacks (torchtitan,
 // llm-foundry) reduce-scatter each layer's gradients during the backward by design. A row naming
 // no framework is simulated as Megatron-LM's default.
-bool overlaps_grad_reduce_by_default(const std::optional<std::string>& framework) {
-  return framework == "nemo" || framework == "torchtitan" || framework == "llm-foundry";
+bool overlaps_grad_reduce_by_default(std::optional<schemas::TrainingFramework> framework) {
+  using schemas::TrainingFramework;
+  return framework == TrainingFramework::nemo || framework == TrainingFramework::torchtitan ||
+         framework == TrainingFramework::llm_foundry;
 }
 
 // Whether a row's stack pipelines tp collectives with the GEMMs when the row does not say: NeMo's
@@ -198,7 +200,8 @@ bool overlaps_grad_reduce_by_default(const std::optional<std::string>& framework
 // sequence parallelism; Megatron-LM leaves --tp-comm-overlap off, and the others have no such
 // overlap. It needs sequence parallelism, so a row without it cannot have it.
 bool overlaps_tp_comm(const RunSoftware& software, bool sequence_parallel) {
-  return sequence_parallel && software.tp_comm_overlap.value_or(software.framework == "nemo");
+  return sequence_parallel &&
+         software.tp_comm_overlap.value_or(software.framework == schemas::TrainingFramework::nemo);
 }
 
 }  // namespace
@@ -280,6 +283,8 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
       run_knobs.overlap_grad_reduce = run.software.overlap_grad_reduce.value_or(
           overlaps_grad_reduce_by_default(run.software.framework));
       run_knobs.tp_comm_overlap = overlaps_tp_comm(run.software, run_knobs.sequence_parallel);
+      run_knobs.framework =
+          run.software.framework.value_or(schemas::TrainingFramework::megatron_lm);
       run.plan = schemas::build_plan(*model, cluster, run_knobs, source);
     }
     runs.push_back(std::move(run));

@@ -92,6 +92,8 @@ class Engine {
     stages_ = schedule.num_stages();
     micro_batches_ = schedule.num_micro_batches;
     track_overlap_ = costs.dp_overlap_slowdown > 0;
+    sends_block_compute_ =
+        schemas::framework_behaviour(plan.framework).pipeline_sends_block_compute;
     if (options.mode == SimulationMode::symmetric) {
       replicas_ = 1;
       for (int pipe = 0; pipe < schedule.pp; ++pipe) add_rank(pipe, pipe, 0, pipe);
@@ -264,9 +266,15 @@ class Engine {
             (forward ? forward_end_
                      : input_grad_end_)[slot(rank.replica, action.stage, action.micro_batch)];
         const double transfer = forward ? stage->send_forward_s : stage->send_backward_s;
-        const double start = std::max(rank.send_free, produced);
+        double start = std::max(rank.send_free, produced);
+        if (sends_block_compute_) start = std::max(start, rank.compute_free);
         const double end = start + transfer;
         rank.send_free = end;
+        if (sends_block_compute_) {
+          // The stack waits for the send before its next instruction (training_framework.h).
+          rank.time.pp_comm_s += end - rank.compute_free;
+          rank.compute_free = end;
+        }
         const std::int64_t flow = next_flow_++;
         const int to_stage = forward ? action.stage + 1 : action.stage - 1;
         (forward ? forward_arrival_
@@ -439,6 +447,7 @@ class Engine {
   std::size_t micro_batches_ = 0;
   std::int64_t replicas_ = 1;
   bool track_overlap_ = false;
+  bool sends_block_compute_ = false;
   std::vector<RankState> ranks_;
   std::vector<DpGroup> groups_;
   std::vector<double> forward_end_;

@@ -1,5 +1,6 @@
 #include "strata/schemas/plan.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -93,6 +94,19 @@ TEST(Plan, TpCommOverlapNeedsSequenceParallelismAndIsWrittenOnlyWhenOn) {
   const nlohmann::json document = plan_to_json(plan);
   EXPECT_EQ(document.at("tp_comm_overlap"), true);
   EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+}
+
+TEST(Plan, FrameworkIsWrittenOnlyWhenNotStrataAndReadByName) {
+  Plan plan = gpt2_plan();
+  EXPECT_FALSE(plan_to_json(plan).contains("framework"));
+  plan.framework = TrainingFramework::megatron_deepspeed;
+  nlohmann::json document = plan_to_json(plan);
+  EXPECT_EQ(document.at("framework"), "megatron-deepspeed");
+  EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+  document["framework"] = "colossalai";
+  const std::string error = error_of([&] { parse_plan(document, JsonLocation("plan.json")); });
+  EXPECT_THAT(error, ::testing::StartsWith("plan.json: /framework: "));
+  EXPECT_THAT(error, ::testing::HasSubstr("megatron-deepspeed"));
 }
 
 TEST(Plan, TpBeyondKvHeadsReplicatesThem) {

@@ -125,6 +125,31 @@ TEST(Simulation, PointToPointLatencyLengthensThePipelineFillAndDrain) {
   EXPECT_GT(result.breakdown[pp - 1].pp_comm_s, 0);
 }
 
+// Blocking pipeline sends (DeepSpeed's pipeline engine) hold the sender's next compute. GPipe on
+// pp = 2, m = 4, F = 1, B = 2, a send of c = 0.25: non-blocking, only the first forward's and the
+// last gradient's sends are exposed, 15 + 2c = 15.5. Blocking, each of the m − 1 later forwards
+// on rank 0 and backwards on rank 1 starts c later: 15.5 + 2(m − 1)c = 17.
+TEST(Simulation, BlockingPipelineSendsDelayTheSendersNextCompute) {
+  const int pp = 2;
+  const int m = 4;
+  const double c = 0.25;
+  costmodels::PlanCosts costs =
+      pipeline_costs(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), pp);
+  costs.stages[0].send_forward_s = c;
+  costs.stages[1].send_backward_s = c;
+  const PipelineSchedule schedule = with_communication(schedule::gpipe_schedule(pp, 1, m));
+  schemas::Plan plan = plan_with_pipeline(pp);
+  EXPECT_DOUBLE_EQ(simulate(plan, schedule, costs, {}).step_time_s, 15.5);
+  plan.framework = schemas::TrainingFramework::deepspeed;
+  const SimulationResult blocking = simulate(plan, schedule, costs, {});
+  EXPECT_DOUBLE_EQ(blocking.step_time_s, 17.0);
+  // Both stalls count as pipeline communication on rank 1: its own 4 blocked backward sends
+  // (m·c) and the m − 1 forwards that arrive c later than it could take them.
+  const SimulationResult free_sends = simulate(plan_with_pipeline(pp), schedule, costs, {});
+  EXPECT_DOUBLE_EQ(blocking.breakdown[1].pp_comm_s - free_sends.breakdown[1].pp_comm_s,
+                   (2 * m - 1) * c);
+}
+
 // Gradient reduction with two 0.5 s buckets per stage on pp = 2, m = 4, F = 1, B = 2: the
 // pipeline alone ends at (m + p − 1)·3 = 15 with rank 0's last backward over [13, 15].
 // Overlapped, that stage's buckets are ready at 14 and 15 (as the backward walks back through its

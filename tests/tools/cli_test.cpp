@@ -245,6 +245,31 @@ TEST(CliSimulate, OverlappedTpCommunicationIsFasterAndNeedsSequenceParallelism) 
   EXPECT_THAT(refused.err, HasSubstr("/tp_comm_overlap: needs sequence_parallel"));
 }
 
+// DeepSpeed's pipeline engine (whole activations, blocking sends) on a pipelined plan without
+// sequence parallelism is slower than the same plan as Strata runs it, and says so; the plan
+// search takes the same flag, and an unknown stack is refused by name.
+TEST(CliSimulate, AFrameworkChangesThePredictionAndIsNamed) {
+  const std::string knobs =
+      "simulate --model gpt2-774m --cluster dgx-a100-80gb:4 --tp 2 --pp 4 --global-batch 64 "
+      "--zero 1";
+  const CommandResult strata_run = strata(knobs + " --format json");
+  const CommandResult deepspeed = strata(knobs + " --format json --framework megatron-deepspeed");
+  ASSERT_EQ(strata_run.exit_code, 0) << strata_run.err;
+  ASSERT_EQ(deepspeed.exit_code, 0) << deepspeed.err;
+  EXPECT_GT(nlohmann::json::parse(deepspeed.out).at("step_time_s").get<double>(),
+            nlohmann::json::parse(strata_run.out).at("step_time_s").get<double>());
+  EXPECT_THAT(strata(knobs + " --framework deepspeed").out, HasSubstr("as deepspeed runs it"));
+  const CommandResult plan = strata(
+      "plan --model gpt2-124m --cluster dgx-a100-80gb:1 --global-batch 32 --quiet --top 1 "
+      "--framework megatron-deepspeed --format json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_EQ(nlohmann::json::parse(plan.out).at("plans").at(0).at("plan").at("framework"),
+            "megatron-deepspeed");
+  const CommandResult unknown = strata(knobs + " --framework colossalai");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--framework"));
+}
+
 TEST(CliSimulate, WritesAPerfettoTrace) {
   const std::filesystem::path trace = std::filesystem::path(::testing::TempDir()) /
                                       ("strata-trace-" + std::to_string(::getpid()) + ".json");

@@ -9,8 +9,20 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "strata/schemas/enum_names.h"
 
 namespace strata::tools {
+
+// Every spelling of an enum's table, for CLI::IsMember: the command line accepts exactly what the
+// file formats do.
+template <typename Enum, std::size_t N>
+std::vector<std::string> choices_of(const std::array<schemas::EnumName<Enum>, N>& table) {
+  std::vector<std::string> names;
+  for (const auto& entry : table) names.emplace_back(entry.name);
+  return names;
+}
 
 // A whole number from `minimum` to `maximum`, written in decimal (no sign beyond a leading '-',
 // no exponent, no fraction).

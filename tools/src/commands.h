@@ -61,6 +61,7 @@ struct SimulateOptions {
   bool sequence_parallel = false;
   bool no_overlap_grad_reduce = false;
   bool tp_comm_overlap = false;
+  std::string framework = "strata";
   std::int64_t zero_stage = 0;
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
@@ -89,6 +90,7 @@ struct PlanOptions {
   std::optional<std::int64_t> max_tp;
   std::vector<std::string> schedules;
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
+  std::string framework = "strata";
   std::string emit;
   bool quiet = false;
   OutputFormat format = OutputFormat::table;

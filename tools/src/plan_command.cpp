@@ -136,6 +136,12 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
       ->add_option("--precision", options.precision,
                    "Training dtype (default: bf16, or the best the cluster's GPU has)")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}));
+  command
+      ->add_option("--framework", options.framework,
+                   "Training stack the plans are for: its pipeline sends and gradient reduction "
+                   "change the predictions")
+      ->check(CLI::IsMember(choices_of(schemas::kTrainingFrameworkNames)))
+      ->capture_default_str();
   command->add_option("--emit", options.emit, "Also print the best plan for: megatron")
       ->check(CLI::IsMember({"megatron"}));
   command->add_flag("--quiet", options.quiet, "No progress bar");
@@ -157,6 +163,7 @@ int run_plan(const PlanOptions& options) {
   search.max_tp = options.max_tp.value_or(0);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
   search.precision = precision.dtype;
+  search.framework = *schemas::value_of(options.framework, schemas::kTrainingFrameworkNames);
   if (!options.schedules.empty()) {
     search.schedules.clear();
     for (const std::string& name : options.schedules) {
@@ -235,10 +242,13 @@ int run_plan(const PlanOptions& options) {
     }
     std::cout << report.dump(2) << "\n";
   } else {
-    std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}\n", model.name,
+    std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}{}\n", model.name,
                              cluster.world_size(), cluster.gpu.name, cluster.name,
                              options.global_batch, seq,
-                             schemas::name_of(search.precision, schemas::kDtypeNames));
+                             schemas::name_of(search.precision, schemas::kDtypeNames),
+                             search.framework == schemas::TrainingFramework::strata
+                                 ? ""
+                                 : fmt::format(", as {} runs it", options.framework));
     if (!precision.note.empty()) std::cout << precision.note << "\n";
     if (!result.best.empty()) {
       TextTable table(

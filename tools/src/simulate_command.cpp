@@ -76,6 +76,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.zero_stage = options.zero_stage;
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.tp_comm_overlap = options.tp_comm_overlap;
+  knobs.framework = parse_choice(options.framework, schemas::kTrainingFrameworkNames);
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
@@ -93,7 +94,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
       "{} on {} × {} ({}): tp={} cp={} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
-      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}\n",
+      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
       mesh.cp, mesh.dp, mesh.pp, mesh.vpp,
       schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
@@ -102,7 +103,11 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       plan.sequence_parallel ? "on" : "off",
       plan.tp_comm_overlap ? " with tp communication overlapped" : "", plan.zero_stage,
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
-      schemas::name_of(plan.precision, schemas::kDtypeNames));
+      schemas::name_of(plan.precision, schemas::kDtypeNames),
+      plan.framework == schemas::TrainingFramework::strata
+          ? ""
+          : fmt::format(", as {} runs it",
+                        schemas::name_of(plan.framework, schemas::kTrainingFrameworkNames)));
   out += fmt::format("  step time             {}\n", seconds(metrics.step_time_s));
   out += fmt::format("  tokens/s              {}\n",
                      group_thousands(static_cast<std::int64_t>(metrics.tokens_per_s)));
@@ -178,6 +183,12 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(command->add_flag("--tp-comm-overlap", options.tp_comm_overlap,
                          "Pipeline tp all-gathers and reduce-scatters with the GEMMs (needs "
                          "--sequence-parallel)"));
+  knob(command
+           ->add_option("--framework", options.framework,
+                        "Training stack whose behaviour to simulate (pipeline sends, gradient "
+                        "reduction)")
+           ->check(CLI::IsMember(choices_of(schemas::kTrainingFrameworkNames)))
+           ->capture_default_str());
   knob(command->add_option("--schedule", options.schedule, "Pipeline schedule")
            ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved-1f1b", "zb-h1"})));
   knob(command

@@ -37,6 +37,13 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                      "the executor runs tensor-parallel collectives between the GEMMs, not "
                      "pipelined with them: set it to false");
   }
+  if (plan.framework != schemas::TrainingFramework::strata) {
+    throw InputError(
+        plan_source, "/framework",
+        fmt::format("\"{}\" is a plan for another training stack; strata train runs "
+                    "plans whose framework is strata (remove the field)",
+                    schemas::name_of(plan.framework, schemas::kTrainingFrameworkNames)));
+  }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
                      fmt::format("the plan runs on {} ranks (tp {} × cp {} × dp {} × pp {}); this "

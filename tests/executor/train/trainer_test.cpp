@@ -124,6 +124,12 @@ TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
       strata::testing::input_error_message([&] { Trainer(overlapped, "plan.json", data, {}); }),
       HasSubstr("plan.json: /tp_comm_overlap: the executor runs tensor-parallel collectives "
                 "between the GEMMs"));
+  schemas::Plan deepspeed = plan_for(model, 1, 1);
+  deepspeed.framework = schemas::TrainingFramework::megatron_deepspeed;
+  EXPECT_THAT(
+      strata::testing::input_error_message([&] { Trainer(deepspeed, "plan.json", data, {}); }),
+      HasSubstr("plan.json: /framework: \"megatron-deepspeed\" is a plan for another training "
+                "stack"));
   schemas::Plan half = plan_for(model, 1, 1);
   half.precision = schemas::Dtype::bf16;
   EXPECT_THAT(

@@ -16,6 +16,7 @@
 #include "strata/schemas/dtype.h"
 #include "strata/schemas/enum_names.h"
 #include "strata/schemas/model_config.h"
+#include "strata/schemas/training_framework.h"
 
 namespace strata::schemas {
 
@@ -128,6 +129,8 @@ struct Plan {
   // (Megatron-Core / Transformer Engine --tp-comm-overlap, userbuffers). Needs sequence
   // parallelism, as Megatron requires.
   bool tp_comm_overlap = false;
+  // The training stack that runs the plan, for what differs between stacks (training_framework.h).
+  TrainingFramework framework = TrainingFramework::strata;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -19,6 +19,7 @@ struct PlanKnobs {
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
   bool tp_comm_overlap = false;
+  TrainingFramework framework = TrainingFramework::strata;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;

@@ -18,7 +18,8 @@ namespace strata::simulator {
 // nemo, off otherwise). attention is read and checked but not yet simulated: every row's
 // attention is costed by its GPU's attention efficiency.
 struct RunSoftware {
-  std::optional<std::string> framework;
+  // Absent: simulated as Megatron-LM (its behaviours are Strata's own; training_framework.h).
+  std::optional<schemas::TrainingFramework> framework;
   std::optional<std::string> attention;  // "flash" or "unfused"
   std::optional<bool> tp_comm_overlap;
   std::optional<bool> overlap_grad_reduce;

@@ -1,0 +1,50 @@
+// TrainingFramework: which training stack runs a plan, for the behaviours that differ between
+// stacks and that no other plan field expresses. Strata's own executor is the default; a plan
+// naming another stack is one the simulator predicts as that stack runs it (validate-sim reads a
+// published row's software.framework into it; `strata plan --framework` searches for it).
+#pragma once
+
+#include <array>
+
+#include "strata/schemas/enum_names.h"
+
+namespace strata::schemas {
+
+enum class TrainingFramework {
+  strata,
+  megatron_lm,
+  nemo,
+  megatron_deepspeed,
+  deepspeed,
+  torchtitan,
+  llm_foundry
+};
+inline constexpr std::array<EnumName<TrainingFramework>, 7> kTrainingFrameworkNames{
+    {{TrainingFramework::strata, "strata"},
+     {TrainingFramework::megatron_lm, "megatron-lm"},
+     {TrainingFramework::nemo, "nemo"},
+     {TrainingFramework::megatron_deepspeed, "megatron-deepspeed"},
+     {TrainingFramework::deepspeed, "deepspeed"},
+     {TrainingFramework::torchtitan, "torchtitan"},
+     {TrainingFramework::llm_foundry, "llm-foundry"}}};
+
+// The behaviours the cost models and the simulator read. Strata, Megatron-LM and NeMo
+// (Megatron-Core) behave alike in all of them; DeepSpeed's engines differ.
+struct FrameworkBehaviour {
+  // Pipeline sends carry the whole activation from every tp rank. Megatron splits a replicated
+  // activation across tp before the send and gathers it after (or it is already split under
+  // sequence parallelism); DeepSpeed's pipeline engine sends the tensor as each rank holds it.
+  bool pipeline_sends_whole_activations = false;
+  // A pipeline send holds up the sender's next compute until it completes: DeepSpeed's pipeline
+  // engine runs its instructions in order with blocking torch.distributed send/recv. Megatron
+  // posts non-blocking sends and waits for them only when the buffer is needed again.
+  bool pipeline_sends_block_compute = false;
+  // Under ZeRO stage 1 in bf16 the gradients are all-reduced whole in fp32 rather than
+  // reduce-scattered to their optimizer shards: DeepSpeed's BF16_Optimizer reduces the fp32
+  // accumulators with an all-reduce and each rank then updates its own partition.
+  bool zero1_bf16_gradients_all_reduced = false;
+};
+
+FrameworkBehaviour framework_behaviour(TrainingFramework framework);
+
+}  // namespace strata::schemas

@@ -1,0 +1,22 @@
+#include "strata/schemas/training_framework.h"
+
+namespace strata::schemas {
+
+FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
+  switch (framework) {
+    case TrainingFramework::megatron_deepspeed:
+    case TrainingFramework::deepspeed:
+      return {.pipeline_sends_whole_activations = true,
+              .pipeline_sends_block_compute = true,
+              .zero1_bf16_gradients_all_reduced = true};
+    case TrainingFramework::strata:
+    case TrainingFramework::megatron_lm:
+    case TrainingFramework::nemo:
+    case TrainingFramework::torchtitan:
+    case TrainingFramework::llm_foundry:
+      break;
+  }
+  return {};
+}
+
+}  // namespace strata::schemas

@@ -1,0 +1,83 @@
+#include "strata/costmodels/plan_costs.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/costmodels/collective_time.h"
+#include "strata/schemas/mesh_ranks.h"
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::costmodels {
+namespace {
+
+using schemas::TrainingFramework;
+
+// GPT-2 774M on 4 H100 nodes, tp 2 · pp 2 · dp 8, ZeRO-1 in bf16, no sequence parallelism.
+schemas::Plan zero1_plan(TrainingFramework framework, bool sequence_parallel = false) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 2, .cp = 1, .dp = 8, .pp = 2};
+  knobs.seq_length = 1024;
+  knobs.micro_batch_size = 2;
+  knobs.global_batch_size = 64;
+  knobs.sequence_parallel = sequence_parallel;
+  knobs.zero_stage = 1;
+  knobs.precision = schemas::Dtype::bf16;
+  knobs.framework = framework;
+  return schemas::build_plan(schemas::model_preset("gpt2-774m"),
+                             schemas::cluster_preset("dgx-h100:4"), knobs, "test");
+}
+
+// Megatron splits the [2·1024 × 1280] bf16 activation across the two tp ranks before a pipeline
+// send; DeepSpeed's pipeline engine sends it whole from each, so each send moves twice the bytes.
+TEST(PlanCosts, DeepSpeedSendsWholeActivationsFromEveryTpRank) {
+  const schemas::Plan strata = zero1_plan(TrainingFramework::strata);
+  const schemas::Plan deepspeed = zero1_plan(TrainingFramework::megatron_deepspeed);
+  const double activation_bytes = 2.0 * 1024 * 1280 * 2;
+  const int tier =
+      tier_between(strata.cluster, 0, schemas::axis_stride(strata.mesh, schemas::MeshAxis::pp));
+  EXPECT_DOUBLE_EQ(plan_costs(strata).stages[0].send_forward_s,
+                   point_to_point_time_s(strata.cluster, tier, activation_bytes / 2));
+  EXPECT_DOUBLE_EQ(plan_costs(deepspeed).stages[0].send_forward_s,
+                   point_to_point_time_s(strata.cluster, tier, activation_bytes));
+  EXPECT_DOUBLE_EQ(plan_costs(deepspeed).stages[1].send_backward_s,
+                   point_to_point_time_s(strata.cluster, tier, activation_bytes));
+  // Under sequence parallelism each tp rank holds only its half: the same bytes either way.
+  EXPECT_DOUBLE_EQ(
+      plan_costs(zero1_plan(TrainingFramework::megatron_deepspeed, true)).stages[0].send_forward_s,
+      plan_costs(zero1_plan(TrainingFramework::strata, true)).stages[0].send_forward_s);
+}
+
+// Under ZeRO-1 in bf16 a gradient bucket of P parameters is reduce-scattered as 4·P bytes of fp32
+// accumulators (Megatron's distributed optimizer), or all-reduced whole (DeepSpeed's
+// BF16_Optimizer): each bucket costs the all-reduce of the same bytes.
+TEST(PlanCosts, DeepSpeedAllReducesFp32GradientsUnderZeroOne) {
+  const schemas::Plan strata = zero1_plan(TrainingFramework::strata);
+  const schemas::Plan deepspeed = zero1_plan(TrainingFramework::deepspeed);
+  const GroupSpan dp_span =
+      group_span(strata.cluster,
+                 first_group_ranks(strata.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
+  const PlanCosts strata_costs = plan_costs(strata);
+  const PlanCosts deepspeed_costs = plan_costs(deepspeed);
+  ASSERT_EQ(strata_costs.stages[0].gradient_buckets_s.size(),
+            deepspeed_costs.stages[0].gradient_buckets_s.size());
+  // The stage's ~390M/2 parameters fill buckets of 40M: all but the last are full.
+  const double bucket_bytes = 40e6 * 4;
+  EXPECT_DOUBLE_EQ(
+      strata_costs.stages[0].gradient_buckets_s[0],
+      collective_time_s(strata.cluster, dp_span, Collective::reduce_scatter, bucket_bytes));
+  EXPECT_DOUBLE_EQ(
+      deepspeed_costs.stages[0].gradient_buckets_s[0],
+      collective_time_s(strata.cluster, dp_span, Collective::all_reduce, bucket_bytes));
+  EXPECT_GT(deepspeed_costs.stages[0].gradient_buckets_s[0],
+            1.5 * strata_costs.stages[0].gradient_buckets_s[0]);
+  // Megatron-LM, NeMo and the FSDP stacks behave as Strata's own executor.
+  for (TrainingFramework same : {TrainingFramework::megatron_lm, TrainingFramework::nemo,
+                                 TrainingFramework::torchtitan, TrainingFramework::llm_foundry}) {
+    const PlanCosts costs = plan_costs(zero1_plan(same));
+    EXPECT_EQ(costs.stages[0].gradient_buckets_s, strata_costs.stages[0].gradient_buckets_s);
+    EXPECT_EQ(costs.stages[0].send_forward_s, strata_costs.stages[0].send_forward_s);
+  }
+}
+
+}  // namespace
+}  // namespace strata::costmodels
