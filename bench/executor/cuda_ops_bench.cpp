@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/executor/model/parameter_store.h"
@@ -170,11 +171,16 @@ void BM_Attention(benchmark::State& state) {
     });
     state.SetIterationTime(measured);
   }
-  const costmodels::AttentionFlops flops =
-      costmodels::causal_attention_flops(batch, shape.heads, kSeq, kSeq, shape.head_dim);
+  const costmodels::AttentionShape attention_shape{.batch = static_cast<double>(batch),
+                                                   .heads = static_cast<double>(shape.heads),
+                                                   .query_tokens = kSeq,
+                                                   .key_tokens = kSeq,
+                                                   .head_dim = static_cast<double>(shape.head_dim)};
+  const costmodels::AttentionFlops flops = costmodels::causal_attention_flops(attention_shape);
   const double work = backward ? flops.backward : flops.forward;
-  report(state, measured, costmodels::attention_time_s(h100(), schemas::Dtype::bf16, work), work,
-         0);
+  const costmodels::AttentionTime predicted = costmodels::attention_time(
+      h100(), schemas::Dtype::bf16, schemas::AttentionKernel::flash, attention_shape);
+  report(state, measured, backward ? predicted.backward_s : predicted.forward_s, work, 0);
   state.SetLabel(std::string(shape.name) +
                  (backward ? " attention backward" : " attention forward"));
 }

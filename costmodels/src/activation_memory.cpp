@@ -6,8 +6,9 @@
 namespace strata::costmodels {
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
-                                            schemas::RecomputeGranularity recompute,
-                                            AttentionKernel kernel) {
+                                            schemas::RecomputeGranularity recompute) {
+  using schemas::AttentionKernel;
+  const AttentionKernel kernel = context.attention;
   const schemas::ModelConfig& model = *context.model;
   const double t = static_cast<double>(context.tp);
   const double element = context.activation_bytes();

@@ -55,22 +55,6 @@ double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double 
   return std::max(compute_s, memory_bound_time_s(gpu, bytes));
 }
 
-AttentionFlops causal_attention_flops(double batch, double heads, double query_tokens,
-                                      double key_tokens, double head_dim) {
-  const double forward = 4.0 * batch * heads * query_tokens * key_tokens * head_dim * 0.5;
-  return {.forward = forward, .backward = 2.5 * forward};
-}
-
-double attention_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double flops) {
-  if (flops <= 0) return 0;
-  // Flash attention runs in 16 bits even in fp8 training (Transformer Engine's default).
-  const schemas::Dtype kernel_dtype = dtype == schemas::Dtype::fp8 ? schemas::Dtype::bf16 : dtype;
-  const double efficiency = gpu.attention_efficiency
-                                ? *gpu.attention_efficiency
-                                : interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops);
-  return flops / (peak_tflops(gpu, kernel_dtype) * 1e12 * efficiency);
-}
-
 double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes) {
   if (bytes <= 0) return 0;
   return bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 *

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/schemas/mesh_ranks.h"
@@ -39,18 +40,18 @@ double wide_accumulator_bytes_per_weight(const LayerContext& context) {
   return 2 * std::max(0.0, accumulator - context.activation_bytes());
 }
 
-GemmPassTimes gemm_pass_times(const LayerContext& context,
+GemmPassTimes gemm_pass_times(const LayerContext& context, Dtype dtype,
                               std::initializer_list<GemmShape> shapes) {
   const schemas::GpuProfile& gpu = context.cluster->gpu;
   const double accumulator_bytes = wide_accumulator_bytes_per_weight(context);
   GemmPassTimes times;
   for (const GemmShape& shape : shapes) {
     // Y[m×n] = X[m×k]·W[k×n];  dX[m×k] = dY·Wᵀ;  dW[k×n] = Xᵀ·dY.
-    times.forward_each_s.push_back(gemm_time_s(gpu, context.precision, shape.m, shape.n, shape.k));
-    times.input_each_s.push_back(gemm_time_s(gpu, context.precision, shape.m, shape.k, shape.n));
+    times.forward_each_s.push_back(gemm_time_s(gpu, dtype, shape.m, shape.n, shape.k));
+    times.input_each_s.push_back(gemm_time_s(gpu, dtype, shape.m, shape.k, shape.n));
     times.forward_s += times.forward_each_s.back();
     times.input_s += times.input_each_s.back();
-    times.weight_s += gemm_time_s(gpu, context.precision, shape.k, shape.n, shape.m) +
+    times.weight_s += gemm_time_s(gpu, dtype, shape.k, shape.n, shape.m) +
                       memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n);
     times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
   }
@@ -98,6 +99,34 @@ double overlapped_tp_comm_s(const LayerContext& context, const std::vector<doubl
 }
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Bytes the casts to fp8 move in one layer pass (Transformer Engine). Every fp8 GEMM needs its
+// input in fp8 and, for the weight gradient, transposed in fp8: a cast-transpose kernel reads the
+// 16-bit tensor once and writes both (2 + 1 + 1 bytes per element). The inputs of the qkv and fc1
+// GEMMs come out of the preceding norm already in fp8 (LayerNormLinear), which leaves only the
+// transposed copy (1 byte); those of the output projection and fc2 are cast on their own. In the
+// backward each GEMM's output gradient is cast-transposed the same way (4 bytes per element).
+// Weights are cast once per step, not per micro-batch (plan_costs.cpp).
+struct FloatEightCastBytes {
+  double forward = 0;
+  double backward = 0;
+};
+FloatEightCastBytes fp8_cast_bytes(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const double t = static_cast<double>(context.tp);
+  const double tokens = context.local_tokens();
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double head_dim = static_cast<double>(model.head_dim);
+  const double heads = static_cast<double>(model.num_attention_heads) / t;
+  const double kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t);
+  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
+  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  FloatEightCastBytes bytes;
+  bytes.forward = 2 * 1.0 * tokens * hidden + 4.0 * tokens * (heads * head_dim + ffn);
+  bytes.backward =
+      4.0 * tokens * ((heads + 2 * kv_heads) * head_dim + hidden + gate * ffn + hidden);
+  return bytes;
+}
 
 }  // namespace
 
@@ -152,6 +181,7 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .seq_length = plan.batch.seq_length,
       .recompute = plan.recompute.granularity,
       .tp_comm_overlap = plan.tp_comm_overlap,
+      .attention = plan.attention,
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};
   if (plan.mesh.cp > 1) {
@@ -175,18 +205,23 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const bool swiglu = model.mlp_activation == schemas::MlpActivation::swiglu;
   const double element = context.activation_bytes();
 
-  const GemmPassTimes gemms =
-      gemm_pass_times(context, {{tokens, (heads + 2 * kv_heads) * head_dim, hidden},
-                                {tokens, hidden, heads * head_dim},
-                                {tokens, (swiglu ? 2 : 1) * ffn, hidden},
-                                {tokens, hidden, ffn}});
+  const GemmPassTimes gemms = gemm_pass_times(context, context.precision,
+                                              {{tokens, (heads + 2 * kv_heads) * head_dim, hidden},
+                                               {tokens, hidden, heads * head_dim},
+                                               {tokens, (swiglu ? 2 : 1) * ffn, hidden},
+                                               {tokens, hidden, ffn}});
 
-  const AttentionFlops attention = causal_attention_flops(
-      static_cast<double>(context.micro_batch_size), heads,
-      static_cast<double>(context.seq_length) / static_cast<double>(context.cp),
-      static_cast<double>(context.seq_length), head_dim);
-  const double attention_forward_s = attention_time_s(gpu, context.precision, attention.forward);
-  const double attention_backward_s = attention_time_s(gpu, context.precision, attention.backward);
+  const AttentionShape attention_shape{
+      .batch = static_cast<double>(context.micro_batch_size),
+      .heads = heads,
+      .query_tokens = static_cast<double>(context.seq_length) / static_cast<double>(context.cp),
+      .key_tokens = static_cast<double>(context.seq_length),
+      .head_dim = head_dim};
+  const AttentionFlops attention = causal_attention_flops(attention_shape);
+  const AttentionTime attention_times =
+      attention_time(gpu, context.precision, context.attention, attention_shape);
+  const double attention_forward_s = attention_times.forward_s;
+  const double attention_backward_s = attention_times.backward_s;
 
   // Bytes moved by the memory-bound kernels of the forward.
   const double mask_bytes = model.dropout > 0 ? 1.0 : 0.0;
@@ -196,8 +231,14 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   if (model.position_embedding == schemas::PositionEmbedding::rope) {
     memory_bytes += 2 * element * tokens * (heads + kv_heads) * head_dim;  // rotary on q, k
   }
+  double memory_backward_bytes = 2 * memory_bytes;
+  if (context.precision == Dtype::fp8) {
+    const FloatEightCastBytes casts = fp8_cast_bytes(context);
+    memory_bytes += casts.forward;
+    memory_backward_bytes += casts.backward;
+  }
   const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes);
-  const double memory_backward_s = memory_bound_time_s(gpu, 2 * memory_bytes);
+  const double memory_backward_s = memory_bound_time_s(gpu, memory_backward_bytes);
 
   const double tp_bytes = tokens * hidden * element;
   double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
@@ -274,7 +315,10 @@ PassCosts lm_head_costs(const LayerContext& context) {
   const double tokens = context.local_tokens();
   const double vocab = static_cast<double>(model.vocab_size) / static_cast<double>(context.tp);
   const double element = context.activation_bytes();
-  const GemmPassTimes gemm = gemm_pass_times(context, {{tokens, vocab, hidden}});
+  // Under fp8 the LM head stays in 16 bits: Transformer Engine replaces only the transformer
+  // layers' linears, and Megatron's output layer is a plain bf16 GEMM.
+  const Dtype head_dtype = context.precision == Dtype::fp8 ? Dtype::bf16 : context.precision;
+  const GemmPassTimes gemm = gemm_pass_times(context, head_dtype, {{tokens, vocab, hidden}});
   // Final norm, then Megatron's vocab-parallel cross-entropy in fp32: cast, max, exp-sum,
   // normalise forward; softmax minus one-hot, cast back, backward.
   const double norm_bytes = 2 * element * context.norm_tokens() * hidden;

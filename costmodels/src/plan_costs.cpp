@@ -121,6 +121,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
   costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
   std::vector<double> rank_parameters(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> rank_layers(static_cast<std::size_t>(pp), 0.0);
   for (std::size_t s = 0; s < num_stages; ++s) {
     const schemas::PipelineStage& stage = plan.stages[s];
     StageCosts& stage_costs = costs.stages[s];
@@ -170,6 +171,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
           collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);
     }
     rank_parameters[s % static_cast<std::size_t>(pp)] += stage_costs.parameters;
+    rank_layers[s % static_cast<std::size_t>(pp)] += static_cast<double>(stage.num_layers);
   }
 
   for (std::int64_t rank = 0; rank < pp; ++rank) {
@@ -185,6 +187,15 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
     if (plan.zero_stage == 1 || plan.zero_stage == 2) {
       step_s += collective_time_s(cluster, dp_span, Collective::all_gather, parameters * element);
+    }
+    if (plan.precision == schemas::Dtype::fp8) {
+      // Transformer Engine casts each layer linear's weight to fp8 and fp8ᵀ once per step (the
+      // first micro-batch's forward; later ones reuse it): read 2 bytes, write 1 + 1.
+      const double linear_weights =
+          rank_layers[static_cast<std::size_t>(rank)] *
+          static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
+          static_cast<double>(plan.mesh.tp);
+      step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights);
     }
     costs.optimizer_step_s[static_cast<std::size_t>(rank)] = step_s;
   }

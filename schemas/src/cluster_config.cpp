@@ -50,6 +50,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       value, location,
       {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
+       "special_function_tops", "unfused_attention_efficiency",
        "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
@@ -74,6 +75,10 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
   gpu.attention_efficiency = reader.optional_number(
       "attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
+  gpu.special_function_tops = reader.optional_number(
+      "special_function_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+  gpu.unfused_attention_efficiency = reader.optional_number(
+      "unfused_attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
   gpu.compute_slowdown_under_communication =
       reader.optional_number("compute_slowdown_under_communication", {.minimum = 0, .maximum = 1})
           .value_or(0);
@@ -200,6 +205,12 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (cluster.gpu.attention_efficiency) {
     gpu["attention_efficiency"] = *cluster.gpu.attention_efficiency;
+  }
+  if (cluster.gpu.special_function_tops) {
+    gpu["special_function_tops"] = *cluster.gpu.special_function_tops;
+  }
+  if (cluster.gpu.unfused_attention_efficiency) {
+    gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;
   }
   if (cluster.gpu.compute_slowdown_under_communication > 0) {
     gpu["compute_slowdown_under_communication"] = cluster.gpu.compute_slowdown_under_communication;

@@ -310,12 +310,14 @@ std::string plan_content_hash(const ModelConfig& model, const ClusterConfig& clu
 }
 
 Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
-  const ObjectReader reader(
-      document, location,
-      {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "model", "cluster",
-       "content_hash", "mesh", "batch", "sequence_parallel", "zero_stage", "overlap_grad_reduce",
-       "tp_comm_overlap", "framework", "recompute", "schedule", "pipeline", "precision",
-       "predicted"});
+  const ObjectReader reader(document, location,
+                            {kSchemaVersionKey,   kKindKey,     kEditorSchemaKey,
+                             kDescriptionKey,     "model",      "cluster",
+                             "content_hash",      "mesh",       "batch",
+                             "sequence_parallel", "zero_stage", "overlap_grad_reduce",
+                             "tp_comm_overlap",   "framework",  "attention",
+                             "recompute",         "schedule",   "pipeline",
+                             "precision",         "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
   plan.description = reader.optional_string(kDescriptionKey);
@@ -343,6 +345,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.tp_comm_overlap = reader.optional_boolean("tp_comm_overlap").value_or(false);
   plan.framework = reader.optional_choice("framework", kTrainingFrameworkNames)
                        .value_or(TrainingFramework::strata);
+  plan.attention =
+      reader.optional_choice("attention", kAttentionKernelNames).value_or(AttentionKernel::flash);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -489,6 +493,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"precision", name_of(plan.precision, kDtypeNames)}};
   // Written only when on, so plans of earlier versions read and write back unchanged.
   if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
+  if (plan.attention != AttentionKernel::flash) {
+    document["attention"] = name_of(plan.attention, kAttentionKernelNames);
+  }
   if (plan.framework != TrainingFramework::strata) {
     document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);
   }

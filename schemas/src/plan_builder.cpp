@@ -26,6 +26,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.overlap_grad_reduce = knobs.overlap_grad_reduce;
   plan.tp_comm_overlap = knobs.tp_comm_overlap;
   plan.framework = knobs.framework;
+  plan.attention = knobs.attention;
   plan.recompute.granularity = knobs.recompute;
   plan.schedule.type = knobs.schedule;
   plan.precision = knobs.precision;

@@ -87,10 +87,6 @@ constexpr std::array<schemas::EnumName<MlpKind>, 3> kMlpNames{
 enum class Tier { a, b, c };
 constexpr std::array<schemas::EnumName<Tier>, 3> kTierNames{
     {{Tier::a, "A"}, {Tier::b, "B"}, {Tier::c, "C"}}};
-enum class AttentionKind { flash, unfused };
-constexpr std::array<schemas::EnumName<AttentionKind>, 2> kAttentionNames{
-    {{AttentionKind::flash, "flash"}, {AttentionKind::unfused, "unfused"}}};
-
 RowReader row_reader(const nlohmann::json& value, const JsonLocation& location, bool complete) {
   return RowReader(
       value, location,
@@ -175,9 +171,7 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
                       {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce"}, false);
   RunSoftware software;
   software.framework = row.choice("framework", schemas::kTrainingFrameworkNames);
-  if (auto attention = row.choice("attention", kAttentionNames)) {
-    software.attention = std::string(schemas::name_of(*attention, kAttentionNames));
-  }
+  software.attention = row.choice("attention", schemas::kAttentionKernelNames);
   software.tp_comm_overlap = row.boolean("tp_comm_overlap");
   software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
   return software;
@@ -283,6 +277,7 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
       run_knobs.overlap_grad_reduce = run.software.overlap_grad_reduce.value_or(
           overlaps_grad_reduce_by_default(run.software.framework));
       run_knobs.tp_comm_overlap = overlaps_tp_comm(run.software, run_knobs.sequence_parallel);
+      run_knobs.attention = run.software.attention.value_or(schemas::AttentionKernel::flash);
       run_knobs.framework =
           run.software.framework.value_or(schemas::TrainingFramework::megatron_lm);
       run.plan = schemas::build_plan(*model, cluster, run_knobs, source);

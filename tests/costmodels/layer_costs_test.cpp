@@ -118,6 +118,54 @@ TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
   EXPECT_DOUBLE_EQ(overlapped.forward.compute_s, exposed.forward.compute_s);
 }
 
+// fp8 on an H100 (GPT-3 175B layer, tp = 8 with sequence parallelism, 2,048 tokens; HBM at its
+// full 3,350 GB/s so bytes add): the four layer GEMMs run at the fp8 peak, and the casts add
+//   forward   the transposed fp8 copies of the qkv and fc1 inputs, 2 × 2048 × 12288 × 1 byte,
+//             and the cast-transposes of the projection's and fc2's inputs, 2048 × (1536 + 6144)
+//             × 4 bytes: 113,246,208 bytes;
+//   backward  the cast-transposes of the four output gradients, 2048 × (4608 + 12288 + 6144 +
+//             12288) × 4 bytes: 289,406,976 bytes.
+// The LM head stays a 16-bit GEMM.
+TEST(LayerCosts, Fp8RunsTheLayerGemmsInFp8AndPaysForTheCasts) {
+  const auto h100_plan = [](schemas::Dtype precision) {
+    schemas::PlanKnobs knobs;
+    knobs.mesh.tp = 8;
+    knobs.seq_length = 2048;
+    knobs.global_batch_size = 1;
+    knobs.sequence_parallel = true;
+    knobs.precision = precision;
+    schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt3-175b"),
+                                             schemas::cluster_preset("dgx-h100"), knobs, "test");
+    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
+    return plan;
+  };
+  const schemas::Plan bf16_plan = h100_plan(schemas::Dtype::bf16);
+  const schemas::Plan fp8_plan = h100_plan(schemas::Dtype::fp8);
+  const LayerContext bf16_context = layer_context(bf16_plan);
+  const LayerContext fp8_context = layer_context(fp8_plan);
+  const PassCosts bf16 = transformer_layer_costs(bf16_context, schemas::RecomputeGranularity::none);
+  const PassCosts fp8 = transformer_layer_costs(fp8_context, schemas::RecomputeGranularity::none);
+  const schemas::GpuProfile& gpu = fp8_plan.cluster.gpu;
+  const double shapes[4][3] = {
+      {2048, 4608, 12288}, {2048, 12288, 1536}, {2048, 6144, 12288}, {2048, 12288, 6144}};
+  double forward_gemms = 0;
+  double input_gemms = 0;
+  for (const auto& shape : shapes) {
+    for (schemas::Dtype dtype : {schemas::Dtype::fp8, schemas::Dtype::bf16}) {
+      const double sign = dtype == schemas::Dtype::fp8 ? 1 : -1;
+      forward_gemms += sign * gemm_time_s(gpu, dtype, shape[0], shape[1], shape[2]);
+      input_gemms += sign * gemm_time_s(gpu, dtype, shape[0], shape[2], shape[1]);
+    }
+  }
+  EXPECT_NEAR(fp8.forward.compute_s - bf16.forward.compute_s, forward_gemms + 113246208.0 / 3350e9,
+              1e-12);
+  EXPECT_NEAR(fp8.backward_input.compute_s - bf16.backward_input.compute_s,
+              input_gemms + 289406976.0 / 3350e9, 1e-12);
+  EXPECT_LT(fp8.forward.compute_s, 0.7 * bf16.forward.compute_s);  // still much faster
+  EXPECT_DOUBLE_EQ(lm_head_costs(fp8_context).forward.compute_s,
+                   lm_head_costs(bf16_context).forward.compute_s);
+}
+
 TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {
   schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
   gpu.gemm_efficiency_by_flops.clear();
@@ -146,24 +194,22 @@ TEST(KernelTime, EfficiencyCurveInterpolatesInLogSize) {
 //   + selective recompute     s·b·h/t·34                                            = 106,954,752
 //   full recompute (sp)       2·s·b·h/t                                             =   6,291,456
 TEST(ActivationMemory, KorthikantiBytesPerLayer) {
-  const schemas::Plan plan = gpt3_plan(8, false);
+  schemas::Plan plan = gpt3_plan(8, false);
+  plan.attention = schemas::AttentionKernel::unfused;
   const LayerContext tp_only = layer_context(plan);
   using schemas::RecomputeGranularity;
-  EXPECT_DOUBLE_EQ(
-      layer_activation_bytes(tp_only, RecomputeGranularity::none, AttentionKernel::unfused).stored,
-      578813952.0);
-  const schemas::Plan sequence_parallel_plan = gpt3_plan(8, true);  // the context points into it
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(tp_only, RecomputeGranularity::none).stored, 578813952.0);
+  schemas::Plan sequence_parallel_plan = gpt3_plan(8, true);  // the context points into it
+  sequence_parallel_plan.attention = schemas::AttentionKernel::unfused;
   const LayerContext with_sp = layer_context(sequence_parallel_plan);
-  EXPECT_DOUBLE_EQ(
-      layer_activation_bytes(with_sp, RecomputeGranularity::none, AttentionKernel::unfused).stored,
-      358612992.0);
-  EXPECT_DOUBLE_EQ(
-      layer_activation_bytes(with_sp, RecomputeGranularity::selective, AttentionKernel::unfused)
-          .stored,
-      106954752.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::none).stored, 358612992.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::selective).stored,
+                   106954752.0);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::full).stored, 6291456.0);
+  const schemas::Plan flash_plan = gpt3_plan(8, true);
+  const LayerContext flash = layer_context(flash_plan);
   // Flash attention keeps the fp32 log-sum-exp (4·b·(a/t)·s = 98,304 bytes) instead of scores.
-  EXPECT_DOUBLE_EQ(layer_activation_bytes(with_sp, RecomputeGranularity::none).stored,
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(flash, RecomputeGranularity::none).stored,
                    106954752.0 + 98304.0);
 }
 

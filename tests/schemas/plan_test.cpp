@@ -109,6 +109,18 @@ TEST(Plan, FrameworkIsWrittenOnlyWhenNotStrataAndReadByName) {
   EXPECT_THAT(error, ::testing::HasSubstr("megatron-deepspeed"));
 }
 
+TEST(Plan, AttentionKernelIsWrittenOnlyWhenUnfused) {
+  Plan plan = gpt2_plan();
+  EXPECT_FALSE(plan_to_json(plan).contains("attention"));
+  plan.attention = AttentionKernel::unfused;
+  nlohmann::json document = plan_to_json(plan);
+  EXPECT_EQ(document.at("attention"), "unfused");
+  EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+  document["attention"] = "sdpa";
+  EXPECT_THAT(error_of([&] { parse_plan(document, JsonLocation("plan.json")); }),
+              ::testing::StartsWith("plan.json: /attention: "));
+}
+
 TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
   Plan plan = gpt2_plan();
   plan.model.num_kv_heads = 1;  // multi-query attention: tp=2 holds one kv head on each rank

@@ -1,10 +1,10 @@
 // The property a planner needs from its simulator: the order of one model's configurations on
 // one machine must not hinge on any single calibration number. Every configuration of a sweep is
 // simulated with the preset's numbers and again with each number perturbed (a seeded draw of
-// ±5% on every GEMM and HBM efficiency point, ±10% on attention efficiency, link bandwidth and
-// efficiency, ±30% on latencies and the compute slowdown under communication); the orders are
-// compared by Kendall's τ, and the configuration the nominal numbers rank first must stay near
-// the top of every perturbed order.
+// ±5% on every GEMM and HBM efficiency point, ±10% on attention efficiency, special-function rate,
+// link bandwidth and efficiency, ±30% on latencies and the compute slowdown under communication);
+// the orders are compared by Kendall's τ, and the configuration the nominal numbers rank first must
+// stay near the top of every perturbed order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -103,6 +103,7 @@ schemas::ClusterConfig perturbed(schemas::ClusterConfig cluster, std::mt19937_64
   if (gpu.attention_efficiency) {
     gpu.attention_efficiency = std::min(1.0, *gpu.attention_efficiency * factor(0.10));
   }
+  if (gpu.special_function_tops) *gpu.special_function_tops *= factor(0.10);
   gpu.compute_slowdown_under_communication *= factor(0.30);
   for (schemas::NetworkTier& tier : cluster.network_tiers) {
     tier.bandwidth_gb_per_s *= factor(0.10);

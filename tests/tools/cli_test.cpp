@@ -270,6 +270,21 @@ TEST(CliSimulate, AFrameworkChangesThePredictionAndIsNamed) {
   EXPECT_THAT(unknown.err, HasSubstr("--framework"));
 }
 
+// Unfused attention keeps the s×s scores: more activation memory than flash for the same plan.
+TEST(CliSimulate, UnfusedAttentionHoldsTheScores) {
+  const std::string knobs =
+      "simulate --model gpt2-774m --cluster dgx-a100-80gb --tp 2 --global-batch 32 --micro-batch 4 "
+      "--format json";
+  const CommandResult flash = strata(knobs);
+  const CommandResult unfused = strata(knobs + " --attention unfused");
+  ASSERT_EQ(flash.exit_code, 0) << flash.err;
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.err;
+  const auto peak = [](const CommandResult& run) {
+    return nlohmann::json::parse(run.out).at("stages").at(0).at("activations_bytes").get<double>();
+  };
+  EXPECT_GT(peak(unfused), peak(flash));
+}
+
 TEST(CliSimulate, WritesAPerfettoTrace) {
   const std::filesystem::path trace = std::filesystem::path(::testing::TempDir()) /
                                       ("strata-trace-" + std::to_string(::getpid()) + ".json");

@@ -62,6 +62,7 @@ struct SimulateOptions {
   bool no_overlap_grad_reduce = false;
   bool tp_comm_overlap = false;
   std::string framework = "strata";
+  std::string attention = "flash";
   std::int64_t zero_stage = 0;
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)

@@ -77,6 +77,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.tp_comm_overlap = options.tp_comm_overlap;
   knobs.framework = parse_choice(options.framework, schemas::kTrainingFrameworkNames);
+  knobs.attention = parse_choice(options.attention, schemas::kAttentionKernelNames);
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
@@ -94,7 +95,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
       "{} on {} × {} ({}): tp={} cp={} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
-      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}\n",
+      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}{}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
       mesh.cp, mesh.dp, mesh.pp, mesh.vpp,
       schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
@@ -104,6 +105,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       plan.tp_comm_overlap ? " with tp communication overlapped" : "", plan.zero_stage,
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
       schemas::name_of(plan.precision, schemas::kDtypeNames),
+      plan.attention == schemas::AttentionKernel::unfused ? ", unfused attention" : "",
       plan.framework == schemas::TrainingFramework::strata
           ? ""
           : fmt::format(", as {} runs it",
@@ -183,6 +185,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(command->add_flag("--tp-comm-overlap", options.tp_comm_overlap,
                          "Pipeline tp all-gathers and reduce-scatters with the GEMMs (needs "
                          "--sequence-parallel)"));
+  knob(command
+           ->add_option("--attention", options.attention,
+                        "Attention kernel: flash (fused, scores never stored) or unfused")
+           ->check(CLI::IsMember(choices_of(schemas::kAttentionKernelNames)))
+           ->capture_default_str());
   knob(command
            ->add_option("--framework", options.framework,
                         "Training stack whose behaviour to simulate (pipeline sends, gradient "

@@ -21,17 +21,15 @@
 
 namespace strata::costmodels {
 
-enum class AttentionKernel { flash, unfused };
-
 struct LayerActivationBytes {
   double stored = 0;         // kept from forward to backward
   double weight_inputs = 0;  // of `stored` plus output gradients: what a deferred W still needs
   double working = 0;        // extra live while this layer's backward (or recompute) runs
 };
 
+// With the context's attention kernel (unfused keeps the s×s scores).
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
-                                            schemas::RecomputeGranularity recompute,
-                                            AttentionKernel kernel = AttentionKernel::flash);
+                                            schemas::RecomputeGranularity recompute);
 
 // The first stage's extra: the embedding's dropout mask. The last stage's: the final norm's and
 // LM head's inputs and the fp32 softmax the vocab-parallel cross-entropy keeps for backward.

@@ -1,7 +1,7 @@
 // Time of one GPU kernel from its size: GEMMs as a roofline with an achieved-efficiency curve and
-// wave quantization, fused (flash) attention, and memory-bound kernels as bytes over achievable
-// HBM bandwidth. Every other compute cost (layers, embedding, LM head, optimizer) is built from
-// these three.
+// wave quantization, and memory-bound kernels as bytes over achievable HBM bandwidth. Every other
+// compute cost (layers, embedding, LM head, optimizer) is built from these two and attention
+// (attention_time.h).
 #pragma once
 
 #include <cstdint>
@@ -28,18 +28,6 @@ double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype);
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k);
 double gemm_flops(double m, double n, double k);
-
-// Causal flash attention over `batch` sequences with `heads` query heads of `head_dim`, each query
-// of `query_tokens` attending to `key_tokens` keys, half of the score matrix skipped by causality
-// when the two are the whole sequence. Forward: QKᵀ and PV, 4·b·heads·q·k·d·½ FLOPs; backward
-// recomputes P and does four more products: 2.5× the forward (FlashAttention-2's accounting).
-struct AttentionFlops {
-  double forward = 0;
-  double backward = 0;
-};
-AttentionFlops causal_attention_flops(double batch, double heads, double query_tokens,
-                                      double key_tokens, double head_dim);
-double attention_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double flops);
 
 // A kernel limited by memory traffic: bytes read plus written over the achieved HBM bandwidth.
 double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes);

@@ -67,6 +67,7 @@ struct LayerContext {
   std::int64_t seq_length = 0;
   schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
   bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
+  schemas::AttentionKernel attention = schemas::AttentionKernel::flash;
   GroupSpan tp_span;
   int cp_tier = 0;  // the tier ring attention's neighbours talk over
 

@@ -38,8 +38,14 @@ struct GpuProfile {
   // GEMM tiles are spread over the SMs in waves; a partial last wave costs a whole one. Absent:
   // no wave quantization.
   std::optional<std::int64_t> streaming_multiprocessors;
-  // Achieved fraction of peak of fused attention kernels (absent: the GEMM curve's).
+  // Flash attention (costmodels/attention_time.h): the fraction of the tensor-core peak its
+  // matrix products reach (absent: the GEMM curve's), and the special-function units' rate for
+  // its exponentials, in T exp/s (absent: free).
   std::optional<double> attention_efficiency;
+  std::optional<double> special_function_tops;
+  // Unfused attention (QKᵀ, softmax, dropout, PV as separate kernels over the whole s×s scores):
+  // achieved fraction of peak on its causal FLOPs (absent: the GEMM curve's).
+  std::optional<double> unfused_attention_efficiency;
   // Compute runs this fraction slower while a collective overlaps it (NCCL takes SMs and HBM).
   double compute_slowdown_under_communication = 0;
   bool operator==(const GpuProfile&) const = default;

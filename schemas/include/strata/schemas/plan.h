@@ -76,6 +76,13 @@ struct RecomputeConfig {
   bool operator==(const RecomputeConfig&) const = default;
 };
 
+// How attention's core (QKᵀ, softmax, PV) runs: one fused kernel that never stores the s×s
+// scores (flash attention, the norm since 2023), or separate kernels over the whole score matrix
+// (Megatron-LM before 2023: baddbmm, fused scale-mask-softmax, dropout, bmm).
+enum class AttentionKernel { flash, unfused };
+inline constexpr std::array<EnumName<AttentionKernel>, 2> kAttentionKernelNames{
+    {{AttentionKernel::flash, "flash"}, {AttentionKernel::unfused, "unfused"}}};
+
 enum class ScheduleType { gpipe, one_f_one_b, interleaved_one_f_one_b, zb_h1, custom };
 inline constexpr std::array<EnumName<ScheduleType>, 5> kScheduleTypeNames{
     {{ScheduleType::gpipe, "gpipe"},
@@ -131,6 +138,7 @@ struct Plan {
   bool tp_comm_overlap = false;
   // The training stack that runs the plan, for what differs between stacks (training_framework.h).
   TrainingFramework framework = TrainingFramework::strata;
+  AttentionKernel attention = AttentionKernel::flash;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -20,6 +20,7 @@ struct PlanKnobs {
   bool overlap_grad_reduce = true;
   bool tp_comm_overlap = false;
   TrainingFramework framework = TrainingFramework::strata;
+  AttentionKernel attention = AttentionKernel::flash;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;

@@ -15,12 +15,13 @@ namespace strata::simulator {
 // The row's `software` object: which training stack ran it. overlap_grad_reduce sets the plan's
 // (when absent: on for nemo, torchtitan and llm-foundry, off otherwise, as each stack defaults);
 // tp_comm_overlap sets the plan's when the row has sequence parallelism (when absent: on for
-// nemo, off otherwise). attention is read and checked but not yet simulated: every row's
-// attention is costed by its GPU's attention efficiency.
+// nemo, off otherwise). attention and framework set the plan's (when absent: flash, and
+// Megatron-LM).
 struct RunSoftware {
   // Absent: simulated as Megatron-LM (its behaviours are Strata's own; training_framework.h).
   std::optional<schemas::TrainingFramework> framework;
-  std::optional<std::string> attention;  // "flash" or "unfused"
+  // Absent: flash, the norm since 2023.
+  std::optional<schemas::AttentionKernel> attention;
   std::optional<bool> tp_comm_overlap;
   std::optional<bool> overlap_grad_reduce;
 };

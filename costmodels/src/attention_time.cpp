@@ -1,0 +1,51 @@
+#include "strata/costmodels/attention_time.h"
+
+#include <algorithm>
+
+#include "strata/costmodels/kernel_time.h"
+
+namespace strata::costmodels {
+namespace {
+
+// FlashAttention-2's tile side along the keys (and Transformer Engine's / cuDNN's): the diagonal
+// tiles of a causal mask are computed whole.
+constexpr double kTileKeys = 128;
+
+}  // namespace
+
+AttentionFlops causal_attention_flops(const AttentionShape& shape) {
+  const double forward = 4.0 * shape.batch * shape.heads * shape.query_tokens * shape.key_tokens *
+                         shape.head_dim * 0.5;
+  return {.forward = forward, .backward = 2.5 * forward};
+}
+
+AttentionTime attention_time(const schemas::GpuProfile& gpu, schemas::Dtype dtype,
+                             schemas::AttentionKernel kernel, const AttentionShape& shape) {
+  const AttentionFlops useful = causal_attention_flops(shape);
+  if (useful.forward <= 0) return {};
+  // Attention runs in 16 bits even in fp8 training (Transformer Engine's default).
+  const schemas::Dtype kernel_dtype = dtype == schemas::Dtype::fp8 ? schemas::Dtype::bf16 : dtype;
+  const double peak = peak_tflops(gpu, kernel_dtype) * 1e12;
+  if (kernel == schemas::AttentionKernel::unfused) {
+    const double efficiency =
+        gpu.unfused_attention_efficiency
+            ? *gpu.unfused_attention_efficiency
+            : interpolate_efficiency(gpu.gemm_efficiency_by_flops, useful.forward);
+    return {.forward_s = useful.forward / (peak * efficiency),
+            .backward_s = useful.backward / (peak * efficiency)};
+  }
+  const double keys_per_query = std::min(shape.key_tokens, shape.key_tokens / 2 + kTileKeys / 2);
+  const double scores = shape.batch * shape.heads * shape.query_tokens * keys_per_query;
+  const double forward_products = 4 * shape.head_dim * scores;
+  const double backward_products = 10 * shape.head_dim * scores;
+  const double efficiency =
+      gpu.attention_efficiency
+          ? *gpu.attention_efficiency
+          : interpolate_efficiency(gpu.gemm_efficiency_by_flops, forward_products);
+  const double exponentials_s =
+      gpu.special_function_tops ? scores / (*gpu.special_function_tops * 1e12) : 0.0;
+  return {.forward_s = forward_products / (peak * efficiency) + exponentials_s,
+          .backward_s = backward_products / (peak * efficiency) + exponentials_s};
+}
+
+}  // namespace strata::costmodels
