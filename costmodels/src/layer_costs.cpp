@@ -8,6 +8,7 @@
 #include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_state_memory.h"
+#include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::costmodels {
@@ -100,6 +101,35 @@ double overlapped_tp_comm_s(const LayerContext& context, const std::vector<doubl
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 
+// ZeRO-3 layer by layer: gathering `parameters` (this rank's tp shard of them, in 16 bits) over
+// the dp·cp group, and reduce-scattering their gradients (at the gradient accumulator's width).
+struct Zero3Collectives {
+  double gather_s = 0;
+  double scatter_s = 0;
+};
+Zero3Collectives zero3_collectives(const LayerContext& context, double parameters) {
+  const double gradient_bytes =
+      static_cast<double>(adam_model_state_bytes(context.precision).gradients);
+  return {.gather_s = collective_time_s(*context.cluster, context.dp_span, Collective::all_gather,
+                                        parameters * context.activation_bytes()),
+          .scatter_s = collective_time_s(*context.cluster, context.dp_span,
+                                         Collective::reduce_scatter, parameters * gradient_bytes)};
+}
+
+// What a collective adds to the compute it runs beside: the part it outlasts the compute by,
+// plus the compute's slowdown while they overlap (NCCL takes SMs and HBM).
+double beside_compute_s(const LayerContext& context, double comm_s, double compute_s) {
+  const double slowdown = context.cluster->gpu.compute_slowdown_under_communication;
+  return std::max(0.0, comm_s - compute_s) + slowdown * std::min(comm_s, compute_s);
+}
+
+double layer_parameters_on_rank(const LayerContext& context) {
+  const ParameterBreakdown counts = count_parameters(*context.model);
+  return static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
+             static_cast<double>(context.tp) +
+         static_cast<double>(counts.norms_per_layer);
+}
+
 // Bytes the casts to fp8 move in one layer pass (Transformer Engine). Every fp8 GEMM needs its
 // input in fp8 and, for the weight gradient, transposed in fp8: a cast-transpose kernel reads the
 // 16-bit tensor once and writes both (2 + 1 + 1 bytes per element). The inputs of the qkv and fc1
@@ -134,11 +164,12 @@ PassTime& PassTime::operator+=(const PassTime& other) {
   compute_s += other.compute_s;
   tp_comm_s += other.tp_comm_s;
   cp_comm_s += other.cp_comm_s;
+  dp_comm_s += other.dp_comm_s;
   return *this;
 }
 
 PassTime PassTime::scaled(double factor) const {
-  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor};
+  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor, dp_comm_s * factor};
 }
 
 PassCosts& PassCosts::operator+=(const PassCosts& other) {
@@ -182,6 +213,11 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .recompute = plan.recompute.granularity,
       .tp_comm_overlap = plan.tp_comm_overlap,
       .attention = plan.attention,
+      .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
+                             plan.mesh.dp * plan.mesh.cp > 1 &&
+                             schemas::framework_behaviour(plan.framework).zero3_gathers_per_layer,
+      .dp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::dp,
+                                                                        schemas::MeshAxis::cp})),
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};
   if (plan.mesh.cp > 1) {
@@ -276,6 +312,19 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     costs.recompute = {attention_forward_s, 0, 0};
     costs.recompute_flops = attention.forward;
   }
+  if (context.zero3_layer_gathers) {
+    // The next layer's gather runs during this layer's forward; in the backward, the previous
+    // layer's gather and this layer's reduce-scatter run during this layer's backward (with its
+    // recomputation). A recomputed forward uses the parameters gathered for the backward.
+    const Zero3Collectives collectives =
+        zero3_collectives(context, layer_parameters_on_rank(context));
+    costs.forward.dp_comm_s =
+        beside_compute_s(context, collectives.gather_s, costs.forward.compute_s);
+    costs.backward_input.dp_comm_s =
+        beside_compute_s(context, collectives.gather_s + collectives.scatter_s,
+                         costs.recompute.compute_s + costs.backward_input.compute_s +
+                             costs.backward_weight.compute_s);
+  }
   return costs;
 }
 
@@ -304,6 +353,18 @@ PassCosts embedding_costs(const LayerContext& context) {
       costs.backward_input.tp_comm_s =
           collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes);
     }
+  }
+  if (context.zero3_layer_gathers) {
+    // Nothing runs before the embedding and the first layer are gathered; the embedding's
+    // gradient is reduce-scattered after the backward has passed it.
+    const ParameterBreakdown counts = count_parameters(model);
+    const double embedding_parameters =
+        static_cast<double>(counts.token_embedding) / static_cast<double>(context.tp) +
+        static_cast<double>(counts.position_embedding + counts.embedding_norm);
+    const Zero3Collectives embedding = zero3_collectives(context, embedding_parameters);
+    costs.forward.dp_comm_s =
+        embedding.gather_s + zero3_collectives(context, layer_parameters_on_rank(context)).gather_s;
+    costs.backward_weight.dp_comm_s = embedding.scatter_s;
   }
   return costs;
 }
@@ -345,6 +406,18 @@ PassCosts lm_head_costs(const LayerContext& context) {
     costs.backward_input.tp_comm_s = collective_time_s(
         *context.cluster, context.tp_span,
         context.sequence_parallel ? Collective::reduce_scatter : Collective::all_reduce, bytes);
+  }
+  if (context.zero3_layer_gathers) {
+    // The head is gathered during the last layer's forward (counted there); its gradient's
+    // reduce-scatter and the last layer's gather for the backward run beside its backward.
+    const ParameterBreakdown counts = count_parameters(model);
+    const double head_parameters =
+        static_cast<double>(counts.lm_head) / static_cast<double>(context.tp) +
+        static_cast<double>(counts.final_norm);
+    const double comm_s = zero3_collectives(context, head_parameters).scatter_s +
+                          zero3_collectives(context, layer_parameters_on_rank(context)).gather_s;
+    costs.backward_input.dp_comm_s = beside_compute_s(
+        context, comm_s, costs.backward_input.compute_s + costs.backward_weight.compute_s);
   }
   return costs;
 }

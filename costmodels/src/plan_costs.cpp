@@ -156,7 +156,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
-    if (dp_shards > 1) {
+    if (dp_shards > 1 && !context.zero3_layer_gathers) {
       double remaining = stage_costs.parameters;
       while (remaining > 0) {
         const double bucket = std::min(remaining, bucket_parameters);
@@ -165,7 +165,18 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
         remaining -= bucket;
       }
     }
-    if (plan.zero_stage == 3) {
+    if (context.zero3_layer_gathers) {
+      // Gathered and reduce-scattered layer by layer inside the passes (layer_costs.cpp): what is
+      // held is the layer running and the one prefetched, or the embedding or head if larger.
+      const double largest = std::max(
+          {stage_parameters(plan.model, counts, plan.mesh.tp, {.first_layer = 0, .num_layers = 1}),
+           stage.embedding
+               ? static_cast<double>(counts.token_embedding) / static_cast<double>(plan.mesh.tp)
+               : 0.0,
+           stage.lm_head ? static_cast<double>(counts.lm_head) / static_cast<double>(plan.mesh.tp)
+                         : 0.0});
+      stage_costs.unshard_bytes = 2 * largest * element;
+    } else if (plan.zero_stage == 3) {
       stage_costs.unshard_bytes = stage_costs.parameters * element;
       stage_costs.unshard_s =
           collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);

@@ -138,8 +138,10 @@ class Evaluator {
     const double head_parameters = pp * vpp == 1
                                        ? parameters_of(0, true, true) - embedding_parameters
                                        : parameters_of(0, false, true);
-    // ZeRO-3 holds a stage's gathered 16-bit weights while it runs.
-    const double gathered = knobs.zero == 3 ? context.activation_bytes() : 0.0;
+    // ZeRO-3 holds a stage's gathered 16-bit weights while it runs (gathered layer by layer, two
+    // layers at a time: left out of this lower bound).
+    const double gathered =
+        knobs.zero == 3 && !context.zero3_layer_gathers ? context.activation_bytes() : 0.0;
 
     // Model states alone, evenly spread, already too much: nothing below can fit.
     const double total_parameters =
@@ -260,9 +262,10 @@ class Evaluator {
   // recompute, and where the tp and cp groups sit on the network): computed once per distinct
   // context and reused by every candidate that shares it.
   const costmodels::LayerCostSet& layer_costs(const costmodels::LayerContext& context) {
-    auto key =
-        std::make_tuple(context.tp, context.cp, context.sequence_parallel, context.micro_batch_size,
-                        context.recompute, context.tp_span, context.cp_tier);
+    auto key = std::make_tuple(
+        context.tp, context.cp, context.sequence_parallel, context.micro_batch_size,
+        context.recompute, context.tp_span, context.cp_tier, context.zero3_layer_gathers,
+        context.zero3_layer_gathers ? context.dp_span : costmodels::GroupSpan{});
     auto found = cache_.find(key);
     if (found == cache_.end()) {
       found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
@@ -314,7 +317,7 @@ class Evaluator {
   schemas::Dtype options_precision_ = schemas::Dtype::bf16;
   schemas::Plan plan_;
   std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
-                      costmodels::GroupSpan, int>,
+                      costmodels::GroupSpan, int, bool, costmodels::GroupSpan>,
            costmodels::LayerCostSet>
       cache_;
   const costmodels::LayerCostSet* current_ = nullptr;

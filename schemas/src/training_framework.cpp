@@ -8,12 +8,14 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
     case TrainingFramework::deepspeed:
       return {.pipeline_sends_whole_activations = true,
               .pipeline_sends_block_compute = true,
-              .zero1_bf16_gradients_all_reduced = true};
-    case TrainingFramework::strata:
+              .zero1_bf16_gradients_all_reduced = true,
+              .zero3_gathers_per_layer = true};
     case TrainingFramework::megatron_lm:
     case TrainingFramework::nemo:
     case TrainingFramework::torchtitan:
     case TrainingFramework::llm_foundry:
+      return {.zero3_gathers_per_layer = true};
+    case TrainingFramework::strata:
       break;
   }
   return {};

@@ -215,6 +215,7 @@ class Engine {
         rank.time.compute_s += pass.compute_s;
         rank.time.tp_comm_s += pass.tp_comm_s;
         rank.time.cp_comm_s += pass.cp_comm_s;
+        rank.time.dp_comm_s += pass.dp_comm_s;
         const double start = rank.compute_free;
         change_memory(rank, start, stage->activations.stored);
         rank.in_flight_peak = std::max(rank.in_flight_peak, ++rank.in_flight);
@@ -234,12 +235,14 @@ class Engine {
           rank.time.compute_s += passes.backward_input.compute_s;
           rank.time.tp_comm_s += passes.backward_input.tp_comm_s;
           rank.time.cp_comm_s += passes.backward_input.cp_comm_s;
+          rank.time.dp_comm_s += passes.backward_input.dp_comm_s;
           duration += passes.recompute.total_s() + passes.backward_input.total_s();
           rank.memory_peak = std::max(rank.memory_peak, rank.memory + stage->activations.working);
         }
         if (weight) {
           rank.time.compute_s += passes.backward_weight.compute_s;
           rank.time.tp_comm_s += passes.backward_weight.tp_comm_s;
+          rank.time.dp_comm_s += passes.backward_weight.dp_comm_s;
           duration += passes.backward_weight.total_s();
         }
         const double start = rank.compute_free;

@@ -89,6 +89,28 @@ TEST(PlanSimulation, ZeroThreeShardsEverythingAndHoldsGatheredWeights) {
   EXPECT_GT(zero3.metrics.breakdown.dp_comm_s, 0);
 }
 
+// Without pipelining, FSDP stacks gather ZeRO-3 parameters layer by layer (training_framework.h):
+// they hold two layers' gathered weights where Strata's executor holds the whole stage, and
+// their exposed gathers are counted as data-parallel communication.
+TEST(PlanSimulation, FsdpStacksHoldTwoGatheredLayersNotTheWholeModel) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 1, .dp = 16, .pp = 1};
+  knobs.seq_length = 1024;
+  knobs.global_batch_size = 64;
+  knobs.zero_stage = 3;
+  const schemas::Plan strata = schemas::build_plan(
+      schemas::model_preset("gpt2-774m"), schemas::cluster_preset("dgx-h100:2"), knobs, "test");
+  knobs.framework = schemas::TrainingFramework::torchtitan;
+  const schemas::Plan torchtitan = schemas::build_plan(
+      schemas::model_preset("gpt2-774m"), schemas::cluster_preset("dgx-h100:2"), knobs, "test");
+  const PlanSimulation stage_wise = simulate_plan(strata, {});
+  const PlanSimulation layer_wise = simulate_plan(torchtitan, {});
+  EXPECT_LT(layer_wise.result.memory[0].peak_bytes, stage_wise.result.memory[0].peak_bytes);
+  EXPECT_GT(layer_wise.metrics.breakdown.dp_comm_s, 0);
+  EXPECT_NEAR(layer_wise.metrics.breakdown.sum(), layer_wise.metrics.step_time_s,
+              1e-9 * layer_wise.metrics.step_time_s);
+}
+
 TEST(PlanSimulation, TraceHasOneProcessPerRankStreamsFlowsAndMemory) {
   const schemas::Plan plan = gpt2_plan(1, schemas::ScheduleType::one_f_one_b, 1);
   const PlanSimulation simulation = simulate_plan(plan, {}, {.record_timeline = true});

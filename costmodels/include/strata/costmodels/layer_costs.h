@@ -31,7 +31,8 @@ struct PassTime {
   double compute_s = 0;  // GEMMs, attention and memory-bound kernels
   double tp_comm_s = 0;
   double cp_comm_s = 0;  // the part ring attention does not hide
-  double total_s() const { return compute_s + tp_comm_s + cp_comm_s; }
+  double dp_comm_s = 0;  // per-layer ZeRO-3 gathers and reduce-scatters the compute does not hide
+  double total_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s; }
   PassTime& operator+=(const PassTime& other);
   PassTime scaled(double factor) const;
 };
@@ -68,6 +69,11 @@ struct LayerContext {
   schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
   bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
   schemas::AttentionKernel attention = schemas::AttentionKernel::flash;
+  // ZeRO-3 layer by layer (training_framework.h): each layer gathers its parameters over the dp·cp
+  // group in forward and backward and reduce-scatters its gradients, overlapped with the compute
+  // of its neighbour.
+  bool zero3_layer_gathers = false;
+  GroupSpan dp_span;
   GroupSpan tp_span;
   int cp_tier = 0;  // the tier ring attention's neighbours talk over
 

@@ -43,6 +43,14 @@ struct FrameworkBehaviour {
   // reduce-scattered to their optimizer shards: DeepSpeed's BF16_Optimizer reduces the fp32
   // accumulators with an all-reduce and each rank then updates its own partition.
   bool zero1_bf16_gradients_all_reduced = false;
+  // ZeRO-3 without pipelining gathers parameters layer by layer, each layer's all-gather prefetched
+  // during the previous layer's compute, again in the backward (reshard after forward), with each
+  // layer's gradients reduce-scattered during the backward, every micro-batch: PyTorch FSDP
+  // (torchtitan, llm-foundry), DeepSpeed ZeRO-3, Megatron-FSDP. Strata's executor gathers a whole
+  // stage before its first use and holds it for the step (the UNSHARD/RESHARD actions of the
+  // schedule IR), as every stack does with pipeline parallelism (torchtitan keeps a stage's
+  // parameters gathered across micro-batches there).
+  bool zero3_gathers_per_layer = false;
 };
 
 FrameworkBehaviour framework_behaviour(TrainingFramework framework);
