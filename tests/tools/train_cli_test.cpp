@@ -267,6 +267,24 @@ TEST_F(TrainCli, ResumesCheckWhatTheCheckpointRecorded) {
   EXPECT_THAT(overflow.err, HasSubstr("state.json: /tokens_seen: 1e999999999 is too large"));
 }
 
+// The data order is part of what a checkpoint records: a sequential run resumed without
+// --data-order sequential would silently read other batches, so it is refused by name.
+TEST_F(TrainCli, AResumeKeepsTheDataOrder) {
+  const std::string checkpoints = (directory / "ordered").string();
+  ASSERT_EQ(strata(small_run("--steps 2 --data-order sequential --checkpoint-dir " + checkpoints))
+                .exit_code,
+            0);
+  const CommandResult other =
+      strata(small_run("--steps 3 --resume --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_EQ(lines(other.err), 1u);
+  EXPECT_THAT(other.err, HasSubstr("--data-order: the checkpoint"));
+  EXPECT_THAT(other.err, HasSubstr("was written with data order sequential, this run has random"));
+  const CommandResult same = strata(
+      small_run("--steps 3 --resume --data-order sequential --checkpoint-dir " + checkpoints));
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+}
+
 // The device flags: bf16 and a GPU cluster need --device cuda, and cuda needs a GPU (this test
 // runs where there is none; on a GPU machine the CUDA tests train for real).
 TEST_F(TrainCli, DeviceFlagsAreCheckedBeforeTraining) {

@@ -62,22 +62,27 @@ std::string state_checksum(json document) {
 }
 
 json run_to_json(const RunIdentity& run) {
-  return json{
-      {"global_batch_size", run.global_batch_size},
-      {"seq_length", run.seq_length},
-      {"precision", run.precision},
-      {"data", {{"file", run.data_file}, {"tokens", run.data_tokens}, {"crc32", run.data_crc32}}},
-      {"plan_hash", run.plan_hash}};
+  return json{{"global_batch_size", run.global_batch_size},
+              {"seq_length", run.seq_length},
+              {"precision", run.precision},
+              {"data",
+               {{"file", run.data_file},
+                {"tokens", run.data_tokens},
+                {"crc32", run.data_crc32},
+                {"order", run.data_order}}},
+              {"plan_hash", run.plan_hash}};
 }
 
 RunIdentity run_from_json(const json& run) {
+  const json& data = run.at("data");
   return RunIdentity{run.at("global_batch_size").get<std::int64_t>(),
                      run.at("seq_length").get<std::int64_t>(),
                      run.at("precision").get<std::string>(),
-                     run.at("data").at("tokens").get<std::int64_t>(),
-                     run.at("data").at("crc32").get<std::string>(),
-                     run.at("data").at("file").get<std::string>(),
-                     run.at("plan_hash").get<std::string>()};
+                     data.at("tokens").get<std::int64_t>(),
+                     data.at("crc32").get<std::string>(),
+                     data.at("file").get<std::string>(),
+                     run.at("plan_hash").get<std::string>(),
+                     data.contains("order") ? data.at("order").get<std::string>() : "random"};
 }
 
 // The whole model's parameter count (a parallel rank's store holds slices of it).

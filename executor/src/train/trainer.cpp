@@ -193,7 +193,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
                               static_cast<std::int64_t>(data.tokens.size()),
                               data.tokens_crc32(),
                               data.path.string(),
-                              schemas::plan_content_hash(plan_.model, plan_.cluster)};
+                              schemas::plan_content_hash(plan_.model, plan_.cluster),
+                              std::string(schemas::name_of(options_.data_order, kDataOrderNames))};
   if (!sharded_) moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
   if (options_.init_llmc) {
@@ -288,6 +289,7 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
           run_identity_.global_batch_size);
   compare("sequence length", "--seq-len", recorded.seq_length, run_identity_.seq_length);
   compare("precision", "--precision", recorded.precision, run_identity_.precision);
+  compare("data order", "--data-order", recorded.data_order, run_identity_.data_order);
   if (recorded.data_crc32 != run_identity_.data_crc32 ||
       recorded.data_tokens != run_identity_.data_tokens) {
     differences.push_back({"data", "--data",

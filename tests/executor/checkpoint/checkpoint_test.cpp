@@ -38,7 +38,7 @@ OptimizerMoments moments_for(const ParameterStore& store, std::uint32_t seed) {
 std::string error_of(auto&& action) { return strata::testing::input_error_message(action); }
 
 RunIdentity run_identity() {
-  return RunIdentity{8, 16, "fp32", 4000, "0badc0de", "tokens.bin", "fnv1a64:0123"};
+  return RunIdentity{8, 16, "fp32", 4000, "0badc0de", "tokens.bin", "fnv1a64:0123", "sequential"};
 }
 
 // Rewrites one field of a checkpoint's state.json, leaving its recorded CRC-32 as it was.

@@ -40,8 +40,8 @@
 namespace strata::executor {
 
 // What a resumed run must share with the run that wrote the checkpoint for its steps to continue
-// it: the same batches (global batch, sequence length, data file) at the same precision. The
-// machine may differ (a GPU run resumes on the CPU).
+// it: the same batches (global batch, sequence length, data file and the order it is read in) at
+// the same precision. The machine may differ (a GPU run resumes on the CPU).
 struct RunIdentity {
   std::int64_t global_batch_size = 0;
   std::int64_t seq_length = 0;
@@ -50,6 +50,8 @@ struct RunIdentity {
   std::string data_crc32;        // of the data file's tokens
   std::string data_file;         // where it was read (informational: the file may move)
   std::string plan_hash;         // the plan's content hash (informational)
+  // --data-order's name; checkpoints written before the option existed read as "random".
+  std::string data_order = "random";
   bool operator==(const RunIdentity&) const = default;
 };
 
