@@ -321,5 +321,31 @@ TEST_F(TrainCli, LlmcFilesCarryTrainedWeightsBetweenRuns) {
   EXPECT_LT(start_loss, 4.5);
 }
 
+// llm.c files carry no dropout: loading one into a model that has some says so first, in text
+// and in the JSON summary; a model that matches the file says nothing.
+TEST_F(TrainCli, LlmcWeightsInAModelWithDropoutAreNamedFirst) {
+  const std::string llmc = (directory / "initial_micro.bin").string();
+  ASSERT_EQ(strata(small_run("--steps 0 --save-llmc " + llmc)).exit_code, 0);
+  nlohmann::json model = nlohmann::json::parse(slurp(kMicroModel));
+  model["dropout"] = 0.1;
+  const fs::path dropout_model = directory / "gpt-micro-dropout.json";
+  std::ofstream(dropout_model) << model.dump();
+  const std::string run = "train --model " + dropout_model.string() + " --init-llmc " + llmc +
+                          " --data " + tokens +
+                          " --micro-batch 2 --global-batch 4 --seq-len 32 --steps 1";
+  const CommandResult text = strata(run);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out,
+              StartsWith("note: gpt-micro trains with dropout 0.1 where the llm.c file "));
+  const CommandResult json = strata(run + " --log-format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const std::string last = json.out.substr(json.out.rfind('\n', json.out.size() - 2) + 1);
+  EXPECT_THAT(nlohmann::json::parse(last).at("notes").at(0).get<std::string>(),
+              HasSubstr("dropout 0.1"));
+  const CommandResult plain = strata(small_run("--steps 1 --init-llmc " + llmc));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.out, StartsWith("step"));
+}
+
 }  // namespace
 }  // namespace strata::tools

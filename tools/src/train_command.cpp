@@ -101,6 +101,33 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   return plan;
 }
 
+// Where a model that --init-llmc weights are loaded into differs from what the llm.c file says
+// (llm.c's GPT-2 trains without dropout and holds no other setting than the shape), one sentence
+// each: the same weights would otherwise give different runs with no word of why. A differing
+// shape is an error when the weights are read.
+std::vector<std::string> llmc_setting_notes(const schemas::ModelConfig& model,
+                                            const std::filesystem::path& llmc) {
+  const schemas::ModelConfig file = executor::read_llmc_model_config(llmc);
+  std::vector<std::string> notes;
+  if (model.dropout != file.dropout) {
+    notes.push_back(fmt::format(
+        "note: {} trains with dropout {} where the llm.c file {} has none (llm.c trains without "
+        "dropout): losses will differ from llm.c's; --model with a model file whose dropout is 0 "
+        "(or --init-llmc alone) matches it",
+        model.name, model.dropout, llmc.string()));
+  }
+  if (model.max_seq_length != file.max_seq_length) {
+    notes.push_back(fmt::format("note: {} allows {} positions where the llm.c file {} has {}",
+                                model.name, model.max_seq_length, llmc.string(),
+                                file.max_seq_length));
+  }
+  if (model.norm_epsilon != file.norm_epsilon) {
+    notes.push_back(fmt::format("note: {} normalises with epsilon {} where llm.c uses {}",
+                                model.name, model.norm_epsilon, file.norm_epsilon));
+  }
+  return notes;
+}
+
 // What the simulator predicts for the plan on the cluster it names, for the log.
 struct Prediction {
   double step_time_s = 0;
@@ -173,7 +200,8 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
 
 void print_summary(const executor::TrainingSummary& summary,
                    const std::vector<std::string>& resume_changes,
-                   const executor::TrainingOptions& training, LogFormat format) {
+                   const std::vector<std::string>& notes, const executor::TrainingOptions& training,
+                   LogFormat format) {
   if (format == LogFormat::json) {
     nlohmann::json line{{"summary", true},
                         // Numbered as the step records are: the run trained first..last.
@@ -186,6 +214,7 @@ void print_summary(const executor::TrainingSummary& summary,
     if (summary.steps_run == 0) line["final_loss"] = nullptr;  // no step, no loss
     if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
+    if (!notes.empty()) line["notes"] = notes;
     // What the optimizer did, defaults included, so a log says how to repeat the run.
     line["optimizer"] = {{"learning_rate", training.learning_rate},
                          {"lr_schedule", schemas::name_of(training.learning_rate_decay,
@@ -482,6 +511,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   std::optional<executor::TokenFile> data;
   executor::TrainingOptions training;
   Prediction prediction;
+  std::vector<std::string> notes;  // said first in the log, and in the JSON summary
   // Phase 1, on each rank alone: the plan, the checks, the data.
   run_phase(world, [&] {
     if (options.plan) {
@@ -504,6 +534,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       }
     }
     executor::check_plan_runs(plan, plan_source, device, world.size());
+    if (options.init_llmc) notes = llmc_setting_notes(plan.model, *options.init_llmc);
     data = executor::read_token_file(options.data);
     prediction = predict(plan, plan_directory);
     training.steps = options.steps;
@@ -590,6 +621,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     return 0;
   }
   if (logs && options.log_format == LogFormat::text) {
+    for (const std::string& note : notes) fmt::print("{}\n", note);
     for (const std::string& change : trainer->resume_changes()) {
       fmt::print("resuming with a change: {}\n", change);
     }
@@ -615,7 +647,9 @@ int train(const TrainOptions& options, executor::Communicator& world) {
                    options.log_format);
       }
     });
-    if (logs) print_summary(summary, trainer->resume_changes(), training, options.log_format);
+    if (logs) {
+      print_summary(summary, trainer->resume_changes(), notes, training, options.log_format);
+    }
     if (options.trace && logs) {
       print_trace(
           write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),
