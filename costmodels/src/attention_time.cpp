@@ -31,8 +31,9 @@ AttentionTime attention_time(const schemas::GpuProfile& gpu, schemas::Dtype dtyp
         gpu.unfused_attention_efficiency
             ? *gpu.unfused_attention_efficiency
             : interpolate_efficiency(gpu.gemm_efficiency_by_flops, useful.forward);
-    return {.forward_s = useful.forward / (peak * efficiency),
-            .backward_s = useful.backward / (peak * efficiency)};
+    // QKᵀ, softmax, dropout, PV; and five kernels back.
+    return {.forward_s = std::max(useful.forward / (peak * efficiency), kernel_launch_s(gpu, 4)),
+            .backward_s = std::max(useful.backward / (peak * efficiency), kernel_launch_s(gpu, 5))};
   }
   const double keys_per_query = std::min(shape.key_tokens, shape.key_tokens / 2 + kTileKeys / 2);
   const double scores = shape.batch * shape.heads * shape.query_tokens * keys_per_query;
@@ -44,8 +45,11 @@ AttentionTime attention_time(const schemas::GpuProfile& gpu, schemas::Dtype dtyp
           : interpolate_efficiency(gpu.gemm_efficiency_by_flops, forward_products);
   const double exponentials_s =
       gpu.special_function_tops ? scores / (*gpu.special_function_tops * 1e12) : 0.0;
-  return {.forward_s = forward_products / (peak * efficiency) + exponentials_s,
-          .backward_s = backward_products / (peak * efficiency) + exponentials_s};
+  // One fused kernel forward; two backward (FlashAttention-2's dO·O preprocessing, then the main).
+  return {.forward_s = std::max(forward_products / (peak * efficiency) + exponentials_s,
+                                kernel_launch_s(gpu, 1)),
+          .backward_s = std::max(backward_products / (peak * efficiency) + exponentials_s,
+                                 kernel_launch_s(gpu, 2))};
 }
 
 }  // namespace strata::costmodels

@@ -52,13 +52,18 @@ double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double 
       flops / (peak_tflops(gpu, dtype) * 1e12 *
                interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) * wave_utilisation);
   const double bytes = (m * k + k * n + m * n) * static_cast<double>(schemas::dtype_bytes(dtype));
-  return std::max(compute_s, memory_bound_time_s(gpu, bytes));
+  return std::max({compute_s, memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
 }
 
-double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes) {
+double kernel_launch_s(const schemas::GpuProfile& gpu, double kernels) {
+  return gpu.kernel_launch_us ? kernels * *gpu.kernel_launch_us * 1e-6 : 0.0;
+}
+
+double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes, double kernels) {
   if (bytes <= 0) return 0;
-  return bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 *
-                  interpolate_efficiency(gpu.hbm_efficiency_by_bytes, bytes));
+  return std::max(bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9 *
+                           interpolate_efficiency(gpu.hbm_efficiency_by_bytes, bytes)),
+                  kernel_launch_s(gpu, kernels));
 }
 
 }  // namespace strata::costmodels

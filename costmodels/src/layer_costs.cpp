@@ -53,7 +53,7 @@ GemmPassTimes gemm_pass_times(const LayerContext& context, Dtype dtype,
     times.forward_s += times.forward_each_s.back();
     times.input_s += times.input_each_s.back();
     times.weight_s += gemm_time_s(gpu, dtype, shape.k, shape.n, shape.m) +
-                      memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n);
+                      memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n, 0);
     times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
   }
   return times;
@@ -273,8 +273,15 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     memory_bytes += casts.forward;
     memory_backward_bytes += casts.backward;
   }
-  const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes);
-  const double memory_backward_s = memory_bound_time_s(gpu, memory_backward_bytes);
+  // Their kernels: two norms, two residual adds (bias and dropout fused in), the activation,
+  // rotary; the backward has about two for each; fp8 adds the casts that no norm fuses.
+  const bool rope = model.position_embedding == schemas::PositionEmbedding::rope;
+  const double elementwise_kernels = rope ? 6 : 5;
+  const bool fp8 = context.precision == Dtype::fp8;
+  const double memory_forward_s =
+      memory_bound_time_s(gpu, memory_bytes, elementwise_kernels + (fp8 ? 2 : 0));
+  const double memory_backward_s =
+      memory_bound_time_s(gpu, memory_backward_bytes, 2 * elementwise_kernels + (fp8 ? 4 : 0));
 
   const double tp_bytes = tokens * hidden * element;
   double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
@@ -387,9 +394,9 @@ PassCosts lm_head_costs(const LayerContext& context) {
   const double loss_backward_bytes = tokens * vocab * (2 * 4 + element);
   PassCosts costs;
   costs.forward.compute_s =
-      gemm.forward_s + memory_bound_time_s(gpu, norm_bytes + loss_forward_bytes);
+      gemm.forward_s + memory_bound_time_s(gpu, norm_bytes + loss_forward_bytes, 4);
   costs.backward_input.compute_s =
-      gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes + loss_backward_bytes);
+      gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes + loss_backward_bytes, 3);
   costs.backward_weight.compute_s = gemm.weight_s;
   costs.forward_flops = gemm.forward_flops;
   if (context.tp > 1) {

@@ -206,7 +206,8 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
           rank_layers[static_cast<std::size_t>(rank)] *
           static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
           static_cast<double>(plan.mesh.tp);
-      step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights);
+      step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights,
+                                    4 * rank_layers[static_cast<std::size_t>(rank)]);
     }
     costs.optimizer_step_s[static_cast<std::size_t>(rank)] = step_s;
   }

@@ -50,7 +50,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       value, location,
       {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
-       "special_function_tops", "unfused_attention_efficiency",
+       "special_function_tops", "unfused_attention_efficiency", "kernel_launch_us",
        "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
@@ -79,6 +79,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       "special_function_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
   gpu.unfused_attention_efficiency = reader.optional_number(
       "unfused_attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
+  gpu.kernel_launch_us = reader.optional_number("kernel_launch_us", {.minimum = 0, .maximum = 1e6});
   gpu.compute_slowdown_under_communication =
       reader.optional_number("compute_slowdown_under_communication", {.minimum = 0, .maximum = 1})
           .value_or(0);
@@ -212,6 +213,7 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   if (cluster.gpu.unfused_attention_efficiency) {
     gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;
   }
+  if (cluster.gpu.kernel_launch_us) gpu["kernel_launch_us"] = *cluster.gpu.kernel_launch_us;
   if (cluster.gpu.compute_slowdown_under_communication > 0) {
     gpu["compute_slowdown_under_communication"] = cluster.gpu.compute_slowdown_under_communication;
   }

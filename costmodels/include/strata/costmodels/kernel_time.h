@@ -20,16 +20,22 @@ double interpolate_efficiency(const std::vector<schemas::EfficiencyPoint>& curve
 // 16-bit rate, as Transformer Engine falls back to bf16 there.
 double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype);
 
-// C[m×n] = A[m×k]·B[k×n] in `dtype`: FLOPs 2mnk. Time is the larger of
+// C[m×n] = A[m×k]·B[k×n] in `dtype`: FLOPs 2mnk. Time is the largest of
 //   compute: 2mnk / (peak · efficiency(2mnk) · wave_utilisation)
 //   memory:  (mk + kn + mn)·bytes / (HBM bandwidth · HBM efficiency)
+//   launch:  the GPU's kernel_launch_us
 // where wave_utilisation = tiles / (waves · SMs) with 128×128 output tiles (cuBLAS's common
 // choice for large bf16 GEMMs): 132 SMs and 133 tiles take two waves, so half the second is idle.
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k);
 double gemm_flops(double m, double n, double k);
 
-// A kernel limited by memory traffic: bytes read plus written over the achieved HBM bandwidth.
-double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes);
+// `kernels` kernels limited by memory traffic: bytes read plus written over the achieved HBM
+// bandwidth, and no less than the kernels' launches (kernel_launch_s). 0 kernels: bytes added to
+// another kernel (an epilogue), which launches nothing.
+double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes, double kernels = 1);
+
+// The shortest `kernels` kernels can take: their launches (the GPU's kernel_launch_us each).
+double kernel_launch_s(const schemas::GpuProfile& gpu, double kernels = 1);
 
 }  // namespace strata::costmodels

@@ -46,6 +46,9 @@ struct GpuProfile {
   // Unfused attention (QKᵀ, softmax, dropout, PV as separate kernels over the whole s×s scores):
   // achieved fraction of peak on its causal FLOPs (absent: the GEMM curve's).
   std::optional<double> unfused_attention_efficiency;
+  // The shortest a kernel can take, in µs: launching it (the host's launch rate, the framework's
+  // dispatch). Small models at small micro-batches run kernels shorter than this (absent: none).
+  std::optional<double> kernel_launch_us;
   // Compute runs this fraction slower while a collective overlaps it (NCCL takes SMs and HBM).
   double compute_slowdown_under_communication = 0;
   bool operator==(const GpuProfile&) const = default;
