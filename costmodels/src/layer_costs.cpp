@@ -216,13 +216,17 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
                              plan.mesh.dp * plan.mesh.cp > 1 &&
                              schemas::framework_behaviour(plan.framework).zero3_gathers_per_layer,
-      .dp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::dp,
-                                                                        schemas::MeshAxis::cp})),
+      .dp_span = {},
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};
   if (plan.mesh.cp > 1) {
     context.cp_tier =
         tier_between(plan.cluster, 0, schemas::axis_stride(plan.mesh, schemas::MeshAxis::cp));
+  }
+  // Only per-layer ZeRO-3 reads it; the planner builds a context for every candidate.
+  if (context.zero3_layer_gathers) {
+    context.dp_span = group_span(
+        plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
   }
   return context;
 }
