@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -137,6 +140,110 @@ TEST_F(TrainCli, ZeroStepsWritesTheInitialModelAndLaterRunsStartFromIt) {
   const std::vector<double> scratch = losses_of("");
   EXPECT_EQ(losses_of("--resume --checkpoint-dir " + checkpoints.string()), scratch);
   EXPECT_EQ(losses_of("--init-llmc " + llmc), scratch);
+}
+
+TEST_F(TrainCli, ValidatesOnHeldOutTextAndSamplesFromTheCheckpoint) {
+  const std::string validation = (directory / "apache.bin").string();
+  ASSERT_EQ(
+      strata("data --text /usr/share/common-licenses/Apache-2.0 --out " + validation).exit_code, 0);
+  const fs::path checkpoints = directory / "ckpt";
+  const std::string flags = "--steps 4 --eval-every 2 --eval-batches 2 --val-data " + validation +
+                            " --checkpoint-dir " + checkpoints.string();
+  const CommandResult run = strata(small_run(flags + " --log-format json"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  std::vector<std::int64_t> evaluated;
+  std::vector<double> validation_losses;
+  std::istringstream stream(run.out);
+  for (std::string line; std::getline(stream, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record.contains("eval_step")) {
+      evaluated.push_back(record.at("eval_step").get<std::int64_t>());
+      validation_losses.push_back(record.at("validation_loss").get<double>());
+      EXPECT_EQ(record.at("eval_batches"), 2);
+    }
+    if (record.contains("summary")) {
+      EXPECT_EQ(record.at("final_validation_loss").get<double>(), validation_losses.back());
+    }
+  }
+  EXPECT_EQ(evaluated, (std::vector<std::int64_t>{0, 2, 4}));
+  // Text logs say it in the step lines' format; a run does not change what it validates on.
+  const CommandResult text =
+      strata(small_run("--steps 2 --eval-batches 2 --val-data " + validation));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  char first[64];
+  std::snprintf(first, sizeof(first), "step 0/2 | val loss %.4f | 2 batches in ",
+                validation_losses[0]);
+  EXPECT_THAT(text.out, HasSubstr(first));
+  EXPECT_THAT(text.out, HasSubstr("step 2/2 | val loss "));
+
+  // Sampling from the checkpoint directory (its newest checkpoint): deterministic for a seed.
+  const std::string sample =
+      "sample --checkpoint " + checkpoints.string() + " --prompt 'The ' --tokens 24 --seed 3";
+  const CommandResult once = strata(sample);
+  ASSERT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_EQ(once.err, "");
+  EXPECT_THAT(once.out, StartsWith("The "));
+  EXPECT_EQ(strata(sample).out, once.out);
+  const CommandResult json = strata(sample + " --log-format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json drawn = nlohmann::json::parse(json.out);
+  EXPECT_EQ(drawn.at("tokens").size(), 24u);
+  EXPECT_EQ(drawn.at("prompt_tokens"), (std::vector<int>{'T', 'h', 'e', ' '}));
+  EXPECT_NE(strata("sample --checkpoint " + checkpoints.string() +
+                   " --prompt 'The ' --tokens 24 --seed 4 --log-format json")
+                .out,
+            json.out);
+  // Greedy decoding needs no seed.
+  const std::string greedy = "sample --checkpoint " + (checkpoints / "step_00000004").string() +
+                             " --prompt-tokens 84,104 --tokens 8 --temperature 0 --log-format json";
+  EXPECT_EQ(nlohmann::json::parse(strata(greedy + " --seed 1").out).at("tokens"),
+            nlohmann::json::parse(strata(greedy + " --seed 2").out).at("tokens"));
+
+  // An llm.c tokenizer file (here: one piece per byte, version 2, end-of-text 10) decodes ids.
+  const fs::path tokenizer = directory / "bytes_tokenizer.bin";
+  {
+    std::array<std::uint32_t, 256> header{};
+    header[0] = 20240328;
+    header[1] = 2;
+    header[2] = 256;
+    header[3] = 10;
+    std::ofstream file(tokenizer, std::ios::binary);
+    file.write(reinterpret_cast<const char*>(header.data()), sizeof(header));
+    for (int byte = 0; byte < 256; ++byte) {
+      const char piece[2] = {1, static_cast<char>(byte)};
+      file.write(piece, 2);
+    }
+  }
+  const CommandResult decoded =
+      strata("sample --checkpoint " + checkpoints.string() + " --tokenizer " + tokenizer.string() +
+             " --prompt-tokens 84,104,101 --tokens 5 --seed 3");
+  ASSERT_EQ(decoded.exit_code, 0) << decoded.err;
+  EXPECT_THAT(decoded.out, StartsWith("The"));
+  // Without a prompt it starts at the tokenizer's end-of-text, as llm.c does.
+  const CommandResult unconditional =
+      strata("sample --checkpoint " + checkpoints.string() + " --tokenizer " + tokenizer.string() +
+             " --tokens 3 --log-format json");
+  ASSERT_EQ(unconditional.exit_code, 0) << unconditional.err;
+  EXPECT_EQ(nlohmann::json::parse(unconditional.out).at("prompt_tokens"), (std::vector<int>{10}));
+
+  // Bad input: one line naming what is wrong.
+  const auto error_of = [&](const std::string& arguments) { return strata(arguments).err; };
+  EXPECT_EQ(error_of(small_run("--steps 1 --eval-every 2")),
+            "strata: --eval-every: needs --val-data FILE to evaluate on\n");
+  EXPECT_EQ(error_of("sample --prompt x"),
+            "strata: command line: give --checkpoint DIR or --init-llmc FILE\n");
+  EXPECT_THAT(error_of("sample --checkpoint " + checkpoints.string() + " --tokenizer " +
+                       tokenizer.string() + " --prompt x"),
+              HasSubstr("--prompt: llm.c's tokenizer file only decodes"));
+  EXPECT_EQ(error_of("sample --checkpoint " + checkpoints.string() + " --prompt-tokens 1,x"),
+            "strata: --prompt-tokens: \"x\" is not a token id (give ids like 50256,464,3290)\n");
+  EXPECT_EQ(error_of("sample --checkpoint " + directory.string() + " --prompt x"),
+            "strata: " + directory.string() + ": holds no checkpoint\n");
+  fs::resize_file(tokenizer, 1024 + 100);
+  EXPECT_EQ(error_of("sample --checkpoint " + checkpoints.string() + " --tokenizer " +
+                     tokenizer.string()),
+            "strata: " + tokenizer.string() + ": token 50: the file ends before token 50 of 256\n");
 }
 
 TEST_F(TrainCli, SequentialOrderNamesEachStepsSamplesAndEpoch) {

@@ -61,6 +61,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* train_command = add_train_command(app, train);
   ReshardOptions reshard;
   CLI::App* reshard_command = add_reshard_command(app, reshard);
+  SampleOptions sample;
+  CLI::App* sample_command = add_sample_command(app, sample);
 
   // CLI11 reports `strata plna` as "A subcommand is required": name the word and the nearest one.
   if (argc > 1 && argv[1][0] != '-') {
@@ -104,6 +106,7 @@ int run_cli(int argc, char** argv) {
     if (data_command->parsed()) return run_data(data);
     if (train_command->parsed()) return run_train(train);
     if (reshard_command->parsed()) return run_reshard(reshard);
+    if (sample_command->parsed()) return run_sample(sample);
   } catch (...) {
     const FailureReport report = failure_report(std::current_exception());
     std::fprintf(stderr, "strata: %s\n", report.line.c_str());

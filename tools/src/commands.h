@@ -116,6 +116,21 @@ struct ReshardOptions {
 CLI::App* add_reshard_command(CLI::App& app, ReshardOptions& options);
 int run_reshard(const ReshardOptions& options);
 
+struct SampleOptions {
+  std::optional<std::string> checkpoint;     // a checkpoint (DIR/step_N) or a --checkpoint-dir
+  std::optional<std::string> init_llmc;      // an llm.c GPT-2 model file
+  std::optional<std::string> prompt;         // text, encoded as bytes
+  std::optional<std::string> prompt_tokens;  // comma-separated token ids
+  std::optional<std::string> tokenizer;      // llm.c's gpt2_tokenizer.bin, to decode
+  std::int64_t tokens = 64;
+  double temperature = 1.0;
+  std::int64_t top_k = 0;
+  std::uint64_t seed = 1234;
+  LogFormat log_format = LogFormat::text;
+};
+CLI::App* add_sample_command(CLI::App& app, SampleOptions& options);
+int run_sample(const SampleOptions& options);
+
 struct TrainOptions {
   std::optional<std::string> plan;
   std::optional<std::string> model;
@@ -143,6 +158,10 @@ struct TrainOptions {
   bool resume_with_changes = false;
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
+  std::optional<std::string> val_data;  // validation token file
+  // With val_data (unset: 0, before the first and after the last step only; 10 batches).
+  std::optional<std::int64_t> eval_every;
+  std::optional<std::int64_t> eval_batches;
   LogFormat log_format = LogFormat::text;
   std::optional<std::string> device;     // cpu | cuda (default: where the plan's cluster is)
   std::optional<std::string> precision;  // fp32 | bf16, with --model

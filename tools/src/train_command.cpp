@@ -198,6 +198,23 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
   std::fflush(stdout);
 }
 
+void print_evaluation(const executor::EvaluationRecord& record, std::int64_t steps,
+                      LogFormat format) {
+  if (format == LogFormat::json) {
+    std::cout << nlohmann::json{{"eval_step", record.step},
+                                {"validation_loss", record.loss},
+                                {"eval_batches", record.batches},
+                                {"eval_time_s", record.seconds}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  fmt::print("step {:>{}}/{} | val loss {:.4f} | {} batch{} in {:.1f} ms\n", record.step,
+             fmt::formatted_size("{}", steps), steps, record.loss, record.batches,
+             record.batches == 1 ? "" : "es", record.seconds * 1e3);
+  std::fflush(stdout);
+}
+
 void print_summary(const executor::TrainingSummary& summary,
                    const std::vector<std::string>& resume_changes,
                    const std::vector<std::string>& notes, const executor::TrainingOptions& training,
@@ -213,6 +230,10 @@ void print_summary(const executor::TrainingSummary& summary,
                         {"total_time_s", summary.total_time_s}};
     if (summary.steps_run == 0) line["final_loss"] = nullptr;  // no step, no loss
     if (summary.last_checkpoint) line["checkpoint"] = summary.last_checkpoint->string();
+    if (!summary.evaluations.empty()) {
+      line["first_validation_loss"] = summary.evaluations.front().loss;
+      line["final_validation_loss"] = summary.evaluations.back().loss;
+    }
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
     if (!notes.empty()) line["notes"] = notes;
     // What the optimizer did, defaults included, so a log says how to repeat the run.
@@ -237,9 +258,13 @@ void print_summary(const executor::TrainingSummary& summary,
                                        : std::string());
     return;
   }
-  fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}, {:.0f} tokens/s{}\n",
+  fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}{}, {:.0f} tokens/s{}\n",
              summary.first_step + 1, summary.first_step + summary.steps_run, summary.total_time_s,
-             summary.final_loss, summary.mean_tokens_per_s,
+             summary.final_loss,
+             summary.evaluations.empty()
+                 ? std::string()
+                 : fmt::format(" (validation {:.4f})", summary.evaluations.back().loss),
+             summary.mean_tokens_per_s,
              summary.last_checkpoint
                  ? fmt::format(", checkpoint {}", summary.last_checkpoint->string())
                  : std::string());
@@ -432,6 +457,19 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
                     "precision or data file differs from the checkpoint's run");
   command->add_option("--init-llmc", options.init_llmc, "Start from an llm.c GPT-2 model file");
   command->add_option("--save-llmc", options.save_llmc, "Write the trained model as an llm.c file");
+  command->add_option("--val-data", options.val_data,
+                      "Validation token file: its loss before the first step, after the last and "
+                      "every --eval-every steps");
+  command
+      ->add_option("--eval-every", options.eval_every,
+                   "Validate every K steps too (default 0: only before the first and after the "
+                   "last)")
+      ->check(whole_number_from(0, kMaxTrainingSteps));
+  command
+      ->add_option("--eval-batches", options.eval_batches,
+                   "Global batches of --val-data per validation, read in order from its start "
+                   "(default 10)")
+      ->check(whole_number_from(1, kMaxTrainingSteps));
   command
       ->add_option("--device", options.device,
                    "cpu or cuda (default: cuda when the plan's cluster is a GPU one, cpu for "
@@ -509,6 +547,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   std::filesystem::path plan_directory;
   executor::Device device = options.device ? parse_device(*options.device) : executor::Device::cpu;
   std::optional<executor::TokenFile> data;
+  std::optional<executor::TokenFile> validation;
   executor::TrainingOptions training;
   Prediction prediction;
   std::vector<std::string> notes;  // said first in the log, and in the JSON summary
@@ -536,6 +575,16 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     executor::check_plan_runs(plan, plan_source, device, world.size());
     if (options.init_llmc) notes = llmc_setting_notes(plan.model, *options.init_llmc);
     data = executor::read_token_file(options.data);
+    if (options.val_data) {
+      validation = executor::read_token_file(*options.val_data);
+    } else {
+      for (const auto& [flag, given] : {std::pair{"--eval-every", options.eval_every.has_value()},
+                                        {"--eval-batches", options.eval_batches.has_value()}}) {
+        if (given) throw schemas::InputError(flag, "", "needs --val-data FILE to evaluate on");
+      }
+    }
+    training.eval_every = options.eval_every.value_or(0);
+    training.eval_batches = options.eval_batches.value_or(10);
     prediction = predict(plan, plan_directory);
     training.steps = options.steps;
     training.seed = options.seed.value_or(1234);
@@ -581,6 +630,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   std::unique_ptr<executor::Trainer> trainer;
   run_phase(world, [&] {
     trainer = std::make_unique<executor::Trainer>(plan, plan_source, *data, training, &world);
+    if (validation) trainer->set_validation_data(*validation);
     if (options.resume && options.seed && *options.seed != trainer->seed()) {
       // Data order and dropout follow the checkpoint's seed; another would not continue the run.
       throw schemas::InputError("--seed", "",
@@ -640,13 +690,18 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   // Phase 3: training. A rank that fails now may leave others inside a collective: it says why
   // and ends the job.
   try {
-    const executor::TrainingSummary summary = trainer->run([&](const executor::StepRecord& record) {
-      if (logs) {
-        print_step(record, options.steps, prediction,
-                   StepData{trainer->sampler(), plan.batch.global_batch_size, options.log_samples},
-                   options.log_format);
-      }
-    });
+    const executor::TrainingSummary summary = trainer->run(
+        [&](const executor::StepRecord& record) {
+          if (logs) {
+            print_step(
+                record, options.steps, prediction,
+                StepData{trainer->sampler(), plan.batch.global_batch_size, options.log_samples},
+                options.log_format);
+          }
+        },
+        [&](const executor::EvaluationRecord& record) {
+          if (logs) print_evaluation(record, options.steps, options.log_format);
+        });
     if (logs) {
       print_summary(summary, trainer->resume_changes(), notes, training, options.log_format);
     }

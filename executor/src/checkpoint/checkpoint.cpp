@@ -640,6 +640,39 @@ const ParameterStore& whole_model_store(const schemas::ModelConfig& model,
 
 }  // namespace
 
+schemas::ModelConfig read_checkpoint_model(const fs::path& checkpoint) {
+  const fs::path state_path = checkpoint / "state.json";
+  if (!fs::exists(state_path)) {
+    throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
+  }
+  const json state = schemas::read_json_file(state_path);
+  if (!state.contains("model")) {
+    throw schemas::InputError(state_path.string(), "/model", "missing: no model recorded");
+  }
+  return schemas::parse_model(state.at("model"),
+                              schemas::JsonLocation{state_path.string(), "/model"});
+}
+
+TrainingState read_checkpoint_values(const fs::path& checkpoint, const schemas::ModelConfig& model,
+                                     ParameterStore& parameters) {
+  const std::string source = (checkpoint / "state.json").string();
+  try {
+    if (!recorded_checkpoint_layout(checkpoint).is_null()) {
+      const TrainingState state =
+          read_resharded_checkpoint(checkpoint, model, json(), 0, {&parameters.values()}, {});
+      parameters.refresh_compute_values();
+      return state;
+    }
+    const json state = verified_state(checkpoint, model, parameters, false);
+    read_binary(checkpoint, state, "model.bin", {&parameters.values()});
+    parameters.refresh_compute_values();
+    return training_state_of(state);
+  } catch (const json::exception& error) {
+    throw schemas::InputError(source, "",
+                              fmt::format("malformed checkpoint state: {}", error.what()));
+  }
+}
+
 std::string checkpoint_layout_text(const json& parallel) {
   return parallel.is_null() ? std::string("one device") : mesh_text(parallel);
 }
@@ -666,9 +699,11 @@ TrainingState read_resharded_checkpoint(const fs::path& checkpoint,
     std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
     sources.fill(layout.values, false, 0, buffer);
     scatter_buffer(buffer, values);
-    buffer.assign(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
-    sources.fill(layout.moments, true, layout.moments_elements, buffer);
-    scatter_buffer(buffer, moments);
+    if (!moments.empty()) {  // none asked for: a reader of the model alone
+      buffer.assign(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
+      sources.fill(layout.moments, true, layout.moments_elements, buffer);
+      scatter_buffer(buffer, moments);
+    }
     return training_state_of(state);
   } catch (const json::exception& error) {
     throw schemas::InputError(source, "",

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -47,15 +48,7 @@ std::int64_t padded_vocabulary(std::int64_t vocab) {
   return (vocab + kVocabularyPadding - 1) / kVocabularyPadding * kVocabularyPadding;
 }
 
-Header read_header(const fs::path& path, std::string& contents) {
-  contents = schemas::read_text_file(path);
-  Header header{};
-  if (contents.size() < sizeof(header)) {
-    throw schemas::InputError(
-        path.string(), "header",
-        fmt::format("{} bytes, shorter than llm.c's 1024-byte header", contents.size()));
-  }
-  std::memcpy(header.data(), contents.data(), sizeof(header));
+void check_header(const Header& header, const fs::path& path) {
   if (header[0] != kLlmcModelMagic) {
     throw schemas::InputError(
         path.string(), "header[0]",
@@ -84,7 +77,34 @@ Header read_header(const fs::path& path, std::string& contents) {
                                 fmt::format("{} is not from 1 to {}", value, field.maximum));
     }
   }
-  return header;
+}
+
+// The file open at its first tensor, with its header and size: tensors are read from it one at a
+// time straight into parameter buffers, never the whole file at once.
+struct LlmcFile {
+  std::ifstream stream;
+  Header header{};
+  std::uintmax_t bytes = 0;
+};
+
+LlmcFile open_llmc_file(const fs::path& path) {
+  LlmcFile file;
+  file.stream.open(path, std::ios::binary);
+  if (!file.stream) {
+    throw schemas::InputError(path.string(), "",
+                              fmt::format("cannot open: {}", std::strerror(errno)));
+  }
+  if (fs::is_directory(path)) throw schemas::InputError(path.string(), "", "is a directory");
+  file.bytes = fs::file_size(path);
+  if (file.bytes < sizeof(Header)) {
+    throw schemas::InputError(
+        path.string(), "header",
+        fmt::format("{} bytes, shorter than llm.c's 1024-byte header", file.bytes));
+  }
+  file.stream.read(reinterpret_cast<char*>(file.header.data()), sizeof(Header));
+  if (!file.stream) throw schemas::InputError(path.string(), "header", "read failed");
+  check_header(file.header, path);
+  return file;
 }
 
 // Visits every parameter in llm.c's order with the store's tensor and its element count in the
@@ -128,8 +148,7 @@ void check_gpt2_shaped(const ModelConfig& model, const std::string& source) {
 }  // namespace
 
 ModelConfig read_llmc_model_config(const fs::path& path) {
-  std::string contents;
-  const Header header = read_header(path, contents);
+  const Header header = open_llmc_file(path).header;
   ModelConfig model = ModelConfig::defaults_for(schemas::Architecture::gpt);
   model.name = "llmc:" + path.filename().string();
   model.max_seq_length = header[2];
@@ -162,8 +181,8 @@ void read_llmc_parameters(const fs::path& path, const ModelConfig& model,
     parameters.refresh_compute_values();
     return;
   }
-  std::string contents;
-  const Header header = read_header(path, contents);
+  LlmcFile file = open_llmc_file(path);
+  const Header& header = file.header;
   check_gpt2_shaped(model, path.string());
   const std::array<std::int64_t, 5> wanted{model.max_seq_length, model.vocab_size, model.num_layers,
                                            model.num_attention_heads, model.hidden_size};
@@ -183,34 +202,52 @@ void read_llmc_parameters(const fs::path& path, const ModelConfig& model,
   expected += static_cast<std::size_t>((padded_vocab - padded_vocabulary(model.vocab_size)) *
                                        model.hidden_size) *
               element_bytes;
-  if (contents.size() != expected) {
+  if (file.bytes != expected) {
     throw schemas::InputError(
         path.string(), "",
-        fmt::format("{} bytes, the header's shapes need {}", contents.size(), expected));
+        fmt::format("{} bytes, the header's shapes need {}", file.bytes, expected));
   }
-  std::size_t offset = sizeof(Header);
+  // float32 into float32 lands in place; other pairs pass through a small staging buffer.
+  constexpr std::int64_t kStagingElements = 1 << 16;
+  std::vector<char> staging;
   bool first = true;
   for_each_in_llmc_order(model, parameters, [&](Tensor& value, std::int64_t count) {
+    const std::int64_t elements = value.numel();
+    if (element_bytes == 4 && value.scalar_type() == ScalarType::float32) {
+      file.stream.read(static_cast<char*>(value.raw()), static_cast<std::streamsize>(elements) * 4);
+    } else {
+      staging.resize(static_cast<std::size_t>(kStagingElements) * element_bytes);
+      for (std::int64_t begin = 0; begin < elements && file.stream; begin += kStagingElements) {
+        const std::int64_t length = std::min(kStagingElements, elements - begin);
+        file.stream.read(staging.data(), static_cast<std::streamsize>(length) *
+                                             static_cast<std::streamsize>(element_bytes));
+        for (std::int64_t i = 0; i < length; ++i) {
+          float element;
+          if (element_bytes == 4) {
+            std::memcpy(&element, staging.data() + 4 * i, 4);
+          } else {
+            std::uint16_t bits;
+            std::memcpy(&bits, staging.data() + 2 * i, 2);
+            const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+            std::memcpy(&element, &widened, 4);
+          }
+          if (value.scalar_type() == ScalarType::float64) {
+            value.data<double>()[begin + i] = element;
+          } else {
+            value.data<float>()[begin + i] = element;
+          }
+        }
+      }
+    }
     // wte holds Vp rows in the file: read the first V, skip the padding.
     const std::int64_t file_count = first ? padded_vocab * model.hidden_size : count;
     first = false;
-    for (std::int64_t i = 0; i < value.numel(); ++i) {
-      float element;
-      if (element_bytes == 4) {
-        std::memcpy(&element, contents.data() + offset + 4 * static_cast<std::size_t>(i), 4);
-      } else {
-        std::uint16_t bits;
-        std::memcpy(&bits, contents.data() + offset + 2 * static_cast<std::size_t>(i), 2);
-        const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
-        std::memcpy(&element, &widened, 4);
-      }
-      if (value.scalar_type() == ScalarType::float64) {
-        value.data<double>()[i] = element;
-      } else {
-        value.data<float>()[i] = element;
-      }
+    file.stream.seekg(static_cast<std::streamoff>((file_count - elements) *
+                                                  static_cast<std::int64_t>(element_bytes)),
+                      std::ios::cur);
+    if (!file.stream) {
+      throw schemas::InputError(path.string(), "", "read failed (file changed while reading?)");
     }
-    offset += static_cast<std::size_t>(file_count) * element_bytes;
   });
 }
 

@@ -92,7 +92,7 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   }
   if (options_.zero_stage == 3) {
     value_shards_ = Tensor::zeros({shard_elements}, type);
-    initialise_value_shards(seed);
+    if (options_.initialize_values) initialise_value_shards(seed);
   }
   model_.set_unit_hooks(this);
 }

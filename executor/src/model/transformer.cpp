@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "norm_dispatch.h"
+#include "strata/executor/ops/convert.h"
 #include "strata/executor/ops/cross_entropy.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/embedding.h"
@@ -123,7 +124,7 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   parameters_ = std::make_unique<ParameterStore>(
       stage_parameters(model_, stages_), statistics_type_, device_, type_,
       StoreOptions{tp.rank(), tp.size(), options_.own_values, options_.own_gradients});
-  if (options_.own_values) parameters_->initialize(seed);
+  if (options_.own_values && options_.initialize_values) parameters_->initialize(seed);
   layer_slot_.assign(static_cast<std::size_t>(model_.num_layers), -1);
   std::size_t held_layers = 0;
   for (const schemas::PipelineStage& stage : stages_) {
@@ -255,7 +256,7 @@ void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout, Sta
                                       tp.first_local_token(tokens));
     }
   }
-  if (model_.dropout > 0) {
+  if (model_.dropout > 0 && dropout.active) {
     DropoutKey key = dropout_key(model_, dropout, 0);
     key.first_token += tp.first_local_token(tokens);
     dropout_forward(x, model_.dropout, key, x);
@@ -459,6 +460,20 @@ double Transformer::forward_loss(const Tensor& inputs, const Tensor& targets,
                "inputs {} and targets {} must both be [batch, seq]",
                shape_to_string(inputs.shape()), shape_to_string(targets.shape()));
   return stage_forward(0, inputs.size(0), inputs.size(1), inputs, &targets, dropout, whole_);
+}
+
+Tensor Transformer::forward_logits(const Tensor& inputs) {
+  STRATA_CHECK(options_.tensor_parallel.size() == 1, "forward_logits runs on one rank");
+  // Any targets do: the loss they give is not used, the logits are what the forward left.
+  const Tensor targets = Tensor::zeros(inputs.shape(), ScalarType::int32, device_);
+  DropoutContext no_dropout;
+  no_dropout.active = false;
+  forward_loss(inputs, targets, no_dropout);
+  Tensor logits = whole_.logits.to(Device::cpu);
+  if (logits.scalar_type() == ScalarType::float32) return logits;
+  Tensor widened = Tensor::zeros(logits.shape(), ScalarType::float32);
+  convert(logits, widened);
+  return widened;
 }
 
 }  // namespace strata::executor

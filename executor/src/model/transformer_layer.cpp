@@ -231,7 +231,7 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   a.batch = batch;
   a.seq = seq;
   scratch.resize(model_, tp_, batch, seq, x.scalar_type(), x.device());
-  const double p = model_.dropout;
+  const double p = dropout.active ? model_.dropout : 0.0;
   const bool sp = tp_.shards_tokens();
   const std::int64_t hidden = model_.hidden_size;
   // Attention branch.

@@ -187,6 +187,20 @@ PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& p
                "a model of {} stages on a rank of {} chunks", model_.stage_count(), plan_.mesh.vpp);
   check_runtime_program(schedule_, plan_, plan_source);
   actions_ = schedule_.ranks[static_cast<std::size_t>(pp_rank)];
+  for (const Action& action : actions_) {
+    switch (action.type) {
+      case ActionType::forward:
+      case ActionType::send_forward:
+      case ActionType::recv_forward:
+      case ActionType::unshard:
+      case ActionType::reshard:
+        forward_actions_.push_back(action);
+        break;
+      default:
+        break;
+    }
+  }
+  reading_ = &sampler_;
   const std::int64_t tokens = plan_.batch.micro_batch_size * plan_.batch.seq_length;
   local_tokens_ = model_.tensor_parallel().local_tokens(tokens);
   constexpr std::size_t kNone = static_cast<std::size_t>(-1);
@@ -210,7 +224,7 @@ std::int64_t PipelineRuntime::first_sample(int micro_batch) const {
 
 DropoutContext PipelineRuntime::dropout_of(const PipelineStep& step, int micro_batch) const {
   return DropoutContext{step.seed, static_cast<std::uint64_t>(step.step),
-                        first_sample(micro_batch) * plan_.batch.seq_length};
+                        first_sample(micro_batch) * plan_.batch.seq_length, !evaluating_};
 }
 
 StageActivations* PipelineRuntime::take_activations(int chunk) {
@@ -246,6 +260,21 @@ void PipelineRuntime::retire_if_done(const Key& key) {
   in_flight_.erase(found);
 }
 
+void PipelineRuntime::retire(const Key& key) {
+  auto found = in_flight_.find(key);
+  if (found == in_flight_.end()) return;
+  draining_.push_back(std::move(found->second));
+  in_flight_.erase(found);
+}
+
+void PipelineRuntime::drain() {
+  for (InFlight& retired : draining_) {
+    for (CommunicationRequest& request : retired.sends) request.wait();
+    free_[static_cast<std::size_t>(retired.activations->chunk)].push_back(retired.activations);
+  }
+  draining_.clear();
+}
+
 void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
   const Key key{action.stage, action.micro_batch};
   const int chunk = chunk_of(action.stage);
@@ -257,7 +286,7 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
   const Tensor* input = nullptr;
   const Tensor* targets = nullptr;
   if (stage.embedding) {
-    sampler_.fill(step.step, first_sample(action.micro_batch), ids_, targets_);
+    reading_->fill(step.step, first_sample(action.micro_batch), ids_, targets_);
     input = &ids_;
     // The pass-through tensors start here (the data loader made them).
     flight.received.assign(1, Tensor());
@@ -277,6 +306,7 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
       chunk, plan_.batch.micro_batch_size, plan_.batch.seq_length, *input,
       stage.lm_head ? targets : nullptr, dropout_of(step, action.micro_batch), *flight.activations);
   if (stage.lm_head) loss_sum_ += loss;
+  if (evaluating_ && stage.lm_head) retire(key);  // no backward, nothing to send
 }
 
 void PipelineRuntime::backward(const Action& action, const PipelineStep& step) {
@@ -326,6 +356,7 @@ void PipelineRuntime::send(const Action& action) {
       flight.sends.push_back(
           pipeline.send_async(flight.received[1 + i], peer, tag(static_cast<int>(1 + i))));
     }
+    if (evaluating_) retire(key);  // no backward: done once its sends are
     return;
   }
   STRATA_CHECK(flight.backward_done, "{} before its backward", schedule::to_string(action));
@@ -422,11 +453,7 @@ void PipelineRuntime::execute(const Action& action, const PipelineStep& step) {
     case ActionType::optimizer_step: {
       STRATA_CHECK(in_flight_.empty(), "STEP with {} micro-batch stage(s) unfinished",
                    in_flight_.size());
-      for (InFlight& retired : draining_) {
-        for (CommunicationRequest& request : retired.sends) request.wait();
-        free_[static_cast<std::size_t>(retired.activations->chunk)].push_back(retired.activations);
-      }
-      draining_.clear();
+      drain();
       optimizer_.finish_gradients();
       gradient_norm_ =
           optimizer_.step(step.learning_rate, step.step, step.adamw, step.max_gradient_norm);
@@ -461,6 +488,30 @@ PipelineStepResult PipelineRuntime::run_step(const PipelineStep& step) {
   result.loss_sum = loss.data<double>()[0];
   result.gradient_norm = gradient_norm_;
   return result;
+}
+
+double PipelineRuntime::evaluate(const BatchSampler& validation, std::int64_t batch) {
+  loss_sum_ = 0;
+  reading_ = &validation;
+  evaluating_ = true;
+  // Back to training whatever happens: a throw here ends the job, but not the object.
+  struct Restore {
+    PipelineRuntime& runtime;
+    ~Restore() {
+      runtime.reading_ = &runtime.sampler_;
+      runtime.evaluating_ = false;
+    }
+  } restore{*this};
+  PipelineStep step;
+  step.step = batch;
+  for (const Action& action : forward_actions_) execute(action, step);
+  STRATA_CHECK(in_flight_.empty(), "evaluation left {} micro-batch stage(s) unfinished",
+               in_flight_.size());
+  drain();
+  Tensor loss = Tensor::zeros({1}, ScalarType::float64);
+  loss.data<double>()[0] = loss_sum_;
+  groups_.pipeline_parallel().all_reduce(loss, ReduceOp::sum);
+  return loss.data<double>()[0];
 }
 
 }  // namespace strata::executor

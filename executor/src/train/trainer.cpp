@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <tuple>
 
@@ -99,8 +100,15 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
 namespace {
 
 // The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute.
-TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* groups) {
+// Whether a checkpoint or an llm.c file fills every parameter value right after construction.
+bool values_are_loaded(const TrainingOptions& options) {
+  return options.init_llmc.has_value() || options.resume;
+}
+
+TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* groups,
+                                 const TrainingOptions& training) {
   TransformerOptions options;
+  options.initialize_values = !values_are_loaded(training);
   if (groups != nullptr) {
     options.tensor_parallel.group = &groups->tensor_parallel();
     options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
@@ -157,7 +165,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       world_(world),
       groups_(groups_for(plan, plan_source, options_.device, world)),
       model_(plan.model, compute_type_of(plan), options_.seed, options_.device,
-             model_options(plan, groups_.get())),
+             model_options(plan, groups_.get(), options_)),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed,
                options_.data_order, plan.batch.global_batch_size),
       schedule_{options_.learning_rate,
@@ -170,7 +178,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     const bool pipelined = plan_.mesh.pp > 1;
     sharded_ = std::make_unique<ShardedOptimizer>(
         model_, *groups_,
-        ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket, pipelined},
+        ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket, pipelined,
+                        !values_are_loaded(options_)},
         options_.seed);
     if (pipelined) {
       pipeline_ = std::make_unique<PipelineRuntime>(
@@ -369,6 +378,19 @@ PipelineStepResult Trainer::step_without_pipeline(double rate, bool traced,
   return result;
 }
 
+double Trainer::mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches) {
+  double count = static_cast<double>(micro_batches);
+  if (sharded_) {
+    // Over every dp rank's micro-batches (tp ranks already agree on theirs).
+    Tensor sum = Tensor::zeros({1}, ScalarType::float64);
+    sum.data<double>()[0] = loss_sum;
+    groups_->data_parallel().all_reduce(sum, ReduceOp::sum);
+    loss_sum = sum.data<double>()[0];
+    count *= static_cast<double>(plan_.mesh.dp);
+  }
+  return loss_sum / count;
+}
+
 StepRecord Trainer::train_step() {
   const bool cuda = options_.device == Device::cuda;
   if (cuda) reset_cuda_peak_memory();
@@ -387,16 +409,7 @@ StepRecord Trainer::train_step() {
       pipeline_ ? pipeline_->run_step(PipelineStep{step, state_.seed, rate, options_.adamw,
                                                    options_.max_gradient_norm, traced})
                 : step_without_pipeline(rate, traced, start);
-  double loss_sum = result.loss_sum;
-  double micro_batches = static_cast<double>(batch.num_micro_batches);
-  if (sharded_) {
-    // The loss over every dp rank's micro-batches (tp ranks already agree on theirs).
-    Tensor sum = Tensor::zeros({1}, ScalarType::float64);
-    sum.data<double>()[0] = loss_sum;
-    groups_->data_parallel().all_reduce(sum, ReduceOp::sum);
-    loss_sum = sum.data<double>()[0];
-    micro_batches *= static_cast<double>(plan_.mesh.dp);
-  }
+  const double loss = mean_micro_batch_loss(result.loss_sum, batch.num_micro_batches);
   state_.step += 1;
   state_.tokens_seen += step_tokens;
 
@@ -416,7 +429,7 @@ StepRecord Trainer::train_step() {
   }
   if (traced) traced_ = gather_executed_actions(result.executed, world_);
   return StepRecord{state_.step,
-                    loss_sum / micro_batches,
+                    loss,
                     rate,
                     result.gradient_norm,
                     static_cast<double>(step_tokens) / seconds,
@@ -426,9 +439,65 @@ StepRecord Trainer::train_step() {
                     communication};
 }
 
-TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step) {
+void Trainer::set_validation_data(const TokenFile& file) {
+  validation_sampler_ = std::make_unique<BatchSampler>(
+      file, plan_.batch.seq_length, plan_.model.vocab_size, options_.seed, DataOrder::sequential,
+      plan_.batch.global_batch_size);
+}
+
+double Trainer::validation_loss_sum(std::int64_t batch) {
+  if (pipeline_) return pipeline_->evaluate(*validation_sampler_, batch);
+  const schemas::BatchConfig& shape = plan_.batch;
+  const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
+  const std::int64_t first_rank_sample = dp_rank * (shape.global_batch_size / plan_.mesh.dp);
+  double loss_sum = 0;
+  for (std::int64_t micro = 0; micro < shape.num_micro_batches; ++micro) {
+    const std::int64_t first_sample = first_rank_sample + micro * shape.micro_batch_size;
+    validation_sampler_->fill(batch, first_sample, inputs_, targets_);
+    if (options_.device == Device::cuda) {
+      device_inputs_.copy_from(inputs_);
+      device_targets_.copy_from(targets_);
+    }
+    const DropoutContext no_dropout{state_.seed, static_cast<std::uint64_t>(batch),
+                                    first_sample * shape.seq_length, false};
+    loss_sum += model_.forward_loss(device_inputs_, device_targets_, no_dropout);
+  }
+  return loss_sum;
+}
+
+EvaluationRecord Trainer::evaluate() {
+  STRATA_CHECK(validation_sampler_ != nullptr, "evaluate() needs set_validation_data()");
+  const auto start = std::chrono::steady_clock::now();
+  EvaluationRecord record;
+  record.step = state_.step;
+  // Each batch once: more than the file holds would count its first batches twice.
+  record.batches =
+      std::min(options_.eval_batches, validation_sampler_->batches_per_epoch().value_or(1));
+  double loss_sum = 0;
+  for (std::int64_t batch = 0; batch < record.batches; ++batch) {
+    loss_sum += validation_loss_sum(batch);
+  }
+  record.loss = mean_micro_batch_loss(loss_sum, record.batches * plan_.batch.num_micro_batches);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (sharded_) {
+    Tensor slowest = Tensor::zeros({1}, ScalarType::float64);
+    slowest.data<double>()[0] = seconds;
+    groups_->world().all_reduce(slowest, ReduceOp::max);
+    seconds = slowest.data<double>()[0];
+  }
+  record.seconds = seconds;
+  return record;
+}
+
+TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_step,
+                             const std::function<void(const EvaluationRecord&)>& on_evaluation) {
   TrainingSummary summary;
   summary.first_step = state_.step;
+  const auto evaluate_now = [&] {
+    summary.evaluations.push_back(evaluate());
+    if (on_evaluation) on_evaluation(summary.evaluations.back());
+  };
+  if (validation_sampler_) evaluate_now();  // the model the run starts from
   double token_count = 0;
   while (state_.step < options_.steps) {
     const StepRecord record = train_step();
@@ -438,6 +507,10 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     summary.total_time_s += record.step_time_s;
     token_count += record.tokens_per_s * record.step_time_s;
     const bool last = state_.step == options_.steps;
+    if (validation_sampler_ &&
+        (last || (options_.eval_every > 0 && state_.step % options_.eval_every == 0))) {
+      evaluate_now();
+    }
     const bool periodic =
         options_.checkpoint_every > 0 && state_.step % options_.checkpoint_every == 0;
     if (options_.checkpoint_dir && (last || periodic)) {

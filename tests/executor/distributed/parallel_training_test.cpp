@@ -251,6 +251,17 @@ TokenFile token_data() {
   return file;
 }
 
+// Held-out tokens from another LCG seed: validated on at steps 0, 5 and 10.
+TokenFile validation_data() {
+  TokenFile file{"validation.bin", {}};
+  std::uint32_t state = 777;
+  for (int i = 0; i < 2000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    file.tokens.push_back(static_cast<std::uint16_t>((state >> 16) % 256));
+  }
+  return file;
+}
+
 TrainingOptions training_options() {
   TrainingOptions options;
   options.steps = kSteps;
@@ -263,19 +274,23 @@ TrainingOptions training_options() {
   // into steps of ±lr whose signs depend on summation order: no two implementations agree on
   // it. ε = 1e-6 leaves every real gradient's update alone and such noise's too small to matter.
   options.adamw.epsilon = 1e-6;
+  options.eval_every = 5;
+  options.eval_batches = 2;
   return options;
 }
 
 struct RunRecord {
-  std::vector<double> losses, norms;
+  std::vector<double> losses, norms, validation_losses;
 };
 
 RunRecord train(Trainer& trainer) {
   RunRecord run;
-  trainer.run([&](const StepRecord& record) {
-    run.losses.push_back(record.loss);
-    run.norms.push_back(record.gradient_norm);
-  });
+  trainer.run(
+      [&](const StepRecord& record) {
+        run.losses.push_back(record.loss);
+        run.norms.push_back(record.gradient_norm);
+      },
+      [&](const EvaluationRecord& record) { run.validation_losses.push_back(record.loss); });
   return run;
 }
 
@@ -305,6 +320,7 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
   Communicator& world = world_communicator();
   const schemas::ModelConfig model = model_named(layout.model, layout.dropout);
   const TokenFile data = token_data();
+  const TokenFile validation = validation_data();
   TrainingOptions options = training_options();
   options.bucket_elements = layout.bucket_elements;
 
@@ -320,6 +336,7 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
     }
     const schemas::Plan one = one_device_plan(model);
     Trainer trainer(one, "one device", data, options);
+    trainer.set_validation_data(validation);
     single = train(trainer);
     trainer.gather_parameters(single_values);
   }
@@ -327,6 +344,7 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
   const schemas::Plan plan = plan_of(model, layout);
   Trainer trainer(plan, layout.name, data, options, &world);
   ASSERT_TRUE(trainer.parallel());
+  trainer.set_validation_data(validation);
   const RunRecord parallel = train(trainer);
   ParameterStore gathered(transformer_parameters(model), ScalarType::float32);
   trainer.gather_parameters(gathered);
@@ -338,6 +356,14 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
         << "loss of step " << step + 1;
     EXPECT_NEAR(parallel.norms[step], single.norms[step], 1e-4 * single.norms[step])
         << "gradient norm of step " << step + 1;
+  }
+  // Validation (no dropout, the pipeline's forward-only program) agrees too, at steps 0, 5, 10.
+  ASSERT_EQ(single.validation_losses.size(), 3u);
+  ASSERT_EQ(parallel.validation_losses.size(), single.validation_losses.size());
+  for (std::size_t i = 0; i < single.validation_losses.size(); ++i) {
+    EXPECT_NEAR(parallel.validation_losses[i], single.validation_losses[i],
+                kTolerance * single.validation_losses[i])
+        << "validation loss at step " << 5 * i;
   }
   for (const ParameterEntry& entry : single_values.entries()) {
     const Tensor& value = gathered.entry(entry.spec.name).value;

@@ -63,6 +63,47 @@ TEST(Trainer, AccumulatingMicroBatchesEqualsOneMicroBatchOfTheGlobalBatch) {
   }
 }
 
+TEST(Trainer, ValidationReadsTheSameBatchesWithoutDropout) {
+  const TokenFile data = pattern_tokens();
+  TokenFile validation{"validation.bin", {}};
+  for (int i = 0; i < 600; ++i) validation.tokens.push_back(static_cast<std::uint16_t>(i * 7 % 61));
+  TrainingOptions options;
+  options.steps = 2;
+  options.eval_batches = 3;
+  // The same initial weights (init does not depend on dropout), with and without dropout.
+  Trainer with_dropout(plan_for(micro_model(0.3), 2, 8), "test", data, options);
+  Trainer without(plan_for(micro_model(0.0), 2, 8), "test", data, options);
+  with_dropout.set_validation_data(validation);
+  without.set_validation_data(validation);
+  const EvaluationRecord first = with_dropout.evaluate();
+  EXPECT_EQ(first.step, 0);
+  EXPECT_EQ(first.batches, 3);
+  EXPECT_EQ(first.loss, without.evaluate().loss) << "dropout applied in evaluation";
+  EXPECT_EQ(first.loss, with_dropout.evaluate().loss) << "evaluations read different batches";
+  // 600 tokens hold 9 batches of 8 × 8 + 1: asking for 20 reads each once.
+  options.eval_batches = 20;
+  Trainer capped(plan_for(micro_model(0.0), 2, 8), "test", data, options);
+  capped.set_validation_data(validation);
+  EXPECT_EQ(capped.evaluate().batches, 9);
+  // run() validates before the first step and after the last.
+  std::vector<EvaluationRecord> evaluations;
+  with_dropout.run([](const StepRecord&) {},
+                   [&](const EvaluationRecord& record) { evaluations.push_back(record); });
+  ASSERT_EQ(evaluations.size(), 2u);
+  EXPECT_EQ(evaluations.front().step, 0);
+  EXPECT_EQ(evaluations.back().step, 2);
+  EXPECT_NE(evaluations.back().loss, evaluations.front().loss);
+}
+
+TEST(Trainer, RefusesValidationDataShorterThanAGlobalBatch) {
+  const TokenFile data = pattern_tokens();
+  const TokenFile validation{"short.bin", std::vector<std::uint16_t>(64, 1)};
+  Trainer trainer(plan_for(micro_model(0.0), 2, 8), "test", data, TrainingOptions{});
+  EXPECT_THAT(
+      strata::testing::input_error_message([&] { trainer.set_validation_data(validation); }),
+      HasSubstr("short.bin"));
+}
+
 TEST(Trainer, ResumingFromACheckpointGivesBitIdenticalLosses) {
   const TokenFile data = pattern_tokens();
   const fs::path directory =

@@ -84,6 +84,14 @@ TrainingState read_checkpoint(const std::filesystem::path& checkpoint,
                               const schemas::ModelConfig& model, ParameterStore& parameters,
                               OptimizerMoments& moments);
 
+// The model a checkpoint was written for (its state.json's "model"), refusing a directory that is
+// not a checkpoint and a malformed model. What `strata sample --checkpoint` builds.
+schemas::ModelConfig read_checkpoint_model(const std::filesystem::path& checkpoint);
+// The parameter values alone of a checkpoint of any layout, into one device's store (no AdamW
+// moments read or held), with read_checkpoint's checks.
+TrainingState read_checkpoint_values(const std::filesystem::path& checkpoint,
+                                     const schemas::ModelConfig& model, ParameterStore& parameters);
+
 // One rank's part of a parallel run's checkpoint: its state tensors (host memory, in file order)
 // and whether it is the rank that writes each piece.
 struct ShardedCheckpointPart {

@@ -42,6 +42,10 @@ class BatchSampler {
   }
   // Where sample `sample` of step `step` (0-based) starts in the file.
   std::int64_t window_start(std::int64_t step, std::int64_t sample) const;
+  // Global batches in one pass over the file (sequential orders; random: none).
+  std::optional<std::int64_t> batches_per_epoch() const {
+    return order_ == DataOrder::random ? std::nullopt : std::optional(batches_per_epoch_);
+  }
   // The pass over the file step `step` belongs to (sequential orders), counted from 0.
   std::optional<std::int64_t> epoch_of(std::int64_t step) const;
   // Fills inputs and targets (int32 [rows, seq]) with samples first_sample .. first_sample+rows−1

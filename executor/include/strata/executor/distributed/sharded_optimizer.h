@@ -55,6 +55,9 @@ struct ShardingOptions {
   // Driven by the pipeline runtime's REDUCE_GRAD and TIED_GRAD actions instead of by micro-batch
   // (see "Pipelines" below).
   bool pipeline = false;
+  // False when a checkpoint or an llm.c file fills the ZeRO-3 value shards right after
+  // construction (see TransformerOptions::initialize_values).
+  bool initialize_values = true;
 };
 
 // Megatron-LM's default bucket: max(40M, 1M·dp) parameters (what the simulator charges).

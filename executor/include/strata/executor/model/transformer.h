@@ -56,6 +56,9 @@ struct TransformerOptions {
   TensorParallelism tensor_parallel;  // one rank by default
   bool own_values = true;             // false under ZeRO-3: values are bound per unit by hooks
   bool own_gradients = true;          // false under ZeRO-2/3
+  // False when a checkpoint or an llm.c file fills every value right after construction: drawing
+  // 124M random numbers only to overwrite them was most of `--init-llmc`'s start-up.
+  bool initialize_values = true;
   // Full recomputation (Megatron's --recompute-method block), by global layer index: these
   // layers keep no activations between forward and backward and rerun their forward before
   // their backward. Empty: none.
@@ -112,6 +115,10 @@ class Transformer {
   double last_forward_seconds() const { return last_forward_seconds_; }
   // The same mean loss without backward (dropout, if any, applied with the same masks).
   double forward_loss(const Tensor& inputs, const Tensor& targets, const DropoutContext& dropout);
+  // The next-token logits at every position of `inputs` (int32 [batch, seq] on the model's
+  // device), without dropout, as float32 [batch·seq, vocab] in host memory: what text generation
+  // draws from. A model held whole by one rank (no tp group, one stage).
+  Tensor forward_logits(const Tensor& inputs);
 
   // Pipeline stages. chunk indexes options.stages (0 for the whole model).
   int stage_count() const { return static_cast<int>(stages_.size()); }

@@ -31,6 +31,9 @@ struct DropoutContext {
   std::uint64_t seed = 0;
   std::uint64_t step = 0;
   std::int64_t first_token = 0;  // global index of the micro-batch's first token in the step
+  // False in evaluation and sampling: every dropout site passes its input through, as PyTorch's
+  // model.eval() does.
+  bool active = true;
 };
 
 // The mask key of dropout site `site` (0: after the embedding; 1 + 2l and 2 + 2l: layer l's

@@ -77,6 +77,11 @@ class PipelineRuntime {
                   ShardedOptimizer& optimizer, ProcessGroups& groups, const BatchSampler& sampler);
 
   PipelineStepResult run_step(const PipelineStep& step);
+  // The forward of validation batch `batch` of `validation` without dropout: this rank's F,
+  // SEND_F, RECV_F, UNSHARD and RESHARD actions in their list order, the rest left out — a
+  // program that completes wherever the whole list does (each receive's send precedes it in any
+  // order the whole list runs in). Returns the Σ micro-batch mean losses, on every stage.
+  double evaluate(const BatchSampler& validation, std::int64_t batch);
   const schedule::PipelineSchedule& schedule() const { return schedule_; }
   const std::vector<schedule::Action>& actions() const { return actions_; }
 
@@ -99,6 +104,10 @@ class PipelineRuntime {
   void send(const schedule::Action& action);
   void receive(const schedule::Action& action);
   void retire_if_done(const Key& key);
+  // Retires `key` whatever it has left (evaluation runs no backward).
+  void retire(const Key& key);
+  // Waits for every retired micro-batch's sends and gives its buffers back.
+  void drain();
   StageActivations* take_activations(int chunk);
   int chunk_of(int stage) const { return stage / static_cast<int>(plan_.mesh.pp); }
   int peer_of(int stage) const { return stage % static_cast<int>(plan_.mesh.pp); }
@@ -107,7 +116,10 @@ class PipelineRuntime {
 
   schemas::Plan plan_;
   schedule::PipelineSchedule schedule_;
-  std::vector<schedule::Action> actions_;  // this rank's
+  std::vector<schedule::Action> actions_;          // this rank's
+  std::vector<schedule::Action> forward_actions_;  // what evaluate() runs of them
+  const BatchSampler* reading_ = nullptr;          // the sampler forward() fills from
+  bool evaluating_ = false;
   Transformer& model_;
   ShardedOptimizer& optimizer_;
   ProcessGroups& groups_;

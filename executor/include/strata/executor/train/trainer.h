@@ -54,6 +54,12 @@ struct TrainingOptions {
   std::int64_t bucket_elements = 0;
   // Where the plan's relative paths (a custom schedule file) are read from.
   std::filesystem::path plan_directory = ".";
+  // Validation (with set_validation_data): every eval_every steps (0: none in between), before
+  // the first step and after the last, the mean token loss over eval_batches global batches of
+  // the validation file, read in llm.c's sequential order from its start and without dropout —
+  // the same tokens at every evaluation and on every layout.
+  std::int64_t eval_every = 0;
+  std::int64_t eval_batches = 10;
   // Record every rank's executed actions, with their times, during this step (1-based; 0: none):
   // after it, rank 0 has them in traced_actions().
   std::int64_t trace_step = 0;
@@ -71,6 +77,13 @@ struct StepRecord {
   double communication_s = 0;         // the longest any rank was blocked in communication this step
 };
 
+struct EvaluationRecord {
+  std::int64_t step = 0;     // optimizer steps done when it was measured (0: the initial model)
+  double loss = 0;           // mean token loss over the validation batches
+  std::int64_t batches = 0;  // global batches read (eval_batches, at most the file's)
+  double seconds = 0;        // the slowest rank's
+};
+
 struct TrainingSummary {
   std::int64_t first_step = 0;  // steps completed before this run (resume)
   std::int64_t steps_run = 0;
@@ -78,6 +91,7 @@ struct TrainingSummary {
   double mean_tokens_per_s = 0;
   double total_time_s = 0;
   std::optional<std::filesystem::path> last_checkpoint;
+  std::vector<EvaluationRecord> evaluations;  // in step order
 };
 
 // Checks that the executor can run `plan` as written on `device` with `world_size` ranks: as many
@@ -97,8 +111,16 @@ class Trainer {
   Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
           TrainingOptions options, Communicator* world = nullptr);
 
-  // Runs to options.steps, calling on_step after every optimizer step.
-  TrainingSummary run(const std::function<void(const StepRecord&)>& on_step);
+  // Evaluates on `file` as TrainingOptions::eval_every says (every rank gives the same file).
+  // Refuses (InputError naming the file) one shorter than a global batch of seq + 1 tokens or
+  // holding a token outside the vocabulary.
+  void set_validation_data(const TokenFile& file);
+  // Runs to options.steps, calling on_step after every optimizer step and on_evaluation after
+  // every validation.
+  TrainingSummary run(const std::function<void(const StepRecord&)>& on_step,
+                      const std::function<void(const EvaluationRecord&)>& on_evaluation = {});
+  // The validation loss of the model as it is now (collective in a parallel run).
+  EvaluationRecord evaluate();
   Transformer& model() { return model_; }
   bool parallel() const { return sharded_ != nullptr; }
   // The whole parameters, assembled from every rank's slices and shards into `whole` (a store
@@ -128,6 +150,12 @@ class Trainer {
   // the optimizer step (the pipeline runtime runs the other plans' steps from their action list).
   PipelineStepResult step_without_pipeline(double rate, bool traced,
                                            std::chrono::steady_clock::time_point start);
+  // The mean of the micro-batch losses whose sum on this rank is `loss_sum`, over every dp
+  // replica's `micro_batches` (collective over dp in a parallel run).
+  double mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches);
+  // This rank's Σ micro-batch mean losses over validation batch `batch` (its pipeline's last
+  // stage's, summed over the pipeline, with one).
+  double validation_loss_sum(std::int64_t batch);
   void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
   std::filesystem::path write_checkpoint_now();
   TrainingState read_latest_checkpoint(const std::filesystem::path& checkpoint);
@@ -141,6 +169,7 @@ class Trainer {
   std::unique_ptr<ShardedOptimizer> sharded_;  // parallel runs
   std::unique_ptr<PipelineRuntime> pipeline_;  // pp > 1
   BatchSampler sampler_;
+  std::unique_ptr<BatchSampler> validation_sampler_;  // with set_validation_data
   LearningRateSchedule schedule_;
   OptimizerMoments moments_;
   TrainingState state_;
