@@ -168,13 +168,20 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+  write_file_atomically(path, [contents](std::FILE* file) {
+    return std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
+  });
+}
+
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<bool(std::FILE*)>& write) {
   const std::filesystem::path temporary =
       path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
   std::FILE* file = std::fopen(temporary.c_str(), "wb");
   if (file == nullptr) {
     throw InputError(path.string(), "", fmt::format("cannot write: {}", std::strerror(errno)));
   }
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
+  const bool written = write(file);
   const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
   const int saved_errno = errno;
   const bool closed = std::fclose(file) == 0;

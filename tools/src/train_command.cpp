@@ -710,7 +710,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
           write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),
           *options.trace, training.trace_step, options.log_format);
     }
-    if (options.save_llmc) {
+    if (options.save_llmc && !trainer->parallel()) {
+      // One device holds the whole model: written from its own store, not a copy of it.
+      executor::write_llmc_checkpoint(*options.save_llmc, plan.model,
+                                      trainer->model().parameters());
+    } else if (options.save_llmc) {
       executor::ParameterStore whole(executor::transformer_parameters(plan.model),
                                      executor::ScalarType::float32);
       trainer->gather_parameters(whole);

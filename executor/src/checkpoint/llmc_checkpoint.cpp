@@ -271,13 +271,17 @@ void write_llmc_checkpoint(const fs::path& path, const ModelConfig& model,
   header[5] = static_cast<std::int32_t>(model.num_attention_heads);
   header[6] = static_cast<std::int32_t>(model.hidden_size);
   header[7] = static_cast<std::int32_t>(padded_vocabulary(model.vocab_size));
-  std::string contents(reinterpret_cast<const char*>(header.data()), sizeof(header));
-  for_each_in_llmc_order(model, parameters, [&](const Tensor& value, std::int64_t count) {
-    contents.append(static_cast<const char*>(value.raw()), value.bytes());
-    // Zero rows pad wte to Vp.
-    contents.append(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
+  // Streamed tensor by tensor: a 475 MB model is not copied into memory first.
+  schemas::write_file_atomically(path, [&](std::FILE* file) {
+    bool written = std::fwrite(header.data(), sizeof(header), 1, file) == 1;
+    for_each_in_llmc_order(model, parameters, [&](const Tensor& value, std::int64_t count) {
+      written = written && std::fwrite(value.raw(), 1, value.bytes(), file) == value.bytes();
+      // Zero rows pad wte to Vp.
+      const std::vector<char> padding(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
+      written = written && std::fwrite(padding.data(), 1, padding.size(), file) == padding.size();
+    });
+    return written;
   });
-  schemas::write_file_atomically(path, contents);
 }
 
 }  // namespace strata::executor
