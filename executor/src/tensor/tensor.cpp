@@ -27,8 +27,8 @@ void check_device_built(Device device) {
 // start-up seconds of memset and page faults, and transparent huge pages cut the faults 512-fold.
 // Under AddressSanitizer everything comes from operator new, which it instruments.
 std::shared_ptr<std::byte[]> allocate_zeroed_host(std::size_t bytes) {
-  constexpr std::size_t kMappedFrom = std::size_t{1} << 20;
 #if !defined(__SANITIZE_ADDRESS__)
+  constexpr std::size_t kMappedFrom = std::size_t{1} << 20;
   if (bytes >= kMappedFrom) {
     void* mapped =
         ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -99,12 +99,13 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
 
 namespace {
 
-// The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute.
 // Whether a checkpoint or an llm.c file fills every parameter value right after construction.
 bool values_are_loaded(const TrainingOptions& options) {
   return options.init_llmc.has_value() || options.resume;
 }
 
+// The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute,
+// whether it draws its initial values.
 TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* groups,
                                  const TrainingOptions& training) {
   TransformerOptions options;
