@@ -276,9 +276,12 @@ void write_llmc_checkpoint(const fs::path& path, const ModelConfig& model,
     bool written = std::fwrite(header.data(), sizeof(header), 1, file) == 1;
     for_each_in_llmc_order(model, parameters, [&](const Tensor& value, std::int64_t count) {
       written = written && std::fwrite(value.raw(), 1, value.bytes(), file) == value.bytes();
-      // Zero rows pad wte to Vp.
-      const std::vector<char> padding(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
-      written = written && std::fwrite(padding.data(), 1, padding.size(), file) == padding.size();
+      // Zero rows pad wte to Vp. Only wte has any; fwrite of an empty vector's null data is
+      // undefined even for zero bytes.
+      if (count > value.numel()) {
+        const std::vector<char> padding(static_cast<std::size_t>(count - value.numel()) * 4, '\0');
+        written = written && std::fwrite(padding.data(), 1, padding.size(), file) == padding.size();
+      }
     });
     return written;
   });

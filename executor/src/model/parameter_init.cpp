@@ -8,20 +8,6 @@
 
 namespace strata::executor {
 
-double initial_value(const InitRule& rule, std::uint64_t seed, std::string_view name,
-                     std::uint64_t global_index) {
-  switch (rule.kind) {
-    case InitKind::zeros:
-      return 0.0;
-    case InitKind::ones:
-      return 1.0;
-    case InitKind::normal:
-      return static_cast<float>(rule.std) *
-             random_normal(RandomStream{seed, stream_of_name(name)}, global_index);
-  }
-  return 0.0;
-}
-
 void initialize_elements(Tensor& shard, const InitRule& rule, std::uint64_t seed,
                          std::string_view name, std::uint64_t first_global_index) {
   STRATA_CHECK(shard.device() == Device::cpu, "parameter {} is initialised in host memory", name);
