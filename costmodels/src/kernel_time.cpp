@@ -66,4 +66,12 @@ double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes, double 
                   kernel_launch_s(gpu, kernels));
 }
 
+double elementwise_time_s(const schemas::GpuProfile& gpu, double bytes, double special_functions,
+                          double kernels) {
+  const double evaluations_s = gpu.special_function_tops && special_functions > 0
+                                   ? special_functions / (*gpu.special_function_tops * 1e12)
+                                   : 0.0;
+  return std::max(memory_bound_time_s(gpu, bytes, kernels), evaluations_s);
+}
+
 }  // namespace strata::costmodels

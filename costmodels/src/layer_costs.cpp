@@ -263,11 +263,14 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const double attention_forward_s = attention_times.forward_s;
   const double attention_backward_s = attention_times.backward_s;
 
-  // Bytes moved by the memory-bound kernels of the forward.
+  // Bytes moved by the memory-bound kernels of the forward. The activation is priced on its own:
+  // its tanh or sigmoid per element may bound it instead (elementwise_time_s), once forward and
+  // once backward.
   const double mask_bytes = model.dropout > 0 ? 1.0 : 0.0;
   double memory_bytes = 2 * (2 * element) * norm_tokens * hidden;         // two norms
   memory_bytes += 2 * (3 * element + mask_bytes) * norm_tokens * hidden;  // bias-dropout-adds
-  memory_bytes += (swiglu ? 3.0 : 2.0) * element * tokens * ffn;          // activation
+  const double activation_bytes = (swiglu ? 3.0 : 2.0) * element * tokens * ffn;
+  const double activation_evaluations = tokens * ffn;
   if (model.position_embedding == schemas::PositionEmbedding::rope) {
     memory_bytes += 2 * element * tokens * (heads + kv_heads) * head_dim;  // rotary on q, k
   }
@@ -283,9 +286,12 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const double elementwise_kernels = rope ? 6 : 5;
   const bool fp8 = context.precision == Dtype::fp8;
   const double memory_forward_s =
-      memory_bound_time_s(gpu, memory_bytes, elementwise_kernels + (fp8 ? 2 : 0));
+      memory_bound_time_s(gpu, memory_bytes, elementwise_kernels - 1 + (fp8 ? 2 : 0)) +
+      elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1);
   const double memory_backward_s =
-      memory_bound_time_s(gpu, memory_backward_bytes, 2 * elementwise_kernels + (fp8 ? 4 : 0));
+      memory_bound_time_s(gpu, memory_backward_bytes,
+                          2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0)) +
+      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2);
 
   const double tp_bytes = tokens * hidden * element;
   double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
@@ -396,11 +402,14 @@ PassCosts lm_head_costs(const LayerContext& context) {
   const double norm_bytes = 2 * element * context.norm_tokens() * hidden;
   const double loss_forward_bytes = tokens * vocab * (element + 3 * 4);
   const double loss_backward_bytes = tokens * vocab * (2 * 4 + element);
+  // One exponential per logit forward (the sum of exponentials) and backward (the softmax).
+  const double loss_evaluations = tokens * vocab;
   PassCosts costs;
-  costs.forward.compute_s =
-      gemm.forward_s + memory_bound_time_s(gpu, norm_bytes + loss_forward_bytes, 4);
+  costs.forward.compute_s = gemm.forward_s + memory_bound_time_s(gpu, norm_bytes, 1) +
+                            elementwise_time_s(gpu, loss_forward_bytes, loss_evaluations, 3);
   costs.backward_input.compute_s =
-      gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes + loss_backward_bytes, 3);
+      gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes, 1) +
+      elementwise_time_s(gpu, loss_backward_bytes, loss_evaluations, 2);
   costs.backward_weight.compute_s = gemm.weight_s;
   costs.forward_flops = gemm.forward_flops;
   if (context.tp > 1) {

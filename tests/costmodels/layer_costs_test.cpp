@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "strata/costmodels/activation_memory.h"
+#include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -226,6 +227,40 @@ TEST(ActivationMemory, KorthikantiBytesPerLayer) {
   // Flash attention keeps the fp32 log-sum-exp (4·b·(a/t)·s = 98,304 bytes) instead of scores.
   EXPECT_DOUBLE_EQ(layer_activation_bytes(flash, RecomputeGranularity::none).stored,
                    106954752.0 + 98304.0);
+}
+
+}  // namespace
+}  // namespace strata::costmodels
+
+namespace strata::costmodels {
+namespace {
+
+// A device slow at exponentials (a CPU core: ~1e9 per second) pays GELU's tanh per element on top
+// of attention's exponentials; on the A100 (2.44e12 per second) the activation stays bound by its
+// bytes and only attention's exponentials depend on the rate.
+TEST(LayerCosts, TheActivationIsBoundByItsEvaluationsOnADeviceSlowAtThem) {
+  schemas::Plan plan = gpt3_plan(8, false);
+  const AttentionShape attention{
+      .batch = 1, .heads = 12, .query_tokens = 2048, .key_tokens = 2048, .head_dim = 128};
+  const auto forward_at = [&](double tops) {
+    plan.cluster.gpu.special_function_tops = tops;
+    const double layer =
+        transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none)
+            .forward.compute_s;
+    return layer - attention_time(plan.cluster.gpu, plan.precision, schemas::AttentionKernel::flash,
+                                  attention)
+                       .forward_s;
+  };
+  const double unbounded = forward_at(1e9);
+  EXPECT_DOUBLE_EQ(forward_at(2.44), unbounded);
+  const double tokens = 2048, ffn = 4 * 12288 / 8.0;
+  const double activation_bytes = 2 * 2 * tokens * ffn;  // fp16 read and write
+  EXPECT_NEAR(forward_at(1e-3) - unbounded,
+              tokens * ffn / 1e9 - memory_bound_time_s(plan.cluster.gpu, activation_bytes, 1),
+              1e-12);
+  EXPECT_DOUBLE_EQ(elementwise_time_s(plan.cluster.gpu, 8e9, 1e6),
+                   memory_bound_time_s(plan.cluster.gpu, 8e9));
+  EXPECT_DOUBLE_EQ(elementwise_time_s(plan.cluster.gpu, 8e3, 1e6), 1e-3);
 }
 
 }  // namespace

@@ -35,6 +35,14 @@ double gemm_flops(double m, double n, double k);
 // another kernel (an epilogue), which launches nothing.
 double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes, double kernels = 1);
 
+// An element-wise kernel that also evaluates `special_functions` exponentials or tanh (GELU,
+// SwiGLU's sigmoid, the loss's softmax): the slower of its memory traffic and those evaluations
+// at the GPU's special_function_tops (absent: free). On a GPU the memory side is the longer; on a
+// CPU core the evaluations are (a vectorised exp costs several cycles per element), which is
+// what `strata profile` measures.
+double elementwise_time_s(const schemas::GpuProfile& gpu, double bytes, double special_functions,
+                          double kernels = 1);
+
 // The shortest `kernels` kernels can take: their launches (the GPU's kernel_launch_us each).
 double kernel_launch_s(const schemas::GpuProfile& gpu, double kernels = 1);
 
