@@ -112,6 +112,39 @@ ReservedMemory parse_reserved_memory(const nlohmann::json& value, const JsonLoca
                                       {.minimum = 0, .maximum = 1, .maximum_exclusive = true})};
 }
 
+MeasuredSources parse_sources(const nlohmann::json& value, const JsonLocation& location) {
+  const ObjectReader reader(value, location,
+                            {"measured_by", "date", "command", "hosts", "backend", "ranks",
+                             "threads_per_rank", "duration_s", "spread"});
+  MeasuredSources sources;
+  sources.measured_by = reader.string("measured_by");
+  sources.date = reader.string("date");
+  sources.command = reader.string("command");
+  const nlohmann::json& hosts = reader.array("hosts", 1);
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (!hosts[i].is_string()) (reader.at("hosts") / i).fail("must be a string (a host name)");
+    sources.hosts.push_back(hosts[i].get<std::string>());
+  }
+  sources.backend = reader.string("backend");
+  if (sources.backend != "cpu" && sources.backend != "cuda") {
+    reader.at("backend").fail(
+        fmt::format("\"{}\" is not a backend (cpu or cuda)", sources.backend));
+  }
+  sources.ranks = reader.integer("ranks", {1, kMaxNodes * kMaxGpusPerNode});
+  sources.threads_per_rank = reader.integer("threads_per_rank", {1, 1 << 20});
+  sources.duration_s = reader.number("duration_s", {.minimum = 0, .maximum = 1e9});
+  if (reader.has("spread")) {
+    const nlohmann::json& spread = reader.object("spread");
+    for (const auto& [name, fraction] : spread.items()) {
+      if (!fraction.is_number() || fraction.get<double>() < 0 || fraction.get<double>() > 1e3) {
+        (reader.at("spread") / name).fail("must be a number from 0 to 1000 (a relative spread)");
+      }
+      sources.spread[name] = fraction.get<double>();
+    }
+  }
+  return sources;
+}
+
 }  // namespace
 
 Dtype default_training_precision(const GpuProfile& gpu) {
@@ -131,13 +164,17 @@ std::int64_t ClusterConfig::reserved_bytes() const {
 }
 
 ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& location) {
-  const ObjectReader reader(document, location,
-                            {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name",
-                             "nodes", "gpus_per_node", "gpu", "network_tiers", "reserved_memory"});
+  const ObjectReader reader(
+      document, location,
+      {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name", "nodes",
+       "gpus_per_node", "gpu", "network_tiers", "reserved_memory", "sources"});
   check_document_header(reader, DocumentKind::cluster, kClusterSchemaVersion);
   ClusterConfig cluster;
   cluster.name = reader.string("name");
   cluster.description = reader.optional_string(kDescriptionKey);
+  if (reader.has("sources")) {
+    cluster.sources = parse_sources(reader.object("sources"), reader.at("sources"));
+  }
   cluster.nodes = reader.integer("nodes", {1, kMaxNodes});
   cluster.gpus_per_node = reader.integer("gpus_per_node", {1, kMaxGpusPerNode});
   cluster.gpu = parse_gpu(reader.object("gpu"), reader.at("gpu"));
@@ -243,6 +280,18 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
         {"nccl_buffers_bytes", cluster.reserved_memory.nccl_buffers_bytes},
         {"allocator_slack_fraction", cluster.reserved_memory.allocator_slack_fraction}}}};
   if (cluster.description) document[kDescriptionKey] = *cluster.description;
+  if (cluster.sources) {
+    const MeasuredSources& sources = *cluster.sources;
+    document["sources"] = {{"measured_by", sources.measured_by},
+                           {"date", sources.date},
+                           {"command", sources.command},
+                           {"hosts", sources.hosts},
+                           {"backend", sources.backend},
+                           {"ranks", sources.ranks},
+                           {"threads_per_rank", sources.threads_per_rank},
+                           {"duration_s", sources.duration_s},
+                           {"spread", sources.spread}};
+  }
   return document;
 }
 

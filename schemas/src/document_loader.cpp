@@ -102,6 +102,11 @@ ModelConfig resolve_model(std::string_view spec, std::string_view option) {
 ClusterConfig resolve_cluster(std::string_view spec, std::string_view option) {
   if (is_cluster_preset_spec(spec)) return cluster_preset(spec);
   if (is_file(spec)) return load_cluster_file(spec);
+  // FILE:NODES or FILE:NODESxGPUS: a cluster file used with fewer (or more) nodes, as presets are.
+  if (const std::size_t colon = spec.rfind(':');
+      colon != std::string_view::npos && is_file(spec.substr(0, colon))) {
+    return with_node_counts(load_cluster_file(spec.substr(0, colon)), spec, spec.substr(colon + 1));
+  }
   const std::vector<std::string_view> names = cluster_preset_names();
   const auto suggestion = closest_name(spec.substr(0, spec.find(':')), names);
   throw InputError(

@@ -115,16 +115,20 @@ ClusterConfig cluster_preset(std::string_view spec) {
   ClusterConfig cluster =
       parse_cluster(parse_json_text(cluster_preset_document(name), source), JsonLocation(source));
   if (colon == std::string_view::npos) return cluster;
+  return with_node_counts(std::move(cluster), spec, spec.substr(colon + 1));
+}
 
+ClusterConfig with_node_counts(ClusterConfig cluster, std::string_view spec,
+                               std::string_view counts) {
   // NODES, or NODESxGPUS: that many GPUs of each node (part of a node: dgx-a100-80gb:1x2).
-  const std::string_view counts = spec.substr(colon + 1);
   const std::size_t times = counts.find('x');
   cluster.nodes = spec_count(spec, counts.substr(0, times), "the node count after ':'", kMaxNodes);
   if (times != std::string_view::npos) {
-    const std::int64_t gpus = spec_count(
-        spec, counts.substr(times + 1),
-        fmt::format("the GPUs per node after 'x' (a {} node has {})", name, cluster.gpus_per_node),
-        cluster.gpus_per_node);
+    const std::int64_t gpus =
+        spec_count(spec, counts.substr(times + 1),
+                   fmt::format("the GPUs per node after 'x' (a {} node has {})", cluster.name,
+                               cluster.gpus_per_node),
+                   cluster.gpus_per_node);
     use_gpus_per_node(cluster, gpus);
   }
   cluster.network_tiers.back().scope_gpus =

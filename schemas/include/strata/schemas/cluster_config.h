@@ -79,9 +79,26 @@ struct ReservedMemory {
   bool operator==(const ReservedMemory&) const = default;
 };
 
+// How a cluster file's numbers were obtained when `strata profile` measured them (presets are
+// datasheet values and carry none): what measured, when, with which command, on which hosts and
+// backend, and how much each measured quantity varied between repeats (relative half-range).
+struct MeasuredSources {
+  std::string measured_by;  // "strata profile <version>"
+  std::string date;         // ISO 8601, UTC
+  std::string command;
+  std::vector<std::string> hosts;
+  std::string backend;  // "cpu" or "cuda"
+  std::int64_t ranks = 1;
+  std::int64_t threads_per_rank = 1;
+  double duration_s = 0;
+  std::map<std::string, double> spread;
+  bool operator==(const MeasuredSources&) const = default;
+};
+
 struct ClusterConfig {
   std::string name;
   std::optional<std::string> description;
+  std::optional<MeasuredSources> sources;
   std::int64_t nodes = 1;
   std::int64_t gpus_per_node = 1;
   GpuProfile gpu;

@@ -27,6 +27,11 @@ ModelConfig model_preset(std::string_view name);
 // to connect all of them; "dgx-h100:1x2" is 2 GPUs of one node and "dgx-h100:4x4" 4 GPUs on each
 // of 4 nodes (a job given part of each node).
 ClusterConfig cluster_preset(std::string_view spec);
+// `cluster` with the node counts of a spec's suffix after ':' ("NODES" or "NODESxGPUS", as
+// presets take them; `spec` names it in errors): a cluster file measured on two nodes, used as
+// one (`strata profile` writes files that are then planned for with FILE:1x1).
+ClusterConfig with_node_counts(ClusterConfig cluster, std::string_view spec,
+                               std::string_view counts);
 
 // The cluster using `gpus` (at most its gpus_per_node) GPUs of each node: tiers inside a node
 // keep their per-GPU bandwidth and shrink to the GPUs used, tiers across nodes span as many nodes.
