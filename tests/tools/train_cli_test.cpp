@@ -401,7 +401,8 @@ TEST_F(TrainCli, DeviceFlagsAreCheckedBeforeTraining) {
   const CommandResult cluster_on_cpu = strata(small_run("--steps 1 --cluster dgx-h100"));
   EXPECT_EQ(cluster_on_cpu.exit_code, 1);
   EXPECT_EQ(cluster_on_cpu.err,
-            "strata: --cluster: names the GPU cluster of a --device cuda run\n");
+            "strata: --cluster: dgx-h100 is a GPU cluster: add --device cuda, or give a file "
+            "strata profile measured on the CPU\n");
   const CommandResult unknown = strata(small_run("--steps 1 --device tpu"));
   EXPECT_EQ(unknown.exit_code, 2);
   const CommandResult cuda = strata(small_run("--steps 1 --device cuda"));

@@ -63,6 +63,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* reshard_command = add_reshard_command(app, reshard);
   SampleOptions sample;
   CLI::App* sample_command = add_sample_command(app, sample);
+  ProfileOptions profile;
+  CLI::App* profile_command = add_profile_command(app, profile);
 
   // CLI11 reports `strata plna` as "A subcommand is required": name the word and the nearest one.
   if (argc > 1 && argv[1][0] != '-') {
@@ -107,6 +109,11 @@ int run_cli(int argc, char** argv) {
     if (train_command->parsed()) return run_train(train);
     if (reshard_command->parsed()) return run_reshard(reshard);
     if (sample_command->parsed()) return run_sample(sample);
+    if (profile_command->parsed()) {
+      std::string command_line = "strata";
+      for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+      return run_profile(profile, command_line);
+    }
   } catch (...) {
     const FailureReport report = failure_report(std::current_exception());
     std::fprintf(stderr, "strata: %s\n", report.line.c_str());

@@ -131,6 +131,17 @@ struct SampleOptions {
 CLI::App* add_sample_command(CLI::App& app, SampleOptions& options);
 int run_sample(const SampleOptions& options);
 
+struct ProfileOptions {
+  std::string out = "cluster.json";
+  bool quick = false;
+  std::optional<std::string> name;
+  std::optional<std::int64_t> gpus_per_node;
+  LogFormat log_format = LogFormat::text;
+};
+CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options);
+// `command_line` is recorded in the cluster file's sources.
+int run_profile(const ProfileOptions& options, const std::string& command_line);
+
 struct TrainOptions {
   std::optional<std::string> plan;
   std::optional<std::string> model;

@@ -18,6 +18,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "failure_report.h"
+#include "job_phase.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
@@ -40,6 +41,34 @@ constexpr double kMaxGradientNorm = 1e30;
 constexpr const char* kDefaultGpuCluster = "dgx-h100";
 // The device of the cpu-local preset: a plan for a cluster of these trains on the CPU.
 constexpr const char* kCpuDeviceName = "cpu-core";
+
+// A cluster of CPU ranks: the cpu-local preset, or a file `strata profile` measured on the CPU.
+bool is_cpu_cluster(const schemas::ClusterConfig& cluster) {
+  return cluster.gpu.name == kCpuDeviceName ||
+         (cluster.sources && cluster.sources->backend == "cpu");
+}
+
+// The cluster a --model plan of `ranks` CPU ranks is made for: `spec` (a measured file or a
+// preset) used with that many ranks — one node's worth, or whole nodes.
+schemas::ClusterConfig cpu_cluster_of(const std::string& spec, std::int64_t ranks) {
+  schemas::ClusterConfig cluster = schemas::resolve_cluster(spec);
+  if (!is_cpu_cluster(cluster)) {
+    throw schemas::InputError("--cluster", "",
+                              fmt::format("{} is a GPU cluster: add --device cuda, or give a "
+                                          "file strata profile measured on the CPU",
+                                          spec));
+  }
+  if (cluster.world_size() == ranks) return cluster;
+  const std::string counts = ranks <= cluster.gpus_per_node
+                                 ? fmt::format("1x{}", ranks)
+                                 : fmt::format("{}", ranks / cluster.gpus_per_node);
+  if (ranks > cluster.gpus_per_node && ranks % cluster.gpus_per_node != 0) {
+    throw schemas::InputError("--cluster", "",
+                              fmt::format("the plan's {} ranks do not fill whole nodes of {} ({})",
+                                          ranks, cluster.gpus_per_node, spec));
+  }
+  return schemas::with_node_counts(std::move(cluster), spec, counts);
+}
 
 executor::Device parse_device(const std::string& name) {
   return name == "cuda" ? executor::Device::cuda : executor::Device::cpu;
@@ -88,8 +117,9 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
                         : schemas::Dtype::fp32;
   const std::int64_t ranks = knobs.mesh.tp * knobs.mesh.dp * knobs.mesh.pp;
   const schemas::ClusterConfig cluster =
-      cuda ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
-           : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
+      cuda              ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
+      : options.cluster ? cpu_cluster_of(*options.cluster, ranks)
+                        : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
   schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");
   plan.description = ranks == 1
                          ? fmt::format("{} on one {}, written by strata train", model.name,
@@ -485,8 +515,9 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->excludes(plan);
   command
       ->add_option("--cluster", options.cluster,
-                   "GPU cluster preset whose one GPU a --model plan on cuda is made for (default "
-                   "dgx-h100)")
+                   "The cluster a --model plan is made for: on cuda a GPU preset, whose one GPU "
+                   "it uses (default dgx-h100); on the CPU a file strata profile measured (default "
+                   "the cpu-local preset)")
       ->excludes(plan);
   command
       ->add_option_function<std::string>(
@@ -501,44 +532,6 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
 }
 
 namespace {
-
-// Thrown once a failure has been reported for the whole job: the exit status to return.
-struct ReportedFailure {
-  int exit_code = kExitInvalidInput;
-};
-
-// Runs a setup phase on every rank. In a parallel job the ranks then agree whether any failed:
-// the lowest rank that did prints its line — "rank R: " in front when not every rank failed — and
-// every rank leaves with the highest exit status. A phase must end with no collective pending,
-// so that a rank that failed early and one that did not meet in the agreement.
-void run_phase(executor::Communicator& world, const std::function<void()>& phase) {
-  if (world.size() == 1) {
-    phase();
-    return;
-  }
-  std::optional<FailureReport> failure;
-  try {
-    phase();
-  } catch (...) {
-    failure = failure_report(std::current_exception());
-  }
-  executor::Tensor lowest = executor::Tensor::zeros({2}, executor::ScalarType::float64);
-  lowest.data<double>()[0] = failure ? world.rank() : world.size();
-  lowest.data<double>()[1] = failure ? -failure->exit_code : 0;
-  world.all_reduce(lowest, executor::ReduceOp::min);
-  executor::Tensor failed = executor::Tensor::zeros({1}, executor::ScalarType::float64);
-  failed.data<double>()[0] = failure ? 1 : 0;
-  world.all_reduce(failed, executor::ReduceOp::sum);
-  const int first = static_cast<int>(lowest.data<double>()[0]);
-  if (first == world.size()) return;
-  if (first == world.rank()) {
-    const bool everyone = static_cast<int>(failed.data<double>()[0]) == world.size();
-    std::fprintf(stderr, "strata: %s%s\n",
-                 everyone ? "" : fmt::format("rank {}: ", world.rank()).c_str(),
-                 failure->line.c_str());
-  }
-  throw ReportedFailure{static_cast<int>(-lowest.data<double>()[1])};
-}
 
 int train(const TrainOptions& options, executor::Communicator& world) {
   const bool logs = world.rank() == 0;
@@ -557,13 +550,10 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       plan = schemas::load_plan_file(*options.plan);
       plan_source = *options.plan;
       plan_directory = std::filesystem::path(*options.plan).parent_path();
-      if (!options.device && plan.cluster.gpu.name != kCpuDeviceName) {
+      if (!options.device && !is_cpu_cluster(plan.cluster)) {
         device = executor::Device::cuda;  // the plan is for a GPU cluster
       }
     } else {
-      if (options.cluster && device != executor::Device::cuda) {
-        throw schemas::InputError("--cluster", "", "names the GPU cluster of a --device cuda run");
-      }
       if (options.precision == std::string("bf16") && device != executor::Device::cuda) {
         throw schemas::InputError("--precision", "", "bf16 trains on a GPU: add --device cuda");
       }

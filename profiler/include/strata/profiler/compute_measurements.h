@@ -1,0 +1,46 @@
+// The device's compute, measured with the executor's own ops (what a training step runs, on the
+// backend it runs on): GEMMs over the shapes transformer layers produce, causal attention
+// forward and backward over sequence length and head dimension, the memory-bound kernels
+// (norms, residuals, activations, the loss, AdamW) and the fixed cost of one op.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/profiler/profile_settings.h"
+#include "strata/profiler/repeated_timing.h"
+
+namespace strata::profiler {
+
+// C[m×n] = A[m×k]·B[k×n] in fp32, as a linear layer's forward, input gradient or weight gradient.
+struct GemmSample {
+  double m = 0, n = 0, k = 0;
+  Timing timing;
+  double flops() const { return 2 * m * n * k; }
+};
+
+// One memory-bound kernel: the bytes it reads and writes and the special functions (exp, tanh)
+// it evaluates, as the cost models count them.
+struct ElementwiseSample {
+  std::string kernel;  // "layer_norm forward", "gelu backward", "adamw", ...
+  double bytes = 0;
+  double special_functions = 0;
+  Timing timing;
+};
+
+struct AttentionSample {
+  double batch = 0, heads = 0, seq = 0, head_dim = 0;
+  Timing forward, backward;
+};
+
+struct ComputeMeasurements {
+  std::vector<GemmSample> gemms;
+  std::vector<ElementwiseSample> elementwise;
+  std::vector<AttentionSample> attention;
+  Timing smallest_op;  // a one-element op: the fixed cost of any kernel
+  int threads = 1;     // the threads the backend's GEMMs use
+};
+
+ComputeMeasurements measure_compute(const ProfileSettings& settings);
+
+}  // namespace strata::profiler

@@ -1,0 +1,39 @@
+// The communicator's collectives measured per network tier: all-reduce, all-gather,
+// reduce-scatter and send/receive over message sizes, inside a node (the ranks sharing a host)
+// and across nodes (one rank per host), timed as the slowest member saw them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "strata/executor/distributed/communicator.h"
+#include "strata/profiler/machine_layout.h"
+#include "strata/profiler/profile_settings.h"
+#include "strata/profiler/repeated_timing.h"
+
+namespace strata::profiler {
+
+enum class MeasuredCollective { all_reduce, all_gather, reduce_scatter, send_receive };
+std::string_view collective_name(MeasuredCollective collective);
+
+struct CollectiveSample {
+  MeasuredCollective collective = MeasuredCollective::all_reduce;
+  int group_size = 2;
+  double bytes = 0;  // the whole buffer: all-reduce's tensor, all-gather's output, one message
+  Timing timing;
+};
+
+struct TierMeasurements {
+  std::string name;     // "shared-memory" inside a host, "network" across hosts
+  int scope_ranks = 1;  // ranks one group of this tier connects
+  int group_size = 1;   // members of the measured group
+  std::vector<CollectiveSample> samples;
+};
+
+// Collective over `world` (every rank calls it): the tiers the job's layout has — none for a job
+// of one rank.
+std::vector<TierMeasurements> measure_network(executor::Communicator& world,
+                                              const MachineLayout& layout,
+                                              const ProfileSettings& settings);
+
+}  // namespace strata::profiler

@@ -1,0 +1,38 @@
+// From measurements to the cluster format: each parameter is fitted so that the cost models'
+// own formulas (costmodels/kernel_time.h, attention_time.h, collective_time.h) reproduce what
+// was measured — the same arithmetic backwards, not a separate model of the machine.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "strata/profiler/compute_measurements.h"
+#include "strata/profiler/network_measurements.h"
+#include "strata/schemas/cluster_config.h"
+
+namespace strata::profiler {
+
+// The compute half of a GPU profile (name, memory and description are the caller's):
+//   peak fp32     the fastest GEMM measured; gemm_efficiency: the median fraction of it per
+//                 factor-of-two band of FLOPs
+//   HBM bandwidth bytes over time of the kernels without special functions (norms, residuals,
+//                 AdamW): what the backend's memory-bound kernels reach, not a copy loop's peak
+//   special functions  evaluations over time of the kernels bound by them (GELU, SwiGLU's
+//                 sigmoid, the loss's exponentials): the rate costmodels charge them at
+//   attention     the efficiency whose flash-attention time, with those exponentials, gives the
+//                 measured forward + backward time
+//   launch        the one-element op
+// `spread` gets one relative noise figure per fitted quantity.
+void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
+                 std::map<std::string, double>& spread);
+
+// One network tier from its collectives: latency from the smallest messages (the ring's steps),
+// bandwidth from the largest (the nccl-tests bus-bandwidth volume), and the efficiency by
+// message size that makes collective_time_s give each measured time.
+schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread);
+
+// What the cost models predict for one measured collective on a tier (for the report).
+double predicted_collective_s(const schemas::NetworkTier& tier, const CollectiveSample& sample);
+
+}  // namespace strata::profiler

@@ -1,0 +1,26 @@
+// What a profile measures and how long it may take: the full profile (a few minutes) or the
+// coarse one (--quick, about a minute), and where progress goes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace strata::profiler {
+
+struct ProfileSettings {
+  bool quick = false;
+  int repeats = 5;  // timed runs per measurement (3 with quick)
+  // One line per stage ("GEMM 12/40: 1024×768×3072 ..."), for a terminal; may be empty.
+  std::function<void(const std::string&)> progress;
+  // Checked between measurements: true stops the profile with an error (an interrupt).
+  std::function<bool()> interrupted;
+
+  void report(const std::string& line) const {
+    if (progress) progress(line);
+  }
+};
+
+// Thrown when `interrupted` says so: the caller writes nothing.
+struct ProfileInterrupted {};
+
+}  // namespace strata::profiler

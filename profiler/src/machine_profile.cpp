@@ -1,0 +1,113 @@
+#include "strata/profiler/machine_profile.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "strata/profiler/machine_layout.h"
+#include "strata/profiler/profile_fit.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::profiler {
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+// The ranks' measurements averaged (medians) and their spreads the largest: each rank measured
+// the same list, at once.
+void average_over_ranks(executor::Communicator& world, ComputeMeasurements& compute) {
+  std::vector<Timing*> timings{&compute.smallest_op};
+  for (GemmSample& sample : compute.gemms) timings.push_back(&sample.timing);
+  for (ElementwiseSample& sample : compute.elementwise) timings.push_back(&sample.timing);
+  for (AttentionSample& sample : compute.attention) {
+    timings.push_back(&sample.forward);
+    timings.push_back(&sample.backward);
+  }
+  const auto n = static_cast<std::int64_t>(timings.size());
+  executor::Tensor medians = executor::Tensor::zeros({n}, executor::ScalarType::float64);
+  executor::Tensor spreads = executor::Tensor::zeros({n}, executor::ScalarType::float64);
+  for (std::int64_t i = 0; i < n; ++i) {
+    medians.data<double>()[i] = timings[static_cast<std::size_t>(i)]->median_s;
+    spreads.data<double>()[i] = timings[static_cast<std::size_t>(i)]->spread;
+  }
+  world.all_reduce(medians, executor::ReduceOp::sum);
+  world.all_reduce(spreads, executor::ReduceOp::max);
+  for (std::int64_t i = 0; i < n; ++i) {
+    timings[static_cast<std::size_t>(i)]->median_s = medians.data<double>()[i] / world.size();
+    timings[static_cast<std::size_t>(i)]->spread = spreads.data<double>()[i];
+  }
+}
+
+std::int64_t memory_per_rank(int ranks_per_host) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return static_cast<std::int64_t>(pages) * page / ranks_per_host;
+}
+
+}  // namespace
+
+MachineProfile profile_machine(executor::Communicator& world, const MachineLayout& layout,
+                               const ProfileSettings& settings, const std::string& name,
+                               const std::string& command) {
+  const auto start = std::chrono::steady_clock::now();
+  MachineProfile profile;
+  settings.report(fmt::format("profiling {} rank(s): {} node(s) of {} on {} host(s)", world.size(),
+                              layout.nodes, layout.ranks_per_node, layout.hosts.size()));
+  profile.compute = measure_compute(settings);
+  average_over_ranks(world, profile.compute);
+  profile.network = measure_network(world, layout, settings);
+  profile.network_measured = !profile.network.empty();
+
+  schemas::ClusterConfig& cluster = profile.cluster;
+  cluster.name = name;
+  cluster.nodes = layout.nodes;
+  cluster.gpus_per_node = layout.ranks_per_node;
+  schemas::MeasuredSources sources;
+  fit_compute(profile.compute, cluster.gpu, sources.spread);
+  cluster.gpu.name = "cpu-rank";
+  cluster.gpu.memory_bytes = memory_per_rank(static_cast<int>(world.size() / layout.hosts.size()));
+  cluster.gpu.description = fmt::format(
+      "One MPI rank of the CPU backend ({} thread(s) for its GEMMs), measured by strata profile "
+      "with the executor's own ops: fp32 GEMMs over transformer layer shapes, causal attention, "
+      "the memory-bound kernels and one-element ops",
+      profile.compute.threads);
+  for (std::size_t i = 0; i < profile.network.size(); ++i) {
+    double spread = 0;
+    cluster.network_tiers.push_back(fit_tier(profile.network[i], spread));
+    sources.spread["tier_" + std::to_string(i)] = spread;
+  }
+  if (cluster.network_tiers.empty()) {
+    // One rank: nothing to measure between ranks. The tier is a placeholder a plan of one rank
+    // never uses.
+    cluster.network_tiers = schemas::cluster_preset("cpu-local").network_tiers;
+  }
+  cluster.network_tiers.back().scope_gpus = cluster.world_size();
+  cluster.description =
+      profile.network_measured
+          ? fmt::format("Measured by strata profile: {} rank(s), {} node(s) of {}", world.size(),
+                        layout.nodes, layout.ranks_per_node)
+          : "Measured by strata profile on one rank: compute only; the network tier is the "
+            "cpu-local preset's (not measured: run under mpirun -np N to measure it)";
+  sources.measured_by = "strata profile";
+  sources.date = utc_now();
+  sources.command = command;
+  sources.hosts = layout.hosts;
+  sources.backend = "cpu";
+  sources.ranks = world.size();
+  sources.threads_per_rank = profile.compute.threads;
+  sources.duration_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cluster.sources = std::move(sources);
+  return profile;
+}
+
+}  // namespace strata::profiler

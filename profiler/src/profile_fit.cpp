@@ -1,0 +1,208 @@
+#include "strata/profiler/profile_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "strata/costmodels/attention_time.h"
+#include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/kernel_time.h"
+
+namespace strata::profiler {
+namespace {
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Points of an efficiency curve from (size, fraction) samples: the median fraction of each band
+// of sizes within a factor `band` of its smallest, at the band's geometric-mean size.
+std::vector<schemas::EfficiencyPoint> banded_curve(std::vector<std::pair<double, double>> samples,
+                                                   double band) {
+  std::sort(samples.begin(), samples.end());
+  std::vector<schemas::EfficiencyPoint> curve;
+  std::size_t begin = 0;
+  while (begin < samples.size()) {
+    std::size_t end = begin;
+    double log_sum = 0;
+    std::vector<double> fractions;
+    while (end < samples.size() && samples[end].first <= samples[begin].first * band) {
+      log_sum += std::log(samples[end].first);
+      fractions.push_back(samples[end].second);
+      ++end;
+    }
+    const double size = std::exp(log_sum / static_cast<double>(end - begin));
+    const double fraction = std::clamp(median(fractions), 1e-6, 1.0);
+    if (curve.empty() || size > curve.back().size) curve.push_back({size, fraction});
+    begin = end;
+  }
+  return curve;
+}
+
+// The collective as collective_time_s prices it on one tier: volume (the nccl-tests factor) and
+// the ring's latency steps.
+struct CollectiveShape {
+  double volume = 1;
+  double steps = 1;
+  costmodels::Collective collective = costmodels::Collective::all_reduce;
+};
+CollectiveShape shape_of(const CollectiveSample& sample) {
+  const double n = sample.group_size;
+  switch (sample.collective) {
+    case MeasuredCollective::all_reduce:
+      return {2 * (n - 1) / n, 2 * (n - 1), costmodels::Collective::all_reduce};
+    case MeasuredCollective::all_gather:
+      return {(n - 1) / n, n - 1, costmodels::Collective::all_gather};
+    case MeasuredCollective::reduce_scatter:
+      return {(n - 1) / n, n - 1, costmodels::Collective::reduce_scatter};
+    case MeasuredCollective::send_receive:
+      return {1, 1, costmodels::Collective::broadcast};
+  }
+  return {};
+}
+
+}  // namespace
+
+void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
+                 std::map<std::string, double>& spread) {
+  // GEMMs.
+  double peak = 0;
+  std::vector<double> gemm_spreads;
+  for (const GemmSample& sample : measured.gemms) {
+    peak = std::max(peak, sample.flops() / sample.timing.median_s);
+    gemm_spreads.push_back(sample.timing.spread);
+  }
+  std::vector<std::pair<double, double>> fractions;
+  for (const GemmSample& sample : measured.gemms) {
+    fractions.emplace_back(sample.flops(), sample.flops() / sample.timing.median_s / peak);
+  }
+  gpu.peak_dense_tflops = {{schemas::Dtype::fp32, peak / 1e12}};
+  gpu.gemm_efficiency_by_flops = banded_curve(std::move(fractions), 2.0);
+  spread["gemm"] = median(gemm_spreads);
+
+  // Memory-bound kernels, and those bound by their special functions.
+  double plain_bytes = 0, plain_s = 0, special = 0, special_s = 0;
+  std::vector<double> plain_spreads, special_spreads;
+  for (const ElementwiseSample& sample : measured.elementwise) {
+    if (sample.special_functions > 0) {
+      special += sample.special_functions;
+      special_s += sample.timing.median_s;
+      special_spreads.push_back(sample.timing.spread);
+    } else {
+      plain_bytes += sample.bytes;
+      plain_s += sample.timing.median_s;
+      plain_spreads.push_back(sample.timing.spread);
+    }
+  }
+  gpu.hbm_bandwidth_gb_per_s = plain_bytes / plain_s / 1e9;
+  gpu.hbm_efficiency_by_bytes.clear();
+  spread["memory_bandwidth"] = median(plain_spreads);
+  if (special_s > 0) {
+    gpu.special_function_tops = special / special_s / 1e12;
+    spread["special_functions"] = median(special_spreads);
+  }
+
+  // Attention: the efficiency of the products, with the exponentials charged as above.
+  if (!measured.attention.empty()) {
+    gpu.attention_efficiency.reset();
+    double products_at_peak_s = 0, remaining_s = 0;
+    std::vector<double> attention_spreads;
+    schemas::GpuProfile at_peak = gpu;
+    at_peak.attention_efficiency = 1.0;
+    at_peak.kernel_launch_us.reset();
+    for (const AttentionSample& sample : measured.attention) {
+      const costmodels::AttentionShape shape{.batch = sample.batch,
+                                             .heads = sample.heads,
+                                             .query_tokens = sample.seq,
+                                             .key_tokens = sample.seq,
+                                             .head_dim = sample.head_dim};
+      // time = products / (peak · efficiency) + exponentials: split the model's time at peak.
+      const costmodels::AttentionTime whole = costmodels::attention_time(
+          at_peak, schemas::Dtype::fp32, schemas::AttentionKernel::flash, shape);
+      schemas::GpuProfile no_exponentials = at_peak;
+      no_exponentials.special_function_tops.reset();
+      const costmodels::AttentionTime products = costmodels::attention_time(
+          no_exponentials, schemas::Dtype::fp32, schemas::AttentionKernel::flash, shape);
+      const double exponentials_s =
+          (whole.forward_s - products.forward_s) + (whole.backward_s - products.backward_s);
+      products_at_peak_s += products.forward_s + products.backward_s;
+      remaining_s += std::max(sample.forward.median_s + sample.backward.median_s - exponentials_s,
+                              0.05 * (sample.forward.median_s + sample.backward.median_s));
+      attention_spreads.push_back(std::max(sample.forward.spread, sample.backward.spread));
+    }
+    gpu.attention_efficiency = std::clamp(products_at_peak_s / remaining_s, 1e-4, 1.0);
+    spread["attention"] = median(attention_spreads);
+  }
+  gpu.kernel_launch_us = measured.smallest_op.median_s * 1e6;
+  spread["launch"] = measured.smallest_op.spread;
+}
+
+schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) {
+  schemas::NetworkTier tier;
+  tier.name = measured.name;
+  tier.scope_gpus = measured.scope_ranks;
+  // Latency: per collective, the line through its two smallest messages' times (steps · latency
+  // + volume · bytes / bandwidth) met at zero bytes, divided by the ring's steps; the median
+  // over the collectives. What the bandwidth curve leaves unexplained it absorbs per size.
+  std::vector<double> latencies, spreads;
+  for (const MeasuredCollective kind :
+       {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
+        MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive}) {
+    std::vector<const CollectiveSample*> of_kind;
+    for (const CollectiveSample& sample : measured.samples) {
+      if (sample.collective == kind) of_kind.push_back(&sample);
+    }
+    if (of_kind.size() < 2) continue;
+    std::sort(of_kind.begin(), of_kind.end(),
+              [](const auto* a, const auto* b) { return a->bytes < b->bytes; });
+    const CollectiveSample& small = *of_kind[0];
+    const CollectiveSample& next = *of_kind[1];
+    const double per_byte_s =
+        (next.timing.median_s - small.timing.median_s) / (next.bytes - small.bytes);
+    const double intercept_s = small.timing.median_s - std::max(per_byte_s, 0.0) * small.bytes;
+    latencies.push_back(std::max(intercept_s, 0.0) / shape_of(small).steps);
+  }
+  for (const CollectiveSample& sample : measured.samples) spreads.push_back(sample.timing.spread);
+  const double latency_s = median(latencies);
+  tier.latency_us = latency_s * 1e6;
+  // Bandwidth per message size: the volume over what the latency leaves; the peak is the best.
+  std::vector<std::pair<double, double>> bandwidths;
+  double best = 0;
+  for (const CollectiveSample& sample : measured.samples) {
+    const CollectiveShape shape = shape_of(sample);
+    const double transfer_s =
+        std::max(sample.timing.median_s - shape.steps * latency_s, 0.1 * sample.timing.median_s);
+    const double bandwidth = shape.volume * sample.bytes / transfer_s;
+    bandwidths.emplace_back(sample.bytes, bandwidth);
+    best = std::max(best, bandwidth);
+  }
+  for (auto& [bytes, bandwidth] : bandwidths) bandwidth /= best;
+  tier.bandwidth_gb_per_s = best / 1e9;
+  tier.efficiency_by_message_bytes = banded_curve(std::move(bandwidths), 1.5);
+  tier.efficiency = tier.efficiency_by_message_bytes.empty()
+                        ? 1.0
+                        : tier.efficiency_by_message_bytes.back().fraction;
+  spread = median(spreads);
+  return tier;
+}
+
+double predicted_collective_s(const schemas::NetworkTier& tier, const CollectiveSample& sample) {
+  schemas::ClusterConfig cluster;
+  cluster.nodes = 1;
+  cluster.gpus_per_node = sample.group_size;
+  schemas::NetworkTier whole = tier;
+  whole.scope_gpus = sample.group_size;
+  cluster.network_tiers = {whole};
+  if (sample.collective == MeasuredCollective::send_receive) {
+    return costmodels::point_to_point_time_s(cluster, 0, sample.bytes);
+  }
+  std::vector<std::int64_t> ranks(static_cast<std::size_t>(sample.group_size));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  return costmodels::collective_time_s(cluster, costmodels::group_span(cluster, ranks),
+                                       shape_of(sample).collective, sample.bytes);
+}
+
+}  // namespace strata::profiler

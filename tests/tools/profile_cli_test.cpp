@@ -1,0 +1,156 @@
+// `strata profile` as users run it: alone and under mpirun, then plan and train on what it wrote;
+// and its refusals, each one line with nothing written.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "strata_command.h"
+
+namespace {
+
+using strata::testing::CommandResult;
+using strata::testing::slurp;
+using strata::testing::strata;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+namespace fs = std::filesystem;
+
+const std::string kText = "/usr/share/common-licenses/GPL-3";
+
+struct ProfileCli : ::testing::Test {
+  void SetUp() override {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    ::setenv("OMP_NUM_THREADS", "1", 0);
+    directory = fs::path(::testing::TempDir()) /
+                ("profile-cli-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(directory);
+    fs::create_directories(directory);
+  }
+  void TearDown() override { fs::remove_all(directory); }
+
+  CommandResult mpirun(int ranks, const std::string& arguments) const {
+    const fs::path out = directory / "mpirun.out", err = directory / "mpirun.err";
+    const std::string command = std::string(STRATA_MPIEXEC) + " -np " + std::to_string(ranks) +
+                                " --oversubscribe " + STRATA_BINARY + " " + arguments + " > " +
+                                out.string() + " 2> " + err.string() + " < /dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  // Every file left in the directory (an interrupted or refused profile leaves none).
+  std::vector<std::string> files() const {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(directory)) {
+      if (entry.path().filename() != "mpirun.out" && entry.path().filename() != "mpirun.err") {
+        names.push_back(entry.path().filename().string());
+      }
+    }
+    return names;
+  }
+  fs::path directory;
+};
+
+TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
+  const std::string cluster = (directory / "cluster.json").string();
+  const CommandResult profile =
+      mpirun(2, "profile --quick --name two-ranks --out " + cluster + " --log-format json");
+  ASSERT_EQ(profile.exit_code, 0) << profile.err;
+  EXPECT_EQ(profile.err, "");
+  const nlohmann::json report = nlohmann::json::parse(profile.out);
+  EXPECT_TRUE(report.at("network_measured").get<bool>());
+  EXPECT_EQ(report.at("closest_preset"), "cpu-local");
+  // The shared-memory tier, each collective at each size measured and fitted.
+  ASSERT_EQ(report.at("tiers").size(), 1u);
+  for (const nlohmann::json& sample : report.at("tiers")[0].at("samples")) {
+    EXPECT_GT(sample.at("measured_s").get<double>(), 0);
+    EXPECT_GT(sample.at("fitted_s").get<double>(), 0);
+  }
+  const nlohmann::json file = nlohmann::json::parse(slurp(cluster));
+  EXPECT_EQ(file.at("name"), "two-ranks");
+  EXPECT_EQ(file.at("gpus_per_node"), 2);
+  EXPECT_EQ(file.at("sources").at("ranks"), 2);
+  EXPECT_EQ(file.at("sources").at("backend"), "cpu");
+  EXPECT_THAT(file.at("sources").at("command").get<std::string>(), HasSubstr("profile --quick"));
+  for (const char* quantity :
+       {"gemm", "memory_bandwidth", "special_functions", "attention", "tier_0"}) {
+    EXPECT_TRUE(file.at("sources").at("spread").contains(quantity)) << quantity;
+  }
+  EXPECT_GT(file.at("gpu").at("special_function_tops").get<double>(), 0);
+  // What the documented loop runs: validate, plan on it, train one rank on part of it.
+  const CommandResult valid = strata("validate " + cluster);
+  EXPECT_EQ(valid.exit_code, 0) << valid.err;
+  const CommandResult plan = strata("plan --model gpt-tiny --cluster " + cluster +
+                                    " --global-batch 8 --seq-len 64 --quiet --format json");
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
+  const std::string tokens = (directory / "gpl.bin").string();
+  ASSERT_EQ(strata("data --text " + kText + " --out " + tokens).exit_code, 0);
+  const CommandResult train =
+      strata("train --model gpt-tiny --cluster " + cluster + " --data " + tokens +
+             " --micro-batch 1 --seq-len 64 --steps 2 --log-format json");
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const nlohmann::json first = nlohmann::json::parse(train.out.substr(0, train.out.find('\n')));
+  EXPECT_GT(first.at("predicted_step_time_s").get<double>(), 0);
+}
+
+TEST_F(ProfileCli, AnUnwritableOutputIsRefusedBeforeMeasuring) {
+  const CommandResult run =
+      strata("profile --quick --out " + (directory / "missing" / "c.json").string());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, StartsWith("strata: --out: cannot write "));
+  EXPECT_THAT(run.err, HasSubstr("its directory does not exist"));
+  EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1);
+  EXPECT_EQ(run.out, "");
+}
+
+TEST_F(ProfileCli, NodesTheWorldCannotFormEndEveryRankWithOneLine) {
+  const CommandResult run =
+      mpirun(3, "profile --quick --gpus-per-node 2 --out " + (directory / "c.json").string());
+  EXPECT_EQ(run.exit_code, 1);
+  // mpirun adds its own report of the exit status; the job's own words are one line.
+  std::vector<std::string> ours;
+  std::istringstream stream(run.err);
+  for (std::string line; std::getline(stream, line);) {
+    if (line.rfind("strata:", 0) == 0) ours.push_back(line);
+  }
+  EXPECT_THAT(ours, ::testing::ElementsAre(
+                        "strata: --gpus-per-node: this job's 3 ranks cannot form nodes of 2: "
+                        "start a multiple of 2 ranks"));
+  EXPECT_TRUE(files().empty());
+}
+
+TEST_F(ProfileCli, AnInterruptedProfileSaysSoAndWritesNothing) {
+  const std::string out = (directory / "c.json").string();
+  const fs::path err = directory / "stderr";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    execl(STRATA_BINARY, STRATA_BINARY, "profile", "--out", out.c_str(), nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  kill(child, SIGINT);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string message = slurp(err);
+  EXPECT_THAT(message, StartsWith("strata: profile interrupted by signal 2 after "));
+  EXPECT_THAT(message, HasSubstr("nothing was written to " + out));
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 1);
+  fs::remove(err);
+  EXPECT_TRUE(files().empty());
+}
+
+}  // namespace

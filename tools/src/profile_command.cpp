@@ -1,0 +1,241 @@
+// `strata profile [--out cluster.json] [--quick]`: measures the machine it runs on — one process,
+// or every rank of an mpirun job at once — and writes a cluster file fitted to it, then prints
+// what was measured beside the closest preset. `strata plan --cluster cluster.json` and `strata
+// train` then plan and run for this machine, with each step's prediction beside its measurement.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_checks.h"
+#include "commands.h"
+#include "job_phase.h"
+#include "strata/profiler/machine_profile.h"
+#include "strata/profiler/preset_comparison.h"
+#include "strata/profiler/profile_fit.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+
+namespace strata::tools {
+namespace {
+
+volatile std::sig_atomic_t interrupt_signal = 0;
+
+extern "C" void remember_interrupt(int signal) { interrupt_signal = signal; }
+
+// SIGINT and SIGTERM stop the profile between two measurements (an interrupted profile writes
+// nothing); the previous handlers come back when the profile ends.
+class InterruptWatch {
+ public:
+  InterruptWatch() {
+    interrupt_signal = 0;
+    struct sigaction action {};
+    action.sa_handler = remember_interrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &previous_interrupt_);
+    sigaction(SIGTERM, &action, &previous_terminate_);
+  }
+  ~InterruptWatch() {
+    sigaction(SIGINT, &previous_interrupt_, nullptr);
+    sigaction(SIGTERM, &previous_terminate_, nullptr);
+  }
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+
+ private:
+  struct sigaction previous_interrupt_ {};
+  struct sigaction previous_terminate_ {};
+};
+
+// Refuses an output that cannot be written before minutes of measuring, by creating and removing
+// a file beside it (the file itself is written atomically at the end).
+void check_writable(const std::filesystem::path& out) {
+  if (std::filesystem::is_directory(out)) {
+    throw schemas::InputError("--out", "", fmt::format("{} is a directory", out.string()));
+  }
+  const std::filesystem::path probe =
+      out.parent_path() / fmt::format(".{}.probe-{}", out.filename().string(), getpid());
+  {
+    std::ofstream file(probe);
+    if (!file) {
+      throw schemas::InputError(
+          "--out", "",
+          fmt::format("cannot write {}: {}", out.string(),
+                      out.has_parent_path() && !std::filesystem::exists(out.parent_path())
+                          ? "its directory does not exist"
+                          : "its directory is not writable"));
+    }
+  }
+  std::filesystem::remove(probe);
+}
+
+std::string format_value(double value) {
+  if (value == 0) return "-";
+  if (value >= 100) return fmt::format("{:.0f}", value);
+  if (value >= 1) return fmt::format("{:.2f}", value);
+  return fmt::format("{:.3g}", value);
+}
+
+void print_text(const profiler::MachineProfile& profile, const profiler::PresetComparison& closest,
+                const std::string& out, double seconds) {
+  const schemas::ClusterConfig& cluster = profile.cluster;
+  fmt::print(
+      "measured {} rank(s) ({} node(s) of {}, {} GEMM thread(s) each) in {:.1f} s; "
+      "wrote {}\n",
+      cluster.world_size(), cluster.nodes, cluster.gpus_per_node, cluster.sources->threads_per_rank,
+      seconds, out);
+  if (!profile.network_measured) {
+    fmt::print("network not measured (one rank): run under mpirun -np N to measure it\n");
+  }
+  fmt::print("\n{:<36} {:>10} {:>8} {:>14} {:>9}\n", "quantity", "measured", "spread",
+             closest.preset, "ratio");
+  for (const profiler::ComparedQuantity& row : closest.rows) {
+    fmt::print("{:<36} {:>10} {:>8} {:>14} {:>9}\n", row.quantity, format_value(row.measured),
+               fmt::format("±{:.1f}%", 100 * row.spread), format_value(row.preset),
+               row.preset > 0 ? fmt::format("×{:.3g}", row.measured / row.preset) : "-");
+  }
+  for (std::size_t i = 0; i < profile.network.size(); ++i) {
+    const profiler::TierMeasurements& tier = profile.network[i];
+    fmt::print("\ntier {} ({}, {} ranks): measured / fitted collective times\n", i, tier.name,
+               tier.group_size);
+    fmt::print("{:<16} {:>12} {:>12} {:>12} {:>8}\n", "collective", "bytes", "measured µs",
+               "fitted µs", "ratio");
+    for (const profiler::CollectiveSample& sample : tier.samples) {
+      const double fitted = profiler::predicted_collective_s(cluster.network_tiers[i], sample);
+      fmt::print("{:<16} {:>12.0f} {:>12.1f} {:>12.1f} {:>8}\n",
+                 profiler::collective_name(sample.collective), sample.bytes,
+                 sample.timing.median_s * 1e6, fitted * 1e6,
+                 fmt::format("×{:.2f}", sample.timing.median_s / fitted));
+    }
+  }
+}
+
+void print_json(const profiler::MachineProfile& profile, const profiler::PresetComparison& closest,
+                const std::string& out, double seconds) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const profiler::ComparedQuantity& row : closest.rows) {
+    rows.push_back({{"quantity", row.quantity},
+                    {"measured", row.measured},
+                    {"spread", row.spread},
+                    {"preset", row.preset}});
+  }
+  nlohmann::json tiers = nlohmann::json::array();
+  for (std::size_t i = 0; i < profile.network.size(); ++i) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (const profiler::CollectiveSample& sample : profile.network[i].samples) {
+      samples.push_back({{"collective", profiler::collective_name(sample.collective)},
+                         {"bytes", sample.bytes},
+                         {"measured_s", sample.timing.median_s},
+                         {"spread", sample.timing.spread},
+                         {"fitted_s", profiler::predicted_collective_s(
+                                          profile.cluster.network_tiers[i], sample)}});
+    }
+    tiers.push_back({{"name", profile.network[i].name}, {"samples", samples}});
+  }
+  std::cout << nlohmann::json{{"out", out},
+                              {"seconds", seconds},
+                              {"network_measured", profile.network_measured},
+                              {"closest_preset", closest.preset},
+                              {"quantities", rows},
+                              {"tiers", tiers}}
+                   .dump()
+            << "\n";
+}
+
+}  // namespace
+
+CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "profile",
+      "Measure this machine (under mpirun: every rank and the network between them) into a "
+      "cluster file");
+  command->add_option("--out", options.out, "The cluster file to write")->capture_default_str();
+  command->add_flag("--quick", options.quick, "A coarse profile in about a minute");
+  command->add_option("--name", options.name, "The cluster's name (default: measured-HOST)");
+  command
+      ->add_option("--gpus-per-node", options.gpus_per_node,
+                   "Ranks that form one node (default: the ranks sharing a host)")
+      ->check(whole_number_from(1, 1024));
+  command
+      ->add_option_function<std::string>(
+          "--log-format",
+          [&options](const std::string& name) {
+            options.log_format = name == "json" ? LogFormat::json : LogFormat::text;
+          },
+          "text (default: a table) or json (one object)")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->option_text("text|json");
+  return command;
+}
+
+int run_profile(const ProfileOptions& options, const std::string& command_line) {
+  executor::Communicator& world = executor::world_communicator();
+  const bool logs = world.rank() == 0;
+  try {
+    // Refusals every rank must agree on before any rank starts measuring.
+    profiler::MachineLayout layout;
+    run_phase(world, [&] {
+      // The layout's all-gather first: a rank that throws before it would leave the others in it.
+      layout = profiler::discover_machine_layout(
+          world, options.gpus_per_node
+                     ? std::optional<int>(static_cast<int>(*options.gpus_per_node))
+                     : std::nullopt);
+      if (logs) check_writable(options.out);
+    });
+    InterruptWatch watch;
+    profiler::ProfileSettings settings;
+    settings.quick = options.quick;
+    settings.repeats = options.quick ? 3 : 5;
+    if (logs && isatty(STDERR_FILENO)) {
+      settings.progress = [](const std::string& line) {
+        std::fprintf(stderr, "\r\033[K%s", line.c_str());
+        std::fflush(stderr);
+      };
+    }
+    settings.interrupted = [] { return interrupt_signal != 0; };
+    const auto start = std::chrono::steady_clock::now();
+    profiler::MachineProfile profile;
+    try {
+      profile = profiler::profile_machine(
+          world, layout, settings, options.name.value_or("measured-" + profiler::host_name()),
+          command_line);
+    } catch (const profiler::ProfileInterrupted&) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string line = fmt::format(
+          "strata: profile interrupted by signal {} after {:.1f} s: nothing was written to {}\n",
+          static_cast<int>(interrupt_signal), seconds, options.out);
+      if (settings.progress) std::fprintf(stderr, "\r\033[K");
+      if (world.size() == 1 || logs) std::fputs(line.c_str(), stderr);
+      if (world.size() > 1) world.abort(kExitInvalidInput);
+      return kExitInvalidInput;
+    }
+    if (settings.progress) std::fprintf(stderr, "\r\033[K");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!logs) return 0;
+    schemas::write_json_document(options.out, schemas::cluster_to_json(profile.cluster));
+    const profiler::PresetComparison closest = profiler::compare_with_presets(profile.cluster);
+    if (options.log_format == LogFormat::json) {
+      print_json(profile, closest, options.out, seconds);
+    } else {
+      print_text(profile, closest, options.out, seconds);
+    }
+    return 0;
+  } catch (const ReportedFailure& failure) {
+    return failure.exit_code;
+  } catch (...) {
+    if (world.size() == 1) throw;
+    const FailureReport report = failure_report(std::current_exception());
+    std::fprintf(stderr, "strata: rank %d: %s\n", world.rank(), report.line.c_str());
+    world.abort(report.exit_code);
+  }
+}
+
+}  // namespace strata::tools
