@@ -9,21 +9,43 @@
 namespace strata::costmodels {
 namespace {
 
-// Bus bandwidth of a tier in bytes/s for messages of `bytes` (per GPU, per direction).
-double bus_bandwidth_bytes_per_s(const schemas::NetworkTier& tier, double bytes) {
-  const double efficiency = tier.efficiency_by_message_bytes.empty()
-                                ? tier.efficiency
-                                : interpolate_efficiency(tier.efficiency_by_message_bytes, bytes);
+// Bus bandwidth of a tier in bytes/s for `collective`'s messages of `bytes` (per GPU, per
+// direction): the collective's own measured curve where the tier has one, else the tier's.
+double bus_bandwidth_bytes_per_s(const schemas::NetworkTier& tier,
+                                 schemas::TierCollective collective, double bytes) {
+  const auto measured = tier.efficiency_by_collective.find(collective);
+  const std::vector<schemas::EfficiencyPoint>& curve =
+      measured != tier.efficiency_by_collective.end() ? measured->second
+                                                      : tier.efficiency_by_message_bytes;
+  const double efficiency = curve.empty() ? tier.efficiency : interpolate_efficiency(curve, bytes);
   return tier.bandwidth_gb_per_s * 1e9 * efficiency;
+}
+
+// The measured curve that prices `collective`: broadcast and all-to-all move data as an
+// all-gather's ring does, without a reduction.
+schemas::TierCollective measured_kind(Collective collective) {
+  switch (collective) {
+    case Collective::all_reduce:
+      return schemas::TierCollective::all_reduce;
+    case Collective::reduce_scatter:
+      return schemas::TierCollective::reduce_scatter;
+    case Collective::all_gather:
+    case Collective::broadcast:
+    case Collective::all_to_all:
+      return schemas::TierCollective::all_gather;
+  }
+  return schemas::TierCollective::all_gather;
 }
 
 // One level of a collective over n members on one tier. `volume_fraction` is the nccl-tests
 // factor (2(n−1)/n for all-reduce), `ring_steps` the steps a ring takes.
-double level_time_s(const schemas::NetworkTier& tier, std::int64_t n, double bytes,
-                    double volume_fraction, double ring_steps, double tree_rounds) {
+double level_time_s(const schemas::NetworkTier& tier, schemas::TierCollective collective,
+                    std::int64_t n, double bytes, double volume_fraction, double ring_steps,
+                    double tree_rounds) {
   if (n <= 1 || bytes <= 0) return 0;
   const double latency_s = tier.latency_us * 1e-6;
-  const double transfer_s = volume_fraction * bytes / bus_bandwidth_bytes_per_s(tier, bytes);
+  const double transfer_s =
+      volume_fraction * bytes / bus_bandwidth_bytes_per_s(tier, collective, bytes);
   const double ring_s = ring_steps * latency_s + transfer_s;
   const double tree_s =
       tree_rounds * std::ceil(std::log2(static_cast<double>(n))) * latency_s + transfer_s;
@@ -67,7 +89,7 @@ namespace {
 // ring link over k NICs. Rings are pipelined: the slowest tier sets the pace, and every one of
 // the n−1 steps pays the slowest tier's latency.
 double multi_tier_ring_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
-                              double bytes) {
+                              schemas::TierCollective collective, double bytes) {
   const double n = static_cast<double>(span.size);
   double slowest_s = 0;
   double latency_s = 0;
@@ -75,8 +97,8 @@ double multi_tier_ring_time_s(const schemas::ClusterConfig& cluster, const Group
   for (const TierSpan& level : span.levels) {
     const schemas::NetworkTier& tier = cluster.network_tiers[static_cast<std::size_t>(level.tier)];
     const double per_link_bytes = (n - 1) / n * bytes / members_inside;
-    slowest_s = std::max(slowest_s,
-                         per_link_bytes / bus_bandwidth_bytes_per_s(tier, bytes / members_inside));
+    slowest_s = std::max(slowest_s, per_link_bytes / bus_bandwidth_bytes_per_s(
+                                                         tier, collective, bytes / members_inside));
     latency_s = std::max(latency_s, tier.latency_us * 1e-6);
     members_inside *= static_cast<double>(level.fan_out);
   }
@@ -90,7 +112,7 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
   if (span.size <= 1 || bytes <= 0) return 0;
   if (span.levels.size() > 1 &&
       (collective == Collective::all_gather || collective == Collective::reduce_scatter)) {
-    return multi_tier_ring_time_s(cluster, span, bytes);
+    return multi_tier_ring_time_s(cluster, span, measured_kind(collective), bytes);
   }
   double total_s = 0;
   double level_bytes = bytes;  // what each level works on: shrinks by the fan-out going out
@@ -99,22 +121,27 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
     const std::int64_t n = span.levels[i].fan_out;
     const double fraction = static_cast<double>(n - 1) / static_cast<double>(n);
     const bool outermost = i + 1 == span.levels.size();
+    const schemas::TierCollective kind = measured_kind(collective);
     switch (collective) {
       case Collective::all_reduce:
         // Inner levels: reduce-scatter on the way out and all-gather on the way back; the
         // outermost level all-reduces its shard.
-        total_s += outermost ? level_time_s(tier, n, level_bytes, 2 * fraction,
-                                            2.0 * static_cast<double>(n - 1), 2)
-                             : 2 * level_time_s(tier, n, level_bytes, fraction,
-                                                static_cast<double>(n - 1), 1);
+        total_s += outermost
+                       ? level_time_s(tier, kind, n, level_bytes, 2 * fraction,
+                                      2.0 * static_cast<double>(n - 1), 2)
+                       : level_time_s(tier, schemas::TierCollective::reduce_scatter, n, level_bytes,
+                                      fraction, static_cast<double>(n - 1), 1) +
+                             level_time_s(tier, schemas::TierCollective::all_gather, n, level_bytes,
+                                          fraction, static_cast<double>(n - 1), 1);
         break;
       case Collective::all_gather:
       case Collective::reduce_scatter:
       case Collective::all_to_all:
-        total_s += level_time_s(tier, n, level_bytes, fraction, static_cast<double>(n - 1), 1);
+        total_s +=
+            level_time_s(tier, kind, n, level_bytes, fraction, static_cast<double>(n - 1), 1);
         break;
       case Collective::broadcast:
-        total_s += level_time_s(tier, n, level_bytes, 1.0, static_cast<double>(n - 1), 1);
+        total_s += level_time_s(tier, kind, n, level_bytes, 1.0, static_cast<double>(n - 1), 1);
         break;
     }
     // Broadcast forwards the whole buffer at every level; the others hand each outer level one
@@ -127,7 +154,8 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
 double point_to_point_time_s(const schemas::ClusterConfig& cluster, int tier, double bytes) {
   if (bytes <= 0) return 0;
   const schemas::NetworkTier& link = cluster.network_tiers.at(static_cast<std::size_t>(tier));
-  return link.latency_us * 1e-6 + bytes / bus_bandwidth_bytes_per_s(link, bytes);
+  return link.latency_us * 1e-6 +
+         bytes / bus_bandwidth_bytes_per_s(link, schemas::TierCollective::send_receive, bytes);
 }
 
 int tier_between(const schemas::ClusterConfig& cluster, std::int64_t rank_a, std::int64_t rank_b) {

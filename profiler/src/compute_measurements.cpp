@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "strata/executor/ops/causal_attention.h"
@@ -282,6 +284,39 @@ ComputeMeasurements measure_compute(const ProfileSettings& settings) {
   measure_attention(settings, result);
   measure_elementwise(settings, result);
   return result;
+}
+
+std::vector<Timing*> timings_of(ComputeMeasurements& measured) {
+  std::vector<Timing*> timings{&measured.smallest_op};
+  for (GemmSample& sample : measured.gemms) timings.push_back(&sample.timing);
+  for (ElementwiseSample& sample : measured.elementwise) timings.push_back(&sample.timing);
+  for (AttentionSample& sample : measured.attention) {
+    timings.push_back(&sample.forward);
+    timings.push_back(&sample.backward);
+  }
+  return timings;
+}
+
+double merge_repeated_sweep(ComputeMeasurements& start, ComputeMeasurements& end) {
+  const std::vector<Timing*> first = timings_of(start);
+  const std::vector<Timing*> second = timings_of(end);
+  if (first.size() != second.size()) {
+    throw std::logic_error("merge_repeated_sweep: the two sweeps measured different lists");
+  }
+  std::vector<double> changes;
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    Timing& merged = *first[i];
+    const Timing& later = *second[i];
+    if (merged.median_s <= 0 || later.median_s <= 0) continue;
+    changes.push_back(later.median_s / merged.median_s - 1);
+    const double mean_s = 0.5 * (merged.median_s + later.median_s);
+    const double half_difference = std::abs(later.median_s - merged.median_s) / (2 * mean_s);
+    merged.spread = std::max({merged.spread, later.spread, half_difference});
+    merged.median_s = mean_s;
+  }
+  if (changes.empty()) return 0;
+  std::nth_element(changes.begin(), changes.begin() + changes.size() / 2, changes.end());
+  return changes[changes.size() / 2];
 }
 
 }  // namespace strata::profiler

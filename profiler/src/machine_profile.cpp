@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 
 #include "strata/profiler/machine_layout.h"
@@ -25,13 +26,7 @@ std::string utc_now() {
 // The ranks' measurements averaged (medians) and their spreads the largest: each rank measured
 // the same list, at once.
 void average_over_ranks(executor::Communicator& world, ComputeMeasurements& compute) {
-  std::vector<Timing*> timings{&compute.smallest_op};
-  for (GemmSample& sample : compute.gemms) timings.push_back(&sample.timing);
-  for (ElementwiseSample& sample : compute.elementwise) timings.push_back(&sample.timing);
-  for (AttentionSample& sample : compute.attention) {
-    timings.push_back(&sample.forward);
-    timings.push_back(&sample.backward);
-  }
+  const std::vector<Timing*> timings = timings_of(compute);
   const auto n = static_cast<std::int64_t>(timings.size());
   executor::Tensor medians = executor::Tensor::zeros({n}, executor::ScalarType::float64);
   executor::Tensor spreads = executor::Tensor::zeros({n}, executor::ScalarType::float64);
@@ -66,6 +61,12 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
   average_over_ranks(world, profile.compute);
   profile.network = measure_network(world, layout, settings);
   profile.network_measured = !profile.network.empty();
+  // The compute sweep again: what the machine did while it was measured (see
+  // merge_repeated_sweep).
+  settings.report("measuring compute again, to see how the machine drifted meanwhile");
+  ComputeMeasurements again = measure_compute(settings);
+  average_over_ranks(world, again);
+  profile.compute_drift = merge_repeated_sweep(profile.compute, again);
 
   schemas::ClusterConfig& cluster = profile.cluster;
   cluster.name = name;
@@ -73,6 +74,7 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
   cluster.gpus_per_node = layout.ranks_per_node;
   schemas::MeasuredSources sources;
   fit_compute(profile.compute, cluster.gpu, sources.spread);
+  sources.spread["compute_drift"] = std::abs(profile.compute_drift);
   cluster.gpu.name = "cpu-rank";
   cluster.gpu.memory_bytes = memory_per_rank(static_cast<int>(world.size() / layout.hosts.size()));
   cluster.gpu.description = fmt::format(

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <map>
 #include <numeric>
 
 #include "strata/costmodels/attention_time.h"
@@ -64,6 +66,20 @@ CollectiveShape shape_of(const CollectiveSample& sample) {
   return {};
 }
 
+schemas::TierCollective tier_collective(MeasuredCollective collective) {
+  switch (collective) {
+    case MeasuredCollective::all_reduce:
+      return schemas::TierCollective::all_reduce;
+    case MeasuredCollective::all_gather:
+      return schemas::TierCollective::all_gather;
+    case MeasuredCollective::reduce_scatter:
+      return schemas::TierCollective::reduce_scatter;
+    case MeasuredCollective::send_receive:
+      return schemas::TierCollective::send_receive;
+  }
+  return schemas::TierCollective::all_reduce;
+}
+
 }  // namespace
 
 void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
@@ -108,7 +124,7 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
   // Attention: the efficiency of the products, with the exponentials charged as above.
   if (!measured.attention.empty()) {
     gpu.attention_efficiency.reset();
-    double products_at_peak_s = 0, remaining_s = 0;
+    double products_at_peak_s = 0, remaining_s = 0, exponentials_total_s = 0, measured_s = 0;
     std::vector<double> attention_spreads;
     schemas::GpuProfile at_peak = gpu;
     at_peak.attention_efficiency = 1.0;
@@ -129,12 +145,20 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
       const double exponentials_s =
           (whole.forward_s - products.forward_s) + (whole.backward_s - products.backward_s);
       products_at_peak_s += products.forward_s + products.backward_s;
+      exponentials_total_s += exponentials_s;
+      measured_s += sample.forward.median_s + sample.backward.median_s;
       remaining_s += std::max(sample.forward.median_s + sample.backward.median_s - exponentials_s,
                               0.05 * (sample.forward.median_s + sample.backward.median_s));
       attention_spreads.push_back(std::max(sample.forward.spread, sample.backward.spread));
     }
     gpu.attention_efficiency = std::clamp(products_at_peak_s / remaining_s, 1e-4, 1.0);
-    spread["attention"] = median(attention_spreads);
+    // Its own repeats' noise plus what it inherits from the special-function rate, in the
+    // proportion the exponentials take of its time.
+    const double inherited = spread.contains("special_functions")
+                                 ? spread["special_functions"] * exponentials_total_s /
+                                       std::max(measured_s - exponentials_total_s, 1e-12)
+                                 : 0;
+    spread["attention"] = median(attention_spreads) + inherited;
   }
   gpu.kernel_launch_us = measured.smallest_op.median_s * 1e6;
   spread["launch"] = measured.smallest_op.spread;
@@ -169,19 +193,33 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
   const double latency_s = median(latencies);
   tier.latency_us = latency_s * 1e6;
   // Bandwidth per message size: the volume over what the latency leaves; the peak is the best.
+  // Each collective also gets its own curve: the communicator's algorithms need not share one
+  // (MPI's reduce-scatter on a CPU sums on the host and moves its bus volume 2–4× slower than its
+  // all-gather), and the cost models price each collective on its own where the tier has it.
   std::vector<std::pair<double, double>> bandwidths;
-  double best = 0;
+  std::map<schemas::TierCollective, std::vector<std::pair<double, double>>> by_collective;
+  // The peak is the fastest of the transfers that dominate their time: where the latency is
+  // most of a time, what is left of it is too small to divide by. A message faster than the peak
+  // after its latency gets the whole peak.
+  double best = 0, best_any = 0;
   for (const CollectiveSample& sample : measured.samples) {
     const CollectiveShape shape = shape_of(sample);
-    const double transfer_s =
-        std::max(sample.timing.median_s - shape.steps * latency_s, 0.1 * sample.timing.median_s);
-    const double bandwidth = shape.volume * sample.bytes / transfer_s;
+    const double transfer_s = sample.timing.median_s - shape.steps * latency_s;
+    const double bandwidth = transfer_s > 0 ? shape.volume * sample.bytes / transfer_s
+                                            : std::numeric_limits<double>::infinity();
     bandwidths.emplace_back(sample.bytes, bandwidth);
-    best = std::max(best, bandwidth);
+    by_collective[tier_collective(sample.collective)].emplace_back(sample.bytes, bandwidth);
+    if (std::isfinite(bandwidth)) best_any = std::max(best_any, bandwidth);
+    if (transfer_s >= 0.5 * sample.timing.median_s) best = std::max(best, bandwidth);
   }
+  if (best == 0) best = best_any;
   for (auto& [bytes, bandwidth] : bandwidths) bandwidth /= best;
   tier.bandwidth_gb_per_s = best / 1e9;
   tier.efficiency_by_message_bytes = banded_curve(std::move(bandwidths), 1.5);
+  for (auto& [collective, samples] : by_collective) {
+    for (auto& [bytes, bandwidth] : samples) bandwidth /= best;
+    tier.efficiency_by_collective[collective] = banded_curve(std::move(samples), 1.5);
+  }
   tier.efficiency = tier.efficiency_by_message_bytes.empty()
                         ? 1.0
                         : tier.efficiency_by_message_bytes.back().fraction;

@@ -89,7 +89,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
 NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location) {
   const ObjectReader reader(value, location,
                             {"name", "scope_gpus", "bandwidth_gb_per_s", "latency_us", "efficiency",
-                             "efficiency_by_message"});
+                             "efficiency_by_message", "efficiency_by_collective"});
   NetworkTier tier;
   tier.name = reader.string("name");
   tier.scope_gpus = reader.integer("scope_gpus", {1, kMaxNodes * kMaxGpusPerNode});
@@ -100,6 +100,15 @@ NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location
       reader.number("efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
   tier.efficiency_by_message_bytes =
       parse_efficiency_curve(reader, "efficiency_by_message", "bytes");
+  if (reader.has("efficiency_by_collective")) {
+    const ObjectReader curves(reader.object("efficiency_by_collective"),
+                              reader.at("efficiency_by_collective"),
+                              {"all_reduce", "all_gather", "reduce_scatter", "send_receive"});
+    for (const auto& [collective, name] : kTierCollectiveNames) {
+      std::vector<EfficiencyPoint> curve = parse_efficiency_curve(curves, name, "bytes");
+      if (!curve.empty()) tier.efficiency_by_collective[collective] = std::move(curve);
+    }
+  }
   return tier;
 }
 
@@ -264,6 +273,10 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
     if (!tier.efficiency_by_message_bytes.empty()) {
       entry["efficiency_by_message"] =
           efficiency_curve_to_json(tier.efficiency_by_message_bytes, "bytes");
+    }
+    for (const auto& [collective, curve] : tier.efficiency_by_collective) {
+      entry["efficiency_by_collective"][std::string(name_of(collective, kTierCollectiveNames))] =
+          efficiency_curve_to_json(curve, "bytes");
     }
     tiers.push_back(entry);
   }

@@ -12,7 +12,8 @@ namespace {
 schemas::ClusterConfig two_tier_cluster(std::int64_t nodes) {
   schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-a100-80gb");
   cluster.nodes = nodes;
-  cluster.network_tiers = {{"nvlink", 8, 300, 0, 1, {}}, {"fabric", 8 * nodes, 25, 0, 1, {}}};
+  cluster.network_tiers = {{"nvlink", 8, 300, 0, 1, {}, {}},
+                           {"fabric", 8 * nodes, 25, 0, 1, {}, {}}};
   return cluster;
 }
 
@@ -110,6 +111,30 @@ TEST(CollectiveTime, PointToPointIsLatencyPlusBytesOverBandwidth) {
   cluster.network_tiers[1].latency_us = 6;
   EXPECT_NEAR(point_to_point_time_s(cluster, 1, 25e6), 6e-6 + 1e-3, 1e-12);
   EXPECT_EQ(point_to_point_time_s(cluster, 1, 0), 0);
+}
+
+// A measured curve for one collective prices that collective alone. The NVLink tier runs
+// reduce-scatter at a quarter of its bandwidth and send/receive at a half: 1 GB over 8 members
+// reduce-scatters in 7/8 GB / 75 GB/s, all-gather keeps the tier's 300 GB/s, a message of 1 GB
+// takes 1/150 s. Across two nodes an all-reduce's inner levels are a reduce-scatter and an
+// all-gather, each on its own curve: 7/8 GB / 75 GB/s + 7/8 GB / 300 GB/s + the fabric's part.
+TEST(CollectiveTime, AMeasuredCurvePricesItsOwnCollective) {
+  schemas::ClusterConfig cluster = two_tier_cluster(2);
+  cluster.network_tiers[0].efficiency_by_collective = {
+      {schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
+      {schemas::TierCollective::send_receive, {{1e3, 0.5}}}};
+  const GroupSpan node = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  const double bytes = 1e9;
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::reduce_scatter, bytes),
+              0.875 * bytes / 75e9, 1e-12);
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_gather, bytes),
+              0.875 * bytes / 300e9, 1e-12);
+  EXPECT_NEAR(point_to_point_time_s(cluster, 0, bytes), bytes / 150e9, 1e-12);
+  std::vector<std::int64_t> ranks(16);
+  for (std::int64_t r = 0; r < 16; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  const double across = 2 * 0.5 * (bytes / 8) / 25e9;
+  EXPECT_NEAR(collective_time_s(cluster, group_span(cluster, ranks), Collective::all_reduce, bytes),
+              0.875 * bytes / 75e9 + 0.875 * bytes / 300e9 + across, 1e-12);
 }
 
 }  // namespace

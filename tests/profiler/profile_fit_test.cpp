@@ -71,13 +71,18 @@ TEST(ProfileFit, ComputeParametersComeBackFromTheirOwnPredictions) {
   EXPECT_NEAR(costmodels::elementwise_time_s(fitted, 8e6, 1e6, 1), 1e-3, 1e-9);
 }
 
+// A tier whose communicator runs reduce-scatter at a quarter and send/receive at 0.6 of its
+// bus bandwidth (MPI on a CPU sums on the host): the fit gives each collective its own curve, so
+// every measured time comes back, the slow reduce-scatter's as well as the fast all-gather's.
 TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
-  schemas::NetworkTier known{"shared-memory", 2, 30, 1.0, 1.0, {}};
+  schemas::NetworkTier known{"shared-memory", 2, 30, 1.0, 1.0, {}, {}};
+  known.efficiency_by_collective = {{schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
+                                    {schemas::TierCollective::send_receive, {{1e3, 0.6}}}};
   TierMeasurements measured{"shared-memory", 2, 2, {}};
   for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
     for (const MeasuredCollective collective :
          {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
-          MeasuredCollective::send_receive}) {
+          MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive}) {
       CollectiveSample sample{collective, 2, bytes, {}};
       sample.timing = exactly(predicted_collective_s(known, sample));
       measured.samples.push_back(sample);
@@ -89,9 +94,15 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   EXPECT_NEAR(fitted.latency_us, 1.0, 0.15);
   EXPECT_EQ(fitted.scope_gpus, 2);
   for (const CollectiveSample& sample : measured.samples) {
-    EXPECT_NEAR(predicted_collective_s(fitted, sample) / sample.timing.median_s, 1.0, 0.1)
+    EXPECT_NEAR(predicted_collective_s(fitted, sample) / sample.timing.median_s, 1.0, 0.02)
         << collective_name(sample.collective) << " of " << sample.bytes << " bytes";
   }
+  const auto large = [&](schemas::TierCollective collective) {
+    return fitted.efficiency_by_collective.at(collective).back().fraction;
+  };
+  EXPECT_NEAR(
+      large(schemas::TierCollective::reduce_scatter) / large(schemas::TierCollective::all_gather),
+      0.25, 0.01);
 }
 
 TEST(PresetComparison, APresetIsClosestToItself) {

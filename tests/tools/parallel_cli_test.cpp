@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "strata_command.h"
+#include "strata_under_mpirun.h"
 
 namespace strata::tools {
 namespace {
@@ -25,6 +25,8 @@ namespace {
 using strata::testing::CommandResult;
 using strata::testing::slurp;
 using strata::testing::strata;
+using strata::testing::strata_under_mpirun;
+using strata::testing::use_mpi_test_environment;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
@@ -69,13 +71,7 @@ std::vector<nlohmann::json> step_records(const std::string& out) {
 struct ParallelCli : ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
-    // CI runs as root in a container, where Open MPI starts only with both confirmations; the
-    // ranks oversubscribe the cores, one OpenMP thread each.
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
-    ::setenv("OMP_NUM_THREADS", "1", 0);
-    // Under the sanitize preset: Open MPI's own allocations at exit are not ours to leak-check.
-    ::setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+    use_mpi_test_environment();
     directory = fs::path(::testing::TempDir()) /
                 ("parallel-cli-" + std::to_string(::getpid()) + "-" +
                  ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -91,14 +87,8 @@ struct ParallelCli : ::testing::Test {
     return "train --model " + kMicroModel + " --data " + tokens +
            " --micro-batch 2 --global-batch 4 --seq-len 32 " + extra;
   }
-  // strata under mpirun with `ranks` processes on however many cores there are.
   CommandResult mpirun(int ranks, const std::string& arguments) const {
-    const fs::path out = directory / "mpirun.out", err = directory / "mpirun.err";
-    const std::string command = std::string(STRATA_MPIEXEC) + " -np " + std::to_string(ranks) +
-                                " --oversubscribe " + STRATA_BINARY + " " + arguments + " > " +
-                                out.string() + " 2> " + err.string() + " < /dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+    return strata_under_mpirun(ranks, arguments, directory);
   }
   fs::path directory;
   std::string tokens;
@@ -128,6 +118,13 @@ TEST_F(ParallelCli, Tp2Dp2LogsTheSingleRankLossesWithThePredictionBeside) {
         got[i].at("step_time_s").get<double>() / got[i].at("predicted_step_time_s").get<double>(),
         1e-6);
     EXPECT_GT(got[i].at("peak_host_bytes").get<double>(), 0);
+    // The model's memory: the resident set's growth since before the model was built, a part of
+    // the peak (the process's own baseline is the rest), on one rank and on four.
+    for (const nlohmann::json* record : {&expected[i], &got[i]}) {
+      EXPECT_GT(record->at("peak_model_host_bytes").get<double>(), 0);
+      EXPECT_LT(record->at("peak_model_host_bytes").get<double>(),
+                record->at("peak_host_bytes").get<double>());
+    }
     // tp and dp collectives ran, and the time blocked in them was measured.
     EXPECT_GT(got[i].at("communication_s").get<double>(), 0);
     EXPECT_LT(got[i].at("communication_s").get<double>(), got[i].at("step_time_s").get<double>());

@@ -93,6 +93,10 @@ void print_text(const profiler::MachineProfile& profile, const profiler::PresetC
   if (!profile.network_measured) {
     fmt::print("network not measured (one rank): run under mpirun -np N to measure it\n");
   }
+  // A second profile agrees with this one within the spreads below only if the machine holds
+  // still; the drift says how much it moved while this one ran (it is in the spreads).
+  fmt::print("compute drift from the profile's start to its end: {:+.1f}% (in each spread)\n",
+             100 * profile.compute_drift);
   fmt::print("\n{:<36} {:>10} {:>8} {:>14} {:>9}\n", "quantity", "measured", "spread",
              closest.preset, "ratio");
   for (const profiler::ComparedQuantity& row : closest.rows) {
@@ -141,6 +145,7 @@ void print_json(const profiler::MachineProfile& profile, const profiler::PresetC
   std::cout << nlohmann::json{{"out", out},
                               {"seconds", seconds},
                               {"network_measured", profile.network_measured},
+                              {"compute_drift", profile.compute_drift},
                               {"closest_preset", closest.preset},
                               {"quantities", rows},
                               {"tiers", tiers}}

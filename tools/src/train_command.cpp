@@ -204,14 +204,27 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
                         {"measured_over_predicted", ratio},
                         {"peak_device_bytes", record.peak_device_bytes},
                         {"peak_host_bytes", record.peak_host_bytes},
+                        {"peak_model_host_bytes", record.peak_model_host_bytes},
                         {"predicted_peak_bytes", prediction.peak_bytes}};
     if (epoch) line["epoch"] = *epoch;
     if (data.log_samples) line["samples"] = samples;
     std::cout << line.dump() << std::endl;
     return;
   }
-  const std::size_t peak =
-      record.peak_device_bytes > 0 ? record.peak_device_bytes : record.peak_host_bytes;
+  // Beside the prediction, the memory it predicts: on a GPU the tensors' peak, on the CPU the
+  // resident set's growth since before the model was built (the process's own baseline aside).
+  constexpr double kGiB = 1u << 30;
+  std::string memory;
+  if (record.peak_device_bytes > 0) {
+    memory = fmt::format(" | peak {:.2f} GiB (predicted {:.2f})",
+                         static_cast<double>(record.peak_device_bytes) / kGiB,
+                         prediction.peak_bytes / kGiB);
+  } else if (record.peak_host_bytes > 0) {
+    memory = fmt::format(" | model memory {:.2f} GiB (predicted {:.2f}; RSS {:.2f})",
+                         static_cast<double>(record.peak_model_host_bytes) / kGiB,
+                         prediction.peak_bytes / kGiB,
+                         static_cast<double>(record.peak_host_bytes) / kGiB);
+  }
   fmt::print(
       "step {:>{}}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tokens/s | {:.1f} "
       "ms (predicted {:.1f} ms, ×{:.2f}){}{}{}{}\n",
@@ -221,9 +234,7 @@ void print_step(const executor::StepRecord& record, std::int64_t steps,
       record.communication_s > 0
           ? fmt::format(" | comm {:.0f}%", 100 * record.communication_s / record.step_time_s)
           : std::string(),
-      peak > 0 ? fmt::format(" | peak {:.2f} GiB", static_cast<double>(peak) / (1u << 30))
-               : std::string(),
-      epoch ? fmt::format(" | epoch {}", *epoch) : std::string(),
+      memory, epoch ? fmt::format(" | epoch {}", *epoch) : std::string(),
       data.log_samples ? fmt::format(" | samples {}", fmt::join(samples, ",")) : std::string());
   std::fflush(stdout);
 }

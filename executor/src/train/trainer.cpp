@@ -1,7 +1,6 @@
 #include "strata/executor/train/trainer.h"
 
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
+#include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
@@ -151,17 +151,12 @@ std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::
   return std::make_unique<ProcessGroups>(*world, plan.mesh);
 }
 
-std::size_t peak_resident_bytes() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
-}
-
 }  // namespace
 
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
                  TrainingOptions options, Communicator* world)
-    : plan_(plan),
+    : resident_before_model_bytes_(current_resident_bytes()),
+      plan_(plan),
       options_(std::move(options)),
       world_(world),
       groups_(groups_for(plan, plan_source, options_.device, world)),
@@ -417,16 +412,19 @@ StepRecord Trainer::train_step() {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double communication = communication_seconds() - communication_before;
   std::size_t peak_host = cuda ? 0 : peak_resident_bytes();
+  std::size_t model_host = cuda ? 0 : peak_host - std::min(peak_host, resident_before_model_bytes_);
   if (sharded_) {
     // The step is as long as its slowest rank; the memory the largest any rank holds.
-    Tensor slowest = Tensor::zeros({3}, ScalarType::float64);
+    Tensor slowest = Tensor::zeros({4}, ScalarType::float64);
     slowest.data<double>()[0] = seconds;
     slowest.data<double>()[1] = static_cast<double>(peak_host);
     slowest.data<double>()[2] = communication;
+    slowest.data<double>()[3] = static_cast<double>(model_host);
     groups_->world().all_reduce(slowest, ReduceOp::max);
     seconds = slowest.data<double>()[0];
     peak_host = static_cast<std::size_t>(slowest.data<double>()[1]);
     communication = slowest.data<double>()[2];
+    model_host = static_cast<std::size_t>(slowest.data<double>()[3]);
   }
   if (traced) traced_ = gather_executed_actions(result.executed, world_);
   return StepRecord{state_.step,
@@ -437,6 +435,7 @@ StepRecord Trainer::train_step() {
                     seconds,
                     cuda ? cuda_memory_stats().peak_allocated_bytes : 0,
                     peak_host,
+                    model_host,
                     communication};
 }
 

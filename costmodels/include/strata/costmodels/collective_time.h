@@ -18,6 +18,12 @@
 // Reduce-scatter and all-gather have no tree in NCCL: across tiers they run as one pipelined
 // ring, t = (n−1)/n · S / min over tiers of (members per domain below it × B of the tier), and
 // each of the n−1 steps pays the slowest tier's latency.
+//
+// A tier's bandwidth is scaled by an efficiency by message size: the collective's own measured
+// curve where the tier has one (`strata profile` writes one per collective: an MPI communicator's
+// algorithms differ from NCCL's and from each other), else the tier's. Broadcast and all-to-all
+// use all-gather's; a hierarchical all-reduce's inner levels use reduce-scatter's and
+// all-gather's.
 #pragma once
 
 #include <compare>

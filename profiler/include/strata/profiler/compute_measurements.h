@@ -43,4 +43,15 @@ struct ComputeMeasurements {
 
 ComputeMeasurements measure_compute(const ProfileSettings& settings);
 
+// Every timing of a compute sweep, in one order (the same for two sweeps of one profile).
+std::vector<Timing*> timings_of(ComputeMeasurements& measured);
+
+// A profile measures its compute twice, at its start and at its end, because a shared machine
+// drifts while it is measured (other jobs, clocks, thermal limits) and repeats inside one sweep
+// cannot see that. Merges `end` into `start`: each median the mean of the two, each spread the
+// largest of the two sweeps' and half their relative difference — so a second profile should
+// agree within the spread this one reports. Returns the machine's drift: the median over the
+// timings of end / start − 1 (positive: it slowed).
+double merge_repeated_sweep(ComputeMeasurements& start, ComputeMeasurements& end);
+
 }  // namespace strata::profiler

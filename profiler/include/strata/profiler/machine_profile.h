@@ -20,6 +20,9 @@ struct MachineProfile {
   ComputeMeasurements compute;            // averaged over the ranks
   std::vector<TierMeasurements> network;  // per tier; complete on rank 0
   bool network_measured = false;          // false for a job of one rank
+  // How much slower the compute ran at the profile's end than at its start (median over the
+  // kernels; negative: faster). Its size is also in sources.spread["compute_drift"].
+  double compute_drift = 0;
 };
 
 // Collective over `world`. `name` names the cluster; `command` is recorded in its sources. With

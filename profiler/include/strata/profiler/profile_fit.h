@@ -28,8 +28,9 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
                  std::map<std::string, double>& spread);
 
 // One network tier from its collectives: latency from the smallest messages (the ring's steps),
-// bandwidth from the largest (the nccl-tests bus-bandwidth volume), and the efficiency by
-// message size that makes collective_time_s give each measured time.
+// bandwidth from the fastest (the nccl-tests bus-bandwidth volume), and per collective the
+// efficiency by message size that makes collective_time_s give each measured time (plus one
+// curve over all of them, the median per size band, for what the tier carries unmeasured).
 schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread);
 
 // What the cost models predict for one measured collective on a tier (for the report).

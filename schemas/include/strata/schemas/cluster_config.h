@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "strata/schemas/dtype.h"
+#include "strata/schemas/enum_names.h"
 #include "strata/schemas/json_location.h"
 
 namespace strata::schemas {
@@ -59,6 +60,14 @@ struct GpuProfile {
 // profile lists only fp32, so `strata plan --cluster cpu-local:4` plans in fp32.
 Dtype default_training_precision(const GpuProfile& gpu);
 
+// The collectives a tier may carry its own measured efficiency curve for.
+enum class TierCollective { all_reduce, all_gather, reduce_scatter, send_receive };
+inline constexpr std::array<EnumName<TierCollective>, 4> kTierCollectiveNames{
+    {{TierCollective::all_reduce, "all_reduce"},
+     {TierCollective::all_gather, "all_gather"},
+     {TierCollective::reduce_scatter, "reduce_scatter"},
+     {TierCollective::send_receive, "send_receive"}}};
+
 // A level of the interconnect, from the inside out: tier 0 is e.g. the NVLink domain, tier 1 the
 // inter-node fabric. A tier connects groups of `scope_gpus` consecutive ranks; tiers nest.
 struct NetworkTier {
@@ -68,6 +77,11 @@ struct NetworkTier {
   double latency_us = 0;          // one message's start-up time
   double efficiency = 1;          // achieved fraction of bandwidth for large messages
   std::vector<EfficiencyPoint> efficiency_by_message_bytes;
+  // Measured per collective (strata profile): where the communicator's algorithms differ from
+  // one another — MPI on a CPU sums on the host, and its reduce-scatter runs 2–4× slower than
+  // its all-gather per byte of bus volume — one curve per collective replaces the tier's curve
+  // for it. Absent for a collective: the tier's curve (NCCL's ring/tree conventions hold).
+  std::map<TierCollective, std::vector<EfficiencyPoint>> efficiency_by_collective;
   bool operator==(const NetworkTier&) const = default;
 };
 

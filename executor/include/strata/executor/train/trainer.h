@@ -74,7 +74,10 @@ struct StepRecord {
   double step_time_s = 0;             // the slowest rank's
   std::size_t peak_device_bytes = 0;  // CUDA: the most device memory tensors held this step
   std::size_t peak_host_bytes = 0;    // the largest peak resident set of any rank so far
-  double communication_s = 0;         // the longest any rank was blocked in communication this step
+  // The largest growth of any rank's resident set over its size before the model was built: the
+  // host memory the model, its optimizer, activations and buffers took (CPU runs).
+  std::size_t peak_model_host_bytes = 0;
+  double communication_s = 0;  // the longest any rank was blocked in communication this step
 };
 
 struct EvaluationRecord {
@@ -161,6 +164,8 @@ class Trainer {
   TrainingState read_latest_checkpoint(const std::filesystem::path& checkpoint);
   ShardedCheckpointPart checkpoint_part();
 
+  // Read first, before any member allocates (see peak_model_host_bytes).
+  std::size_t resident_before_model_bytes_;
   schemas::Plan plan_;
   TrainingOptions options_;
   Communicator* world_;

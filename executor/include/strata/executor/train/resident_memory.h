@@ -1,0 +1,16 @@
+// The host memory this process holds (Linux): what a CPU run's memory is measured by. The peak
+// resident set minus the resident set before the model existed is the memory the model, its
+// optimizer, activations and communication buffers took — the quantity the simulator's memory
+// prediction is held against (the process's baseline — the binary, libraries, MPI — is not).
+#pragma once
+
+#include <cstddef>
+
+namespace strata::executor {
+
+// The resident set now: every page of the process in RAM (/proc/self/statm).
+std::size_t current_resident_bytes();
+// The largest resident set the process has had (getrusage's ru_maxrss).
+std::size_t peak_resident_bytes();
+
+}  // namespace strata::executor
