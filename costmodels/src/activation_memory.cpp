@@ -4,6 +4,31 @@
 #include <cmath>
 
 namespace strata::costmodels {
+namespace {
+
+// Strata's executor's backward scratch (LayerScratch::resize in
+// executor/src/model/transformer_layer.cpp), allocated once per micro-batch shape and shared by
+// every layer of the rank, and the two residual-gradient buffers the stage's backward alternates
+// between (Transformer::allocate).
+double executor_scratch_bytes(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const double t = static_cast<double>(context.tp);
+  const double tokens = context.local_tokens();
+  const double norm_tokens = context.norm_tokens();
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double head_dim = static_cast<double>(model.head_dim);
+  const double heads = static_cast<double>(model.num_attention_heads) / t;
+  const double kv_heads = std::ceil(static_cast<double>(model.num_kv_heads) / t);
+  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
+  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  const double sp = context.sequence_parallel ? 1.0 : 0.0;
+  return context.activation_bytes() *
+         ((2 + 2 * sp) * tokens * hidden + (5 + 3 * sp) * norm_tokens * hidden +
+          tokens * heads * head_dim + tokens * (heads + 2 * kv_heads) * head_dim +
+          tokens * (1 + gate) * ffn);
+}
+
+}  // namespace
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
                                             schemas::RecomputeGranularity recompute) {
@@ -48,10 +73,13 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
   const double output_gradients = element * tokens * (heads + 2 * kv_heads) * head_dim +
                                   element * norm_tokens * hidden + element * tokens * gate * ffn +
                                   element * norm_tokens * hidden;
+  // What the backward writes into: Megatron's output gradients, or the executor's scratch.
+  const double backward_buffers =
+      context.executor_activation_buffers ? executor_scratch_bytes(context) : output_gradients;
   switch (recompute) {
     case schemas::RecomputeGranularity::none:
       bytes.stored = full_layer;
-      bytes.working = output_gradients;
+      bytes.working = backward_buffers;
       break;
     case schemas::RecomputeGranularity::selective:
       // The attention core is recomputed from Q, K, V: its scores (unfused) or its output and
@@ -59,11 +87,11 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       bytes.stored = kernel == AttentionKernel::unfused
                          ? full_layer - core_scores
                          : full_layer - core_scores - attention_output;
-      bytes.working = output_gradients + (full_layer - bytes.stored);
+      bytes.working = backward_buffers + (full_layer - bytes.stored);
       break;
     case schemas::RecomputeGranularity::full:
       bytes.stored = element * norm_tokens * hidden;
-      bytes.working = output_gradients + full_layer;
+      bytes.working = backward_buffers + full_layer;
       break;
   }
   bytes.weight_inputs =
@@ -86,6 +114,16 @@ LayerActivationBytes lm_head_activation_bytes(const LayerContext& context) {
   const double vocab =
       static_cast<double>(context.model->vocab_size) / static_cast<double>(context.tp);
   const double inputs = element * context.norm_tokens() * hidden + element * tokens * hidden;
+  if (context.executor_activation_buffers) {
+    // One [tokens, vocab] buffer in the compute dtype: the logits, then their gradient; and the
+    // final norm's output gradient (the rank's, counted here once).
+    const double logits = element * tokens * vocab;
+    const double final_norm_gradient =
+        element * (tokens + (context.sequence_parallel ? context.norm_tokens() : 0)) * hidden;
+    return {.stored = inputs + logits + final_norm_gradient,
+            .weight_inputs = element * tokens * hidden + logits,
+            .working = 0};
+  }
   const double softmax = 4.0 * tokens * vocab;
   // While the loss runs, the 16-bit logits and their fp32 copy are live beside the kept softmax.
   return {.stored = inputs + softmax,

@@ -66,20 +66,6 @@ CollectiveShape shape_of(const CollectiveSample& sample) {
   return {};
 }
 
-schemas::TierCollective tier_collective(MeasuredCollective collective) {
-  switch (collective) {
-    case MeasuredCollective::all_reduce:
-      return schemas::TierCollective::all_reduce;
-    case MeasuredCollective::all_gather:
-      return schemas::TierCollective::all_gather;
-    case MeasuredCollective::reduce_scatter:
-      return schemas::TierCollective::reduce_scatter;
-    case MeasuredCollective::send_receive:
-      return schemas::TierCollective::send_receive;
-  }
-  return schemas::TierCollective::all_reduce;
-}
-
 }  // namespace
 
 void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
@@ -208,7 +194,7 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
     const double bandwidth = transfer_s > 0 ? shape.volume * sample.bytes / transfer_s
                                             : std::numeric_limits<double>::infinity();
     bandwidths.emplace_back(sample.bytes, bandwidth);
-    by_collective[tier_collective(sample.collective)].emplace_back(sample.bytes, bandwidth);
+    by_collective[sample.collective].emplace_back(sample.bytes, bandwidth);
     if (std::isfinite(bandwidth)) best_any = std::max(best_any, bandwidth);
     if (transfer_s >= 0.5 * sample.timing.median_s) best = std::max(best, bandwidth);
   }

@@ -16,7 +16,7 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
     case TrainingFramework::llm_foundry:
       return {.zero3_gathers_per_layer = true};
     case TrainingFramework::strata:
-      break;
+      return {.executor_activation_buffers = true};
   }
   return {};
 }

@@ -229,6 +229,41 @@ TEST(ActivationMemory, KorthikantiBytesPerLayer) {
                    106954752.0 + 98304.0);
 }
 
+// What the backward writes into and what the LM head keeps differ by stack. gpt-tiny (h = 256,
+// ffn 1024, 4 heads of 64) on 4 × 256 = 1024 tokens in fp32 (E = 4), one rank:
+//   Megatron: the four GEMMs' output gradients, E·T·(3h + h + f + h) = 4·1024·2304 = 9,437,184;
+//     LM head keeps its two inputs (2·E·T·h = 2,097,152) and the fp32 softmax (4·T·V = 1,048,576),
+//     with the 16-bit logits' fp32 copy live while the loss runs (working 8·T·V = 2,097,152).
+//   Strata's executor: one scratch for every layer, E·T·(2h + 5h + h + 3h + 2f) =
+//     4·1024·4864 = 19,922,944; LM head keeps its inputs, the logits (E·T·V, overwritten by
+//     their gradient) and the final norm's gradient (E·T·h): 4,194,304, nothing more at the loss.
+TEST(ActivationMemory, StrataExecutorBuffersAgainstMegatrons) {
+  schemas::PlanKnobs knobs;
+  knobs.seq_length = 256;
+  knobs.micro_batch_size = 4;
+  knobs.global_batch_size = 4;
+  knobs.precision = schemas::Dtype::fp32;
+  using schemas::RecomputeGranularity;
+  using schemas::TrainingFramework;
+  knobs.framework = TrainingFramework::megatron_lm;
+  const schemas::Plan megatron = schemas::build_plan(
+      schemas::model_preset("gpt-tiny"), schemas::cluster_preset("cpu-local"), knobs, "test");
+  knobs.framework = TrainingFramework::strata;
+  const schemas::Plan strata = schemas::build_plan(
+      schemas::model_preset("gpt-tiny"), schemas::cluster_preset("cpu-local"), knobs, "test");
+  const LayerContext theirs = layer_context(megatron);
+  const LayerContext ours = layer_context(strata);
+  // What each layer keeps is the same set of tensors.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(ours, RecomputeGranularity::none).stored,
+                   layer_activation_bytes(theirs, RecomputeGranularity::none).stored);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(theirs, RecomputeGranularity::none).working, 9437184.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(ours, RecomputeGranularity::none).working, 19922944.0);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(theirs).stored, 3145728.0);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(theirs).working, 2097152.0);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(ours).stored, 4194304.0);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(ours).working, 0.0);
+}
+
 }  // namespace
 }  // namespace strata::costmodels
 

@@ -15,6 +15,14 @@
 // is Korthikanti's s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism s·b·h/t·(34 + 5as/h).
 //   selective recompute drops what the attention core recomputes (scores, or for flash its
 //   output and log-sum-exp); full recompute keeps only the layer input, E·Tn·h.
+//
+// What the backward needs beside them (`working`) depends on the stack. Megatron's: the output
+// gradients of the layer's four GEMMs. Strata's executor (executor_activation_buffers): one
+// scratch set every layer of the rank shares, E·[(2 + 2sp)·T·h + (5 + 3sp)·Tn·h + T·h_r·d +
+// T·(h_r + 2kv_r)·d + T·(1 + g)·f_r] (the branch, the norm's, attention's, QKV's and the MLP's
+// gradients, the residual gradients, and the token-sharded copies sequence parallelism adds); and
+// its LM head keeps the logits in the compute dtype, overwritten by their gradient, and the final
+// norm's gradient, instead of Megatron's fp32 softmax beside the 16-bit logits and their copy.
 #pragma once
 
 #include "strata/costmodels/layer_costs.h"

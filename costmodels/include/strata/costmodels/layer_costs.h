@@ -73,6 +73,8 @@ struct LayerContext {
   // group in forward and backward and reduce-scatters its gradients, overlapped with the compute
   // of its neighbour.
   bool zero3_layer_gathers = false;
+  // Activations in Strata's executor's buffers (training_framework.h; activation_memory.h).
+  bool executor_activation_buffers = false;
   GroupSpan dp_span;  // set only with zero3_layer_gathers
   GroupSpan tp_span;
   int cp_tier = 0;  // the tier ring attention's neighbours talk over

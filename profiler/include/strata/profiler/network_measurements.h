@@ -10,10 +10,13 @@
 #include "strata/profiler/machine_layout.h"
 #include "strata/profiler/profile_settings.h"
 #include "strata/profiler/repeated_timing.h"
+#include "strata/schemas/cluster_config.h"
 
 namespace strata::profiler {
 
-enum class MeasuredCollective { all_reduce, all_gather, reduce_scatter, send_receive };
+// The collectives measured are those a cluster file's tier can carry a curve for.
+using MeasuredCollective = schemas::TierCollective;
+// As a report prints it: "all-reduce", "send/receive", ...
 std::string_view collective_name(MeasuredCollective collective);
 
 struct CollectiveSample {

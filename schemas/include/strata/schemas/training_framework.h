@@ -51,6 +51,12 @@ struct FrameworkBehaviour {
   // schedule IR), as every stack does with pipeline parallelism (torchtitan keeps a stage's
   // parameters gathered across micro-batches there).
   bool zero3_gathers_per_layer = false;
+  // Strata's executor holds its activations in its own buffers rather than Megatron's: the
+  // backward's gradients live in one scratch set that every layer of a rank shares (LayerScratch
+  // in executor/src/model/transformer_layer.cpp), not in per-GEMM output gradients, and the LM
+  // head keeps its logits in the compute dtype and overwrites them with their gradient (no fp32
+  // copy, no separate softmax). Measured against the CPU executor's resident-set growth.
+  bool executor_activation_buffers = false;
 };
 
 FrameworkBehaviour framework_behaviour(TrainingFramework framework);
