@@ -11,16 +11,9 @@ namespace {
 // every layer of the rank, and the two residual-gradient buffers the stage's backward alternates
 // between (Transformer::allocate).
 double executor_scratch_bytes(const LayerContext& context) {
-  const schemas::ModelConfig& model = *context.model;
-  const double t = static_cast<double>(context.tp);
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const double hidden = static_cast<double>(model.hidden_size);
-  const double head_dim = static_cast<double>(model.head_dim);
-  const double heads = static_cast<double>(model.num_attention_heads) / t;
-  const double kv_heads = std::ceil(static_cast<double>(model.num_kv_heads) / t);
-  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
-  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
   const double sp = context.sequence_parallel ? 1.0 : 0.0;
   return context.activation_bytes() *
          ((2 + 2 * sp) * tokens * hidden + (5 + 3 * sp) * norm_tokens * hidden +
@@ -35,16 +28,10 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
   using schemas::AttentionKernel;
   const AttentionKernel kernel = context.attention;
   const schemas::ModelConfig& model = *context.model;
-  const double t = static_cast<double>(context.tp);
   const double element = context.activation_bytes();
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const double hidden = static_cast<double>(model.hidden_size);
-  const double head_dim = static_cast<double>(model.head_dim);
-  const double heads = static_cast<double>(model.num_attention_heads) / t;
-  const double kv_heads = std::ceil(static_cast<double>(model.num_kv_heads) / t);
-  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
-  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
   const double mask = model.dropout > 0 ? 1.0 : 0.0;
   const double batch = static_cast<double>(context.micro_batch_size);
   const double query_tokens =

@@ -142,15 +142,8 @@ struct FloatEightCastBytes {
   double backward = 0;
 };
 FloatEightCastBytes fp8_cast_bytes(const LayerContext& context) {
-  const schemas::ModelConfig& model = *context.model;
-  const double t = static_cast<double>(context.tp);
   const double tokens = context.local_tokens();
-  const double hidden = static_cast<double>(model.hidden_size);
-  const double head_dim = static_cast<double>(model.head_dim);
-  const double heads = static_cast<double>(model.num_attention_heads) / t;
-  const double kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t);
-  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
-  const double gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0;
+  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
   FloatEightCastBytes bytes;
   bytes.forward = 2 * 1.0 * tokens * hidden + 4.0 * tokens * (heads * head_dim + ffn);
   bytes.backward =
@@ -200,6 +193,17 @@ double LayerContext::activation_bytes() const {
   return precision == Dtype::fp32 || precision == Dtype::tf32 ? 4.0 : 2.0;
 }
 
+LocalLayerDims local_layer_dims(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const double t = static_cast<double>(context.tp);
+  return {.hidden = static_cast<double>(model.hidden_size),
+          .head_dim = static_cast<double>(model.head_dim),
+          .heads = static_cast<double>(model.num_attention_heads) / t,
+          .kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t),
+          .ffn = static_cast<double>(model.ffn_hidden_size) / t,
+          .gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0};
+}
+
 LayerContext layer_context(const schemas::Plan& plan) {
   LayerContext context{
       .model = &plan.model,
@@ -236,15 +240,10 @@ LayerContext layer_context(const schemas::Plan& plan) {
 PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranularity recompute) {
   const schemas::ModelConfig& model = *context.model;
   const schemas::GpuProfile& gpu = context.cluster->gpu;
-  const double t = static_cast<double>(context.tp);
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const double hidden = static_cast<double>(model.hidden_size);
-  const double head_dim = static_cast<double>(model.head_dim);
-  const double heads = static_cast<double>(model.num_attention_heads) / t;
-  const double kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t);
-  const double ffn = static_cast<double>(model.ffn_hidden_size) / t;
-  const bool swiglu = model.mlp_activation == schemas::MlpActivation::swiglu;
+  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
+  const bool swiglu = gate == 2;
   const double element = context.activation_bytes();
 
   const GemmPassTimes gemms = gemm_pass_times(context, context.precision,

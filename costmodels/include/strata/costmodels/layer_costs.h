@@ -86,6 +86,19 @@ struct LayerContext {
 
 LayerContext layer_context(const schemas::Plan& plan);
 
+// One layer's sizes as a rank of the tp group holds them: the hidden size and head dimension
+// whole, the query heads and the MLP's width split over tp, the kv heads split or replicated
+// (⌈kv/tp⌉), and the MLP's gate count (2 for SwiGLU's gate and up projections, else 1).
+struct LocalLayerDims {
+  double hidden = 0;
+  double head_dim = 0;
+  double heads = 0;
+  double kv_heads = 0;
+  double ffn = 0;
+  double gate = 1;
+};
+LocalLayerDims local_layer_dims(const LayerContext& context);
+
 // One transformer layer; `recompute` chooses whether this layer is recomputed (a plan may
 // recompute only some layers of a stage fully).
 PassCosts transformer_layer_costs(const LayerContext& context,
