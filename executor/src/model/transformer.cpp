@@ -201,9 +201,15 @@ void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {
 
 void Transformer::allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a) {
   allocate_scratch(batch, seq);
-  if (a.chunk == chunk && a.batch == batch && a.seq == seq) return;
   const schemas::PipelineStage& stage = stages_.at(static_cast<std::size_t>(chunk));
   const TensorParallelism& tp = options_.tensor_parallel;
+  if (a.chunk == chunk && a.batch == batch && a.seq == seq) {
+    // A pipeline hands the last backward's d_input over to its send upstream: a fresh one.
+    if (!stage.embedding && a.d_input.numel() == 0) {
+      a.d_input = Tensor::zeros({tp.local_tokens(batch * seq), model_.hidden_size}, type_, device_);
+    }
+    return;
+  }
   a = StageActivations{};
   a.chunk = chunk;
   a.batch = batch;

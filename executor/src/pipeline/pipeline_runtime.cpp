@@ -237,7 +237,7 @@ StageActivations* PipelineRuntime::take_activations(int chunk) {
       ++it;
       continue;
     }
-    free_[static_cast<std::size_t>(it->activations->chunk)].push_back(it->activations);
+    give_back_activations(*it);
     it = draining_.erase(it);
   }
   std::vector<StageActivations*>& free = free_[static_cast<std::size_t>(chunk)];
@@ -256,6 +256,16 @@ void PipelineRuntime::retire_if_done(const Key& key) {
   InFlight& flight = found->second;
   const bool sent_upstream = key.first == 0 || flight.sent_upstream;
   if (!flight.backward_done || flight.weight_pending || !sent_upstream) return;
+  // After its backward a micro-batch's activations are garbage but for the gradient on its way
+  // upstream: that tensor leaves the set with its send, and the set is free for the next
+  // forward at once. Waiting for the send instead kept a whole second set alive on the last
+  // stage of 1F1B (its SEND_B completes only when the stage before receives), which measured
+  // twice the activation memory of one micro-batch in flight.
+  if (flight.activations != nullptr) {
+    flight.outgoing.push_back(std::move(flight.activations->d_input));
+    flight.activations->d_input = Tensor();
+    give_back_activations(flight);
+  }
   draining_.push_back(std::move(flight));
   in_flight_.erase(found);
 }
@@ -267,10 +277,22 @@ void PipelineRuntime::retire(const Key& key) {
   in_flight_.erase(found);
 }
 
+std::vector<std::size_t> PipelineRuntime::activation_sets() const {
+  std::vector<std::size_t> made;
+  for (const auto& chunk : pool_) made.push_back(chunk.size());
+  return made;
+}
+
+void PipelineRuntime::give_back_activations(InFlight& flight) {
+  if (flight.activations == nullptr) return;
+  free_[static_cast<std::size_t>(flight.activations->chunk)].push_back(flight.activations);
+  flight.activations = nullptr;
+}
+
 void PipelineRuntime::drain() {
   for (InFlight& retired : draining_) {
     for (CommunicationRequest& request : retired.sends) request.wait();
-    free_[static_cast<std::size_t>(retired.activations->chunk)].push_back(retired.activations);
+    give_back_activations(retired);
   }
   draining_.clear();
 }

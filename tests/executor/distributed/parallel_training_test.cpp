@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -588,6 +589,64 @@ class FailuresOfOneRank : public ::testing::EmptyTestEventListener {
  private:
   int rank_;
 };
+
+// The runtime holds no more activation sets per model chunk than the schedule has micro-batches
+// of that chunk in flight — from its forward until its backward ran and its gradient went
+// upstream. A set whose SEND_B had not completed once stayed out of use until it had, and the
+// last stage of 1F1B then held two micro-batches' activations for one in flight.
+TEST(PipelineActivations, NoMoreSetsThanMicroBatchesInFlight) {
+  Communicator& world = world_communicator();
+  if (world.size() > 4) GTEST_SKIP() << "a pipeline over the whole job, up to 4 ranks";
+  using schemas::ScheduleType;
+  const int pp = world.size();
+  std::vector<Layout> layouts{
+      pipeline("OneFOneB", "gpt-tiny", 1, 1, pp, 1, ScheduleType::one_f_one_b),
+      pipeline("ZeroBubble", "gpt-tiny", 1, 1, pp, 1, ScheduleType::zb_h1)};
+  if (pp == 2) {  // gpt-tiny's 4 layers: 2 chunks of 1 per rank
+    layouts.push_back(
+        pipeline("Interleaved", "gpt-tiny", 1, 1, pp, 2, ScheduleType::interleaved_one_f_one_b));
+  }
+  for (const Layout& layout : layouts) {
+    const schemas::ModelConfig model = model_named(layout.model, 0);
+    TrainingOptions options = training_options();
+    options.steps = 2;
+    options.eval_every = 0;
+    const TokenFile data = token_data();  // the trainer reads it, it does not copy it
+    Trainer trainer(plan_of(model, layout), layout.name, data, options, &world);
+    train(trainer);
+    const schedule::PipelineSchedule& schedule = *trainer.pipeline_schedule();
+    // This rank's actions (a pipeline over the whole job: world rank = pipeline rank).
+    std::vector<int> in_flight(static_cast<std::size_t>(schedule.vpp), 0);
+    std::vector<int> most(in_flight.size(), 0);
+    std::map<std::pair<int, int>, int> waiting;  // (stage, micro-batch): events before retiring
+    for (const schedule::Action& action : schedule.ranks[static_cast<std::size_t>(world.rank())]) {
+      const auto chunk = static_cast<std::size_t>(action.stage / pp);
+      const std::pair<int, int> key{action.stage, action.micro_batch};
+      switch (action.type) {
+        case schedule::ActionType::forward:
+          waiting[key] = action.stage == 0 ? 1 : 2;  // the backward, then SEND_B past stage 0
+          most[chunk] = std::max(most[chunk], ++in_flight[chunk]);
+          continue;
+        case schedule::ActionType::backward:
+        case schedule::ActionType::backward_weight:
+        case schedule::ActionType::send_backward:
+          if (--waiting[key] == 0) --in_flight[chunk];
+          continue;
+        default:
+          continue;
+      }
+    }
+    for (const int left : in_flight)
+      EXPECT_EQ(left, 0) << layout.name << ": a micro-batch never retired";
+    const std::vector<std::size_t> sets = trainer.pipeline_activation_sets();
+    ASSERT_EQ(sets.size(), most.size()) << layout.name;
+    for (std::size_t chunk = 0; chunk < sets.size(); ++chunk) {
+      EXPECT_GE(sets[chunk], 1u) << layout.name << " chunk " << chunk;
+      EXPECT_LE(sets[chunk], static_cast<std::size_t>(most[chunk]))
+          << layout.name << " chunk " << chunk << " on rank " << world.rank();
+    }
+  }
+}
 
 }  // namespace
 }  // namespace strata::executor

@@ -84,6 +84,9 @@ class PipelineRuntime {
   double evaluate(const BatchSampler& validation, std::int64_t batch);
   const schedule::PipelineSchedule& schedule() const { return schedule_; }
   const std::vector<schedule::Action>& actions() const { return actions_; }
+  // Per model chunk of this rank, the activation sets made so far (each is reused once its
+  // micro-batch retires).
+  std::vector<std::size_t> activation_sets() const;
 
  private:
   // One micro-batch on one stage, from its forward until its sends are done.
@@ -92,9 +95,10 @@ class PipelineRuntime {
     std::vector<Tensor> received;  // RECV_F: activation, then the pass-through tensors
     Tensor received_gradient;      // RECV_B
     std::vector<CommunicationRequest> sends;
-    bool backward_done = false;   // B or I ran
-    bool weight_pending = false;  // I ran, W has not
-    bool sent_upstream = false;   // SEND_B ran (stage 0 has nothing to send)
+    std::vector<Tensor> outgoing;  // what the sends read once the activations are given back
+    bool backward_done = false;    // B or I ran
+    bool weight_pending = false;   // I ran, W has not
+    bool sent_upstream = false;    // SEND_B ran (stage 0 has nothing to send)
   };
   using Key = std::pair<int, int>;  // (stage, micro-batch)
 
@@ -109,6 +113,8 @@ class PipelineRuntime {
   // Waits for every retired micro-batch's sends and gives its buffers back.
   void drain();
   StageActivations* take_activations(int chunk);
+  // Returns the micro-batch's activation set to its chunk's free list (no-op when it has none).
+  void give_back_activations(InFlight& flight);
   int chunk_of(int stage) const { return stage / static_cast<int>(plan_.mesh.pp); }
   int peer_of(int stage) const { return stage % static_cast<int>(plan_.mesh.pp); }
   DropoutContext dropout_of(const PipelineStep& step, int micro_batch) const;

@@ -146,6 +146,11 @@ class Trainer {
   const schedule::PipelineSchedule* pipeline_schedule() const {
     return pipeline_ ? &pipeline_->schedule() : nullptr;
   }
+  // Per model chunk of this rank, the activation sets its pipeline has made so far (pipeline
+  // runs; empty otherwise): what the rank's activation memory is.
+  std::vector<std::size_t> pipeline_activation_sets() const {
+    return pipeline_ ? pipeline_->activation_sets() : std::vector<std::size_t>{};
+  }
 
  private:
   StepRecord train_step();
