@@ -48,13 +48,13 @@ RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_st
   const double o = static_cast<double>(bytes.optimizer) * parameters;
   switch (zero_stage) {
     case 0:
-      return {w, g, o};
+      return {w, g, o, 0};
     case 1:
-      return {w, g, o / shards};
+      return {w, g, o / shards, 0};
     case 2:
-      return {w, g / shards, o / shards};
+      return {w, g / shards, o / shards, 0};
     default:
-      return {w / shards, g / shards, o / shards};
+      return {w / shards, g / shards, o / shards, 0};
   }
 }
 
@@ -116,6 +116,31 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                                framework.zero1_bf16_gradients_all_reduced);
   const Collective reduction = all_reduced ? Collective::all_reduce : Collective::reduce_scatter;
 
+  // The communicator's temporaries (zero without a measured ratio): what the data-parallel
+  // all-reduces hold until the step, and the largest a blocking collective holds while it runs.
+  using schemas::CommunicatorOperation;
+  const auto temporary = [&](CommunicatorOperation operation, double message_bytes) {
+    return cluster.communicator_temporary_ratio(operation) * message_bytes;
+  };
+  std::vector<double> held_until_step(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> largest_transient(static_cast<std::size_t>(pp), 0.0);
+  if (pp > 1) {
+    std::fill(largest_transient.begin(), largest_transient.end(),
+              temporary(CommunicatorOperation::send_receive, boundary_bytes));
+  }
+  if (plan.mesh.tp > 1) {
+    // Each layer's activation all-reduce (or, with sequence parallelism, its reduce-scatter and
+    // all-gather) over the micro-batch's tokens.
+    const double activation =
+        context.local_tokens() * static_cast<double>(plan.model.hidden_size) * element;
+    const double tp_temporary =
+        context.sequence_parallel
+            ? std::max(temporary(CommunicatorOperation::reduce_scatter, activation),
+                       temporary(CommunicatorOperation::all_gather, activation))
+            : temporary(CommunicatorOperation::all_reduce, activation);
+    for (double& largest : largest_transient) largest = std::max(largest, tp_temporary);
+  }
+
   const std::size_t num_stages = plan.stages.size();
   costs.stages.resize(num_stages);
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
@@ -152,11 +177,44 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       stage_costs.passes += layers.lm_head;
       add_activations(layers.lm_head_activations, 1);
     }
+    if (context.executor_activation_buffers && num_stages > 1) {
+      // Strata's pipeline runtime: each micro-batch in flight keeps, beside its layers' tensors,
+      // the stage's output (what SEND_F read) past the last stage's, and the received input and
+      // the input's gradient (d_input, sent upstream) past the first; the gradient received for
+      // the output is live while the stage's backward runs.
+      const double boundary = context.local_tokens() * static_cast<double>(plan.model.hidden_size) *
+                              element /
+                              (context.sequence_parallel ? static_cast<double>(plan.mesh.tp) : 1.0);
+      if (!stage.lm_head) {
+        stage_costs.activations.stored += boundary;
+        stage_costs.activations.working += boundary;
+      }
+      if (!stage.embedding) stage_costs.activations.stored += 2 * boundary;
+    }
     stage_costs.parameters = stage_parameters(plan.model, counts, plan.mesh.tp, stage);
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
+    const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
     if (dp_shards > 1 && !context.zero3_layer_gathers) {
+      const double largest_bucket =
+          std::min(stage_costs.parameters, bucket_parameters) * gradient_bytes;
+      if (all_reduced) {
+        // Every bucket's non-blocking all-reduce is waited for only before the step.
+        held_until_step[rank_of_stage] += temporary(CommunicatorOperation::all_reduce_non_blocking,
+                                                    stage_costs.parameters * gradient_bytes);
+      } else {
+        largest_transient[rank_of_stage] =
+            std::max(largest_transient[rank_of_stage],
+                     temporary(CommunicatorOperation::reduce_scatter, largest_bucket));
+      }
+      if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+        // The updated weights gathered back after the step, bucket by bucket.
+        largest_transient[rank_of_stage] =
+            std::max(largest_transient[rank_of_stage],
+                     temporary(CommunicatorOperation::all_gather,
+                               std::min(stage_costs.parameters, bucket_parameters) * element));
+      }
       double remaining = stage_costs.parameters;
       while (remaining > 0) {
         const double bucket = std::min(remaining, bucket_parameters);
@@ -180,6 +238,13 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       stage_costs.unshard_bytes = stage_costs.parameters * element;
       stage_costs.unshard_s =
           collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);
+    }
+    if (stage_costs.unshard_bytes > 0) {
+      // ZeRO-3's gathers: the stage's weights at once, or layer by layer (half of what is held).
+      const double gathered =
+          context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2 : stage_costs.unshard_bytes;
+      largest_transient[rank_of_stage] = std::max(
+          largest_transient[rank_of_stage], temporary(CommunicatorOperation::all_gather, gathered));
     }
     rank_parameters[s % static_cast<std::size_t>(pp)] += stage_costs.parameters;
     rank_layers[s % static_cast<std::size_t>(pp)] += static_cast<double>(stage.num_layers);
@@ -217,6 +282,15 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                          static_cast<double>(plan.mesh.tp) * gradient_bytes;
     const GroupSpan pair = group_span(cluster, {0, (pp - 1) * pp_stride});
     costs.tied_embedding_grad_s = collective_time_s(cluster, pair, Collective::all_reduce, bytes);
+    // The first and last pipeline ranks sum the word embedding's gradient (a blocking
+    // all-reduce, after every backward of the step).
+    for (const std::size_t rank : {std::size_t{0}, static_cast<std::size_t>(pp - 1)}) {
+      largest_transient[rank] =
+          std::max(largest_transient[rank], temporary(CommunicatorOperation::all_reduce, bytes));
+    }
+  }
+  for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
+    costs.rank_states[rank].communicator_bytes = held_until_step[rank] + largest_transient[rank];
   }
 
   // MFU's numerator is Megatron's model-FLOP count (model_flops.h: every GEMM incl. the LM head

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 
+#include "strata/profiler/communicator_memory.h"
 #include "strata/profiler/machine_layout.h"
 #include "strata/profiler/profile_fit.h"
 #include "strata/schemas/presets.h"
@@ -61,6 +63,20 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
   average_over_ranks(world, profile.compute);
   profile.network = measure_network(world, layout, settings);
   profile.network_measured = !profile.network.empty();
+  if (world.size() > 1) {
+    // Large enough that every temporary is mapped afresh rather than recycled from the heap
+    // (glibc maps blocks from 32 MiB up), small enough beside each rank's share of memory.
+    const double message = std::min(
+        128.0 * (1 << 20), static_cast<double>(memory_per_rank(layout.ranks_per_node)) / 16.0);
+    settings.report(fmt::format("measuring the communicator's temporaries on {:.0f} MiB messages",
+                                message / (1 << 20)));
+    if (auto ratios = measure_communicator_temporaries(world, message)) {
+      profile.cluster.communicator_temporary_bytes_per_byte = std::move(*ratios);
+    } else {
+      settings.report(
+          "  not measured: this kernel does not let the peak resident set be restarted");
+    }
+  }
   // The compute sweep again: what the machine did while it was measured (see
   // merge_repeated_sweep).
   settings.report("measuring compute again, to see how the machine drifted meanwhile");

@@ -166,6 +166,11 @@ Dtype default_training_precision(const GpuProfile& gpu) {
   return Dtype::bf16;  // nothing listed: validation of the plan names the missing peak
 }
 
+double ClusterConfig::communicator_temporary_ratio(CommunicatorOperation operation) const {
+  const auto found = communicator_temporary_bytes_per_byte.find(operation);
+  return found == communicator_temporary_bytes_per_byte.end() ? 0.0 : found->second;
+}
+
 std::int64_t ClusterConfig::reserved_bytes() const {
   const auto slack = static_cast<std::int64_t>(
       std::ceil(reserved_memory.allocator_slack_fraction * static_cast<double>(gpu.memory_bytes)));
@@ -173,10 +178,10 @@ std::int64_t ClusterConfig::reserved_bytes() const {
 }
 
 ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& location) {
-  const ObjectReader reader(
-      document, location,
-      {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name", "nodes",
-       "gpus_per_node", "gpu", "network_tiers", "reserved_memory", "sources"});
+  const ObjectReader reader(document, location,
+                            {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name",
+                             "nodes", "gpus_per_node", "gpu", "network_tiers", "reserved_memory",
+                             "sources", "communicator_temporary_bytes_per_byte"});
   check_document_header(reader, DocumentKind::cluster, kClusterSchemaVersion);
   ClusterConfig cluster;
   cluster.name = reader.string("name");
@@ -193,6 +198,17 @@ ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& 
   }
   cluster.reserved_memory =
       parse_reserved_memory(reader.object("reserved_memory"), reader.at("reserved_memory"));
+  if (reader.has("communicator_temporary_bytes_per_byte")) {
+    const ObjectReader ratios(
+        reader.object("communicator_temporary_bytes_per_byte"),
+        reader.at("communicator_temporary_bytes_per_byte"),
+        {"all_reduce", "all_reduce_non_blocking", "all_gather", "reduce_scatter", "send_receive"});
+    for (const auto& [operation, name] : kCommunicatorOperationNames) {
+      const std::optional<double> ratio =
+          ratios.optional_number(name, {.minimum = 0, .maximum = 16});
+      if (ratio) cluster.communicator_temporary_bytes_per_byte[operation] = *ratio;
+    }
+  }
   validate_cluster(cluster, location);
   return cluster;
 }
@@ -293,6 +309,10 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
         {"nccl_buffers_bytes", cluster.reserved_memory.nccl_buffers_bytes},
         {"allocator_slack_fraction", cluster.reserved_memory.allocator_slack_fraction}}}};
   if (cluster.description) document[kDescriptionKey] = *cluster.description;
+  for (const auto& [operation, ratio] : cluster.communicator_temporary_bytes_per_byte) {
+    document["communicator_temporary_bytes_per_byte"]
+            [std::string(name_of(operation, kCommunicatorOperationNames))] = ratio;
+  }
   if (cluster.sources) {
     const MeasuredSources& sources = *cluster.sources;
     document["sources"] = {{"measured_by", sources.measured_by},

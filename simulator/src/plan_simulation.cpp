@@ -143,6 +143,7 @@ nlohmann::json simulation_to_json(const schemas::Plan& plan, const PlanSimulatio
          {"weights_bytes", memory.weights_bytes},
          {"gradients_bytes", memory.gradients_bytes},
          {"optimizer_bytes", memory.optimizer_bytes},
+         {"communicator_bytes", memory.communicator_bytes},
          {"activations_bytes", memory.activations_peak_bytes},
          {"peak_bytes", memory.peak_bytes},
          {"capacity_bytes", memory.capacity_bytes},

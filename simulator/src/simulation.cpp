@@ -431,6 +431,7 @@ class Engine {
       memory.weights_bytes = state.weights_bytes;
       memory.gradients_bytes = state.gradients_bytes;
       memory.optimizer_bytes = state.optimizer_bytes;
+      memory.communicator_bytes = state.communicator_bytes;
       memory.activations_peak_bytes = rank.memory_peak;
       memory.peak_bytes = state.total() + rank.memory_peak;
       memory.capacity_bytes = costs_.capacity_bytes;

@@ -154,5 +154,59 @@ TEST(PlanCosts, Zero3LayerByLayerOverlapsEachGatherWithItsNeighbour) {
   EXPECT_GT(stage_wise.stages[0].unshard_bytes, 5 * layer_wise.stages[0].unshard_bytes);
 }
 
+// A CPU job of MPI ranks whose profile measured Open MPI's own buffers: its non-blocking
+// all-reduce holds a copy of its whole message, the blocking one half, reduce-scatter all of it.
+schemas::Plan cpu_plan(schemas::Mesh mesh, std::int64_t zero_stage, bool measured) {
+  schemas::ClusterConfig cluster =
+      schemas::cluster_preset("cpu-local:" + std::to_string(mesh.tp * mesh.cp * mesh.dp * mesh.pp));
+  if (measured) {
+    using schemas::CommunicatorOperation;
+    cluster.communicator_temporary_bytes_per_byte = {
+        {CommunicatorOperation::all_reduce, 0.5},
+        {CommunicatorOperation::all_reduce_non_blocking, 1.0},
+        {CommunicatorOperation::reduce_scatter, 1.0},
+        {CommunicatorOperation::all_gather, 0.0},
+        {CommunicatorOperation::send_receive, 0.0}};
+  }
+  schemas::PlanKnobs knobs;
+  knobs.mesh = mesh;
+  knobs.seq_length = 256;
+  knobs.micro_batch_size = 4;
+  knobs.global_batch_size = 16;
+  knobs.zero_stage = zero_stage;
+  knobs.precision = schemas::Dtype::fp32;
+  return schemas::build_plan(schemas::model_preset("gpt2-124m"), cluster, knobs, "test");
+}
+
+// ZeRO-0's bucket all-reduces are waited for only before the step: every bucket's copy is held at
+// once, 124.4M fp32 gradients' worth. ZeRO-1 reduce-scatters one bucket at a time (40M
+// parameters at most). A pipeline's first and last ranks all-reduce the tied word embedding's
+// gradient (50257·768 fp32), blocking: half of it. NCCL's clusters measure none of it.
+TEST(PlanCosts, CommunicatorTemporariesFollowTheMeasuredRatios) {
+  const PlanCosts dp = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 0, true));
+  EXPECT_DOUBLE_EQ(dp.rank_states[0].communicator_bytes, dp.stages[0].parameters * 4);
+  EXPECT_NEAR(dp.rank_states[0].communicator_bytes, 124.4e6 * 4, 0.1e6 * 4);
+
+  const PlanCosts zero1 = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 1, true));
+  EXPECT_DOUBLE_EQ(zero1.rank_states[0].communicator_bytes, 40e6 * 4);
+
+  const PlanCosts pipeline = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 1, .pp = 2}, 0, true));
+  for (const RankStateMemory& rank : pipeline.rank_states) {
+    EXPECT_DOUBLE_EQ(rank.communicator_bytes, 0.5 * 50257 * 768 * 4);
+  }
+
+  for (const bool measured : {true, false}) {
+    const PlanCosts one_rank =
+        plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 1, .pp = 1}, 0, measured));
+    EXPECT_EQ(one_rank.rank_states[0].communicator_bytes, 0);
+  }
+  const PlanCosts unmeasured = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 0, false));
+  EXPECT_EQ(unmeasured.rank_states[0].communicator_bytes, 0);
+  // Held on top of the model's states: part of what the simulator's peak adds up.
+  EXPECT_DOUBLE_EQ(dp.rank_states[0].total(),
+                   dp.rank_states[0].weights_bytes + dp.rank_states[0].gradients_bytes +
+                       dp.rank_states[0].optimizer_bytes + dp.rank_states[0].communicator_bytes);
+}
+
 }  // namespace
 }  // namespace strata::costmodels

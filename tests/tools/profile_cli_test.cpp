@@ -92,12 +92,29 @@ TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
     EXPECT_TRUE(file.at("sources").at("spread").contains(quantity)) << quantity;
   }
   EXPECT_GT(file.at("gpu").at("special_function_tops").get<double>(), 0);
+  // The communicator's own buffers per byte of a message, each operation measured. Open MPI's
+  // non-blocking all-reduce (libnbc) copies its whole buffer before it sends.
+  const nlohmann::json& temporaries = file.at("communicator_temporary_bytes_per_byte");
+  EXPECT_EQ(temporaries.size(), 5u);
+  for (const auto& [operation, ratio] : temporaries.items()) {
+    EXPECT_GE(ratio.get<double>(), 0) << operation;
+    EXPECT_LE(ratio.get<double>(), 16) << operation;
+  }
+  EXPECT_GT(temporaries.at("all_reduce_non_blocking").get<double>(), 0.9);
   // What the documented loop runs: validate, plan on it, train one rank on part of it.
   const CommandResult valid = strata("validate " + cluster);
   EXPECT_EQ(valid.exit_code, 0) << valid.err;
   const CommandResult plan = strata("plan --model gpt-tiny --cluster " + cluster +
                                     " --global-batch 8 --seq-len 64 --quiet --format json");
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  // A data-parallel plan on it holds the gradient all-reduces' copies until the step.
+  const CommandResult simulated =
+      strata("simulate --model gpt-tiny --cluster " + cluster + " --dp 2 --global-batch 8 " +
+             "--seq-len 64 --format json");
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_GT(
+      nlohmann::json::parse(simulated.out).at("stages")[0].at("communicator_bytes").get<double>(),
+      0);
   if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
   const std::string tokens = (directory / "gpl.bin").string();
   ASSERT_EQ(strata("data --text " + kText + " --out " + tokens).exit_code, 0);

@@ -104,6 +104,15 @@ void print_text(const profiler::MachineProfile& profile, const profiler::PresetC
                fmt::format("±{:.1f}%", 100 * row.spread), format_value(row.preset),
                row.preset > 0 ? fmt::format("×{:.3g}", row.measured / row.preset) : "-");
   }
+  if (!cluster.communicator_temporary_bytes_per_byte.empty()) {
+    // What the simulator adds to a rank's peak for the communicator's own buffers.
+    fmt::print("\ncommunicator temporaries, bytes held per byte of a message:");
+    for (const auto& [operation, ratio] : cluster.communicator_temporary_bytes_per_byte) {
+      fmt::print(" {} {:.2f}", schemas::name_of(operation, schemas::kCommunicatorOperationNames),
+                 ratio);
+    }
+    fmt::print("\n");
+  }
   for (std::size_t i = 0; i < profile.network.size(); ++i) {
     const profiler::TierMeasurements& tier = profile.network[i];
     fmt::print("\ntier {} ({}, {} ranks): measured / fitted collective times\n", i, tier.name,

@@ -3,6 +3,7 @@
 // simulated timeline for Perfetto.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli_checks.h"
@@ -131,15 +132,25 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   }
   out += breakdown.render();
   out += "memory per pipeline rank (peak):\n";
-  TextTable memory(
-      {"rank", "weights", "gradients", "optimizer", "activations", "peak", "capacity", "fits"},
-      {true, true, true, true, true, true, true, false});
+  // The communicator's temporaries get a column where the cluster measured any (MPI, not NCCL).
+  const bool communicator =
+      std::any_of(simulation.result.memory.begin(), simulation.result.memory.end(),
+                  [](const simulator::RankMemory& m) { return m.communicator_bytes > 0; });
+  std::vector<std::string> columns{"rank", "weights", "gradients", "optimizer", "activations"};
+  if (communicator) columns.push_back("communicator");
+  columns.insert(columns.end(), {"peak", "capacity", "fits"});
+  std::vector<bool> right_aligned(columns.size(), true);
+  right_aligned.back() = false;
+  TextTable memory(columns, right_aligned);
   for (std::size_t rank = 0; rank < simulation.result.memory.size(); ++rank) {
     const simulator::RankMemory& m = simulation.result.memory[rank];
-    memory.add_row({std::to_string(rank), format_gib(m.weights_bytes),
-                    format_gib(m.gradients_bytes), format_gib(m.optimizer_bytes),
-                    format_gib(m.activations_peak_bytes), format_gib(m.peak_bytes),
-                    format_gib(m.capacity_bytes), m.fits() ? "yes" : "NO"});
+    std::vector<std::string> row{std::to_string(rank), format_gib(m.weights_bytes),
+                                 format_gib(m.gradients_bytes), format_gib(m.optimizer_bytes),
+                                 format_gib(m.activations_peak_bytes)};
+    if (communicator) row.push_back(format_gib(m.communicator_bytes));
+    row.insert(row.end(),
+               {format_gib(m.peak_bytes), format_gib(m.capacity_bytes), m.fits() ? "yes" : "NO"});
+    memory.add_row(row);
   }
   out += memory.render();
   return out;

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
+#include <string>
 
 namespace strata::executor {
 
@@ -19,6 +21,27 @@ std::size_t peak_resident_bytes() {
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+bool reset_peak_resident() {
+  // "5" resets the peak resident set (VmHWM) to the current one.
+  std::ofstream clear_refs("/proc/self/clear_refs");
+  clear_refs << "5";
+  clear_refs.flush();
+  return static_cast<bool>(clear_refs);
+}
+
+std::size_t peak_resident_since_reset_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    std::istringstream fields(line.substr(6));
+    std::size_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
 }
 
 }  // namespace strata::executor

@@ -38,7 +38,14 @@ struct RankStateMemory {
   double weights_bytes = 0;
   double gradients_bytes = 0;
   double optimizer_bytes = 0;
-  double total() const { return weights_bytes + gradients_bytes + optimizer_bytes; }
+  // The communicator's own temporaries at their largest (the cluster's
+  // communicator_temporary_bytes_per_byte): data-parallel all-reduces issued during the backward
+  // hold theirs until the step waits for them, on top of every activation buffer; a blocking
+  // collective's last only while it runs. 0 on NCCL.
+  double communicator_bytes = 0;
+  double total() const {
+    return weights_bytes + gradients_bytes + optimizer_bytes + communicator_bytes;
+  }
 };
 
 struct PlanCosts {

@@ -68,6 +68,24 @@ inline constexpr std::array<EnumName<TierCollective>, 4> kTierCollectiveNames{
      {TierCollective::reduce_scatter, "reduce_scatter"},
      {TierCollective::send_receive, "send_receive"}}};
 
+// The communicator's operations a cluster file states temporary memory for: the collectives as
+// the tiers time them (blocking), and the non-blocking all-reduce that data-parallel gradient
+// buckets overlap with the backward (Open MPI runs it through another component than the
+// blocking one, which allocates differently).
+enum class CommunicatorOperation {
+  all_reduce,
+  all_reduce_non_blocking,
+  all_gather,
+  reduce_scatter,
+  send_receive
+};
+inline constexpr std::array<EnumName<CommunicatorOperation>, 5> kCommunicatorOperationNames{
+    {{CommunicatorOperation::all_reduce, "all_reduce"},
+     {CommunicatorOperation::all_reduce_non_blocking, "all_reduce_non_blocking"},
+     {CommunicatorOperation::all_gather, "all_gather"},
+     {CommunicatorOperation::reduce_scatter, "reduce_scatter"},
+     {CommunicatorOperation::send_receive, "send_receive"}}};
+
 // A level of the interconnect, from the inside out: tier 0 is e.g. the NVLink domain, tier 1 the
 // inter-node fabric. A tier connects groups of `scope_gpus` consecutive ranks; tiers nest.
 struct NetworkTier {
@@ -118,10 +136,17 @@ struct ClusterConfig {
   GpuProfile gpu;
   std::vector<NetworkTier> network_tiers;
   ReservedMemory reserved_memory;
+  // Bytes the communicator allocates per byte of a message and holds until that operation
+  // completes: Open MPI's non-blocking all-reduce copies its whole buffer, its blocking one half,
+  // NCCL allocates nothing per call. Measured by strata profile; an operation absent holds
+  // nothing.
+  std::map<CommunicatorOperation, double> communicator_temporary_bytes_per_byte;
 
   std::int64_t world_size() const { return nodes * gpus_per_node; }
   std::int64_t reserved_bytes() const;
   std::int64_t usable_memory_bytes() const { return gpu.memory_bytes - reserved_bytes(); }
+  // communicator_temporary_bytes_per_byte of `operation`, 0 where absent.
+  double communicator_temporary_ratio(CommunicatorOperation operation) const;
   bool operator==(const ClusterConfig&) const = default;
 };
 

@@ -52,6 +52,7 @@ struct RankMemory {
   double weights_bytes = 0;
   double gradients_bytes = 0;
   double optimizer_bytes = 0;
+  double communicator_bytes = 0;      // the communicator's temporaries (RankStateMemory)
   double activations_peak_bytes = 0;  // incl. ZeRO-3 gathered weights and working buffers
   double peak_bytes = 0;
   double capacity_bytes = 0;

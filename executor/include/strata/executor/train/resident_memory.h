@@ -13,4 +13,12 @@ std::size_t current_resident_bytes();
 // The largest resident set the process has had (getrusage's ru_maxrss).
 std::size_t peak_resident_bytes();
 
+// The peak of the resident set restarted from now (/proc/self/clear_refs, Linux 4.0 on), so that
+// peak_resident_since_reset_bytes() sees what one operation added. False where the kernel does
+// not allow it.
+bool reset_peak_resident();
+// The largest resident set since reset_peak_resident() (VmHWM of /proc/self/status); 0 when
+// unreadable.
+std::size_t peak_resident_since_reset_bytes();
+
 }  // namespace strata::executor
