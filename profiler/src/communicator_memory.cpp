@@ -12,7 +12,8 @@ namespace {
 using executor::Tensor;
 using schemas::CommunicatorOperation;
 
-// The peak resident set's growth over `run`, the largest over the group's members. Everything
+// The peak resident set's growth over `run`, the largest over the group's members; −1 where a
+// member could not measure it. Everything
 // `run` touches of its own buffers is resident before it starts, so what grows is the
 // communicator's.
 double peak_growth_bytes(executor::Communicator& group, const std::function<void()>& run) {
@@ -23,7 +24,8 @@ double peak_growth_bytes(executor::Communicator& group, const std::function<void
   const std::size_t peak = executor::peak_resident_since_reset_bytes();
   Tensor growth = Tensor::zeros({2}, executor::ScalarType::float64);
   growth.data<double>()[0] = peak > before ? static_cast<double>(peak - before) : 0.0;
-  growth.data<double>()[1] = restarted && peak > 0 ? 0.0 : 1.0;  // any member unable to
+  // 1 where this member could not restart or read its peak: the max tells every member.
+  growth.data<double>()[1] = restarted && peak > 0 ? 0.0 : 1.0;
   group.all_reduce(growth, executor::ReduceOp::max);
   return growth.data<double>()[1] > 0 ? -1.0 : growth.data<double>()[0];
 }
