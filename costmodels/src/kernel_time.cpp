@@ -74,4 +74,9 @@ double elementwise_time_s(const schemas::GpuProfile& gpu, double bytes, double s
   return std::max(memory_bound_time_s(gpu, bytes, kernels), evaluations_s);
 }
 
+double random_number_time_s(const schemas::GpuProfile& gpu, double numbers) {
+  if (!gpu.random_number_tops || numbers <= 0) return 0;
+  return numbers / (*gpu.random_number_tops * 1e12);
+}
+
 }  // namespace strata::costmodels

@@ -286,13 +286,17 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const bool rope = model.position_embedding == schemas::PositionEmbedding::rope;
   const double elementwise_kernels = rope ? 6 : 5;
   const bool fp8 = context.precision == Dtype::fp8;
+  // Dropout on both residual branches draws a keep decision per element in the forward and
+  // again in the backward (the executor regenerates the mask rather than storing it).
+  const double dropout_s =
+      model.dropout > 0 ? random_number_time_s(gpu, 2 * norm_tokens * hidden) : 0.0;
   const double memory_forward_s =
       memory_bound_time_s(gpu, memory_bytes, elementwise_kernels - 1 + (fp8 ? 2 : 0)) +
-      elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1);
+      elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1) + dropout_s;
   const double memory_backward_s =
       memory_bound_time_s(gpu, memory_backward_bytes,
                           2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0)) +
-      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2);
+      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2) + dropout_s;
 
   const double tp_bytes = tokens * hidden * element;
   double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
@@ -356,9 +360,12 @@ PassCosts embedding_costs(const LayerContext& context) {
   // Gather the rows (and position rows), write the sum; backward scatter-adds into fp32 grads.
   const double forward_bytes = tokens * hidden * element * (learned ? 3 : 2);
   const double backward_bytes = tokens * hidden * (element + 8) * (learned ? 2 : 1);
+  // The embedding's dropout: a keep decision per element each way, as in the layers.
+  const double dropout_s =
+      model.dropout > 0 ? random_number_time_s(gpu, context.norm_tokens() * hidden) : 0.0;
   PassCosts costs;
-  costs.forward.compute_s = memory_bound_time_s(gpu, forward_bytes);
-  costs.backward_weight.compute_s = memory_bound_time_s(gpu, backward_bytes);
+  costs.forward.compute_s = memory_bound_time_s(gpu, forward_bytes) + dropout_s;
+  costs.backward_weight.compute_s = memory_bound_time_s(gpu, backward_bytes) + dropout_s;
   if (context.tp > 1) {
     // The vocab-parallel lookup ends in an all-reduce (a reduce-scatter under sequence
     // parallelism); its backward is free or an all-gather.

@@ -11,6 +11,7 @@
 
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/cross_entropy.h"
+#include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/layer_norm.h"
 #include "strata/executor/ops/linear.h"
@@ -130,7 +131,7 @@ struct ElementwiseShape {
 
 void add_sample(ComputeMeasurements& result, std::string kernel, double bytes,
                 double special_functions, const Timing& timing) {
-  result.elementwise.push_back({std::move(kernel), bytes, special_functions, timing});
+  result.elementwise.push_back({std::move(kernel), bytes, special_functions, 0, timing});
 }
 
 void measure_elementwise(const ProfileSettings& settings, ComputeMeasurements& result) {
@@ -178,6 +179,20 @@ void measure_elementwise(const ProfileSettings& settings, ComputeMeasurements& r
                  time_repeated([&] { executor::residual_forward(x, dy, y); }, repeats));
       add_sample(result, "residual backward", 5 * kFloatBytes * th, 0,
                  time_repeated([&] { executor::residual_backward(dy, dx, y); }, repeats));
+      // Dropout on a residual branch, as a layer runs it: a keep decision per element from the
+      // counter-based generator, once in the forward and again in the backward (not stored).
+      const executor::DropoutKey key{.seed = 1234,
+                                     .step = 1,
+                                     .site = 1,
+                                     .first_token = 0,
+                                     .first_feature = 0,
+                                     .total_features = shape.hidden};
+      result.elementwise.push_back(
+          {"dropout forward", 2 * kFloatBytes * th, 0, th,
+           time_repeated([&] { executor::dropout_forward(x, 0.1, key, y); }, repeats)});
+      result.elementwise.push_back(
+          {"dropout backward", 3 * kFloatBytes * th, 0, th,
+           time_repeated([&] { executor::dropout_backward(dy, 0.1, key, dx); }, repeats)});
     }
     check_interrupt(settings);
     {

@@ -52,6 +52,9 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
   comparison.rows.push_back({"special functions T/s", m.special_function_tops.value_or(0),
                              spread_of(measured, "special_functions"),
                              p.special_function_tops.value_or(0)});
+  comparison.rows.push_back({"random numbers T/s", m.random_number_tops.value_or(0),
+                             spread_of(measured, "random_numbers"),
+                             p.random_number_tops.value_or(0)});
   comparison.rows.push_back({"attention efficiency", m.attention_efficiency.value_or(0),
                              spread_of(measured, "attention"), p.attention_efficiency.value_or(0)});
   comparison.rows.push_back({"kernel launch µs", m.kernel_launch_us.value_or(0),

@@ -85,11 +85,16 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
   gpu.gemm_efficiency_by_flops = banded_curve(std::move(fractions), 2.0);
   spread["gemm"] = median(gemm_spreads);
 
-  // Memory-bound kernels, and those bound by their special functions.
-  double plain_bytes = 0, plain_s = 0, special = 0, special_s = 0;
-  std::vector<double> plain_spreads, special_spreads;
+  // Memory-bound kernels, those bound by their special functions, and dropout's random numbers
+  // (their time whole: the generator is what a CPU spends it on; the bytes are a few percent).
+  double plain_bytes = 0, plain_s = 0, special = 0, special_s = 0, random = 0, random_s = 0;
+  std::vector<double> plain_spreads, special_spreads, random_spreads;
   for (const ElementwiseSample& sample : measured.elementwise) {
-    if (sample.special_functions > 0) {
+    if (sample.random_numbers > 0) {
+      random += sample.random_numbers;
+      random_s += sample.timing.median_s;
+      random_spreads.push_back(sample.timing.spread);
+    } else if (sample.special_functions > 0) {
       special += sample.special_functions;
       special_s += sample.timing.median_s;
       special_spreads.push_back(sample.timing.spread);
@@ -105,6 +110,10 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
   if (special_s > 0) {
     gpu.special_function_tops = special / special_s / 1e12;
     spread["special_functions"] = median(special_spreads);
+  }
+  if (random_s > 0) {
+    gpu.random_number_tops = random / random_s / 1e12;
+    spread["random_numbers"] = median(random_spreads);
   }
 
   // Attention: the efficiency of the products, with the exponentials charged as above.

@@ -50,8 +50,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       value, location,
       {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
-       "special_function_tops", "unfused_attention_efficiency", "kernel_launch_us",
-       "compute_slowdown_under_communication"});
+       "special_function_tops", "random_number_tops", "unfused_attention_efficiency",
+       "kernel_launch_us", "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -77,6 +77,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       "attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
   gpu.special_function_tops = reader.optional_number(
       "special_function_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+  gpu.random_number_tops = reader.optional_number(
+      "random_number_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
   gpu.unfused_attention_efficiency = reader.optional_number(
       "unfused_attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
   gpu.kernel_launch_us = reader.optional_number("kernel_launch_us", {.minimum = 0, .maximum = 1e6});
@@ -271,6 +273,9 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (cluster.gpu.special_function_tops) {
     gpu["special_function_tops"] = *cluster.gpu.special_function_tops;
+  }
+  if (cluster.gpu.random_number_tops) {
+    gpu["random_number_tops"] = *cluster.gpu.random_number_tops;
   }
   if (cluster.gpu.unfused_attention_efficiency) {
     gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/attention_time.h"
@@ -296,6 +298,39 @@ TEST(LayerCosts, TheActivationIsBoundByItsEvaluationsOnADeviceSlowAtThem) {
   EXPECT_DOUBLE_EQ(elementwise_time_s(plan.cluster.gpu, 8e9, 1e6),
                    memory_bound_time_s(plan.cluster.gpu, 8e9));
   EXPECT_DOUBLE_EQ(elementwise_time_s(plan.cluster.gpu, 8e3, 1e6), 1e-3);
+}
+
+// Dropout's keep decisions cost their generation where the profile measured a rate (a CPU): each
+// layer draws one per element of both residual branches forward and again backward, over the
+// tokens its norms see (all of them under tp without sequence parallelism, a 1/tp share with
+// it); the embedding one per element each way. Without dropout, or without a rate, nothing.
+TEST(LayerCosts, DropoutPaysForItsRandomNumbersWhereTheProfileMeasuredTheirRate) {
+  for (const bool sequence_parallel : {false, true}) {
+    schemas::Plan plan = gpt3_plan(8, sequence_parallel);
+    const auto costs_at = [&](double dropout, std::optional<double> rate) {
+      plan.model.dropout = dropout;
+      plan.cluster.gpu.random_number_tops = rate;
+      const LayerContext context = layer_context(plan);
+      return std::pair{transformer_layer_costs(context, schemas::RecomputeGranularity::none),
+                       embedding_costs(context)};
+    };
+    const auto [layer, embedding] = costs_at(0.1, std::nullopt);
+    const auto [layer_random, embedding_random] = costs_at(0.1, 1e-4);
+    const auto [layer_without, embedding_without] = costs_at(0.0, 1e-4);
+    const auto [layer_plain, embedding_plain] = costs_at(0.0, std::nullopt);
+    const double tokens = sequence_parallel ? 2048.0 / 8 : 2048.0;
+    const double numbers = tokens * 12288;  // one branch of one layer
+    EXPECT_DOUBLE_EQ(layer_without.forward.compute_s, layer_plain.forward.compute_s);
+    EXPECT_DOUBLE_EQ(embedding_without.forward.compute_s, embedding_plain.forward.compute_s);
+    EXPECT_NEAR(layer_random.forward.compute_s - layer.forward.compute_s, 2 * numbers / 1e8, 1e-12);
+    EXPECT_NEAR(layer_random.backward_input.compute_s - layer.backward_input.compute_s,
+                2 * numbers / 1e8, 1e-12);
+    EXPECT_DOUBLE_EQ(layer_random.backward_weight.compute_s, layer.backward_weight.compute_s);
+    EXPECT_NEAR(embedding_random.forward.compute_s - embedding.forward.compute_s, numbers / 1e8,
+                1e-12);
+    EXPECT_NEAR(embedding_random.backward_weight.compute_s - embedding.backward_weight.compute_s,
+                numbers / 1e8, 1e-12);
+  }
 }
 
 }  // namespace

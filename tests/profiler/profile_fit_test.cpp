@@ -20,6 +20,7 @@ schemas::GpuProfile known_device() {
   gpu.gemm_efficiency_by_flops = {{1e7, 0.5}, {1e9, 0.9}};
   gpu.hbm_bandwidth_gb_per_s = 20;
   gpu.special_function_tops = 0.001;
+  gpu.random_number_tops = 0.0001;
   gpu.attention_efficiency = 0.4;
   return gpu;
 }
@@ -36,9 +37,11 @@ ComputeMeasurements measurements_of(const schemas::GpuProfile& gpu) {
     }
   }
   // Plain kernels at the bandwidth; special ones bound by their evaluations.
-  measured.elementwise.push_back({"residual forward", 1.2e7, 0, exactly(1.2e7 / 20e9)});
-  measured.elementwise.push_back({"layer_norm forward", 8e6, 0, exactly(8e6 / 20e9)});
-  measured.elementwise.push_back({"gelu forward", 8e6, 1e6, exactly(1e6 / 1e9)});
+  measured.elementwise.push_back({"residual forward", 1.2e7, 0, 0, exactly(1.2e7 / 20e9)});
+  measured.elementwise.push_back({"layer_norm forward", 8e6, 0, 0, exactly(8e6 / 20e9)});
+  measured.elementwise.push_back({"gelu forward", 8e6, 1e6, 0, exactly(1e6 / 1e9)});
+  // Dropout: its time is its random numbers' (the generator, not the bytes, bounds it).
+  measured.elementwise.push_back({"dropout forward", 8e6, 0, 1e6, exactly(1e6 / 1e8)});
   for (const double seq : {256.0, 1024.0}) {
     const costmodels::AttentionShape shape{
         .batch = 1, .heads = 4, .query_tokens = seq, .key_tokens = seq, .head_dim = 64};
@@ -62,6 +65,9 @@ TEST(ProfileFit, ComputeParametersComeBackFromTheirOwnPredictions) {
   EXPECT_NEAR(fitted.hbm_bandwidth_gb_per_s, 20, 1e-9);
   ASSERT_TRUE(fitted.special_function_tops.has_value());
   EXPECT_NEAR(*fitted.special_function_tops, 0.001, 1e-12);
+  ASSERT_TRUE(fitted.random_number_tops.has_value());
+  EXPECT_NEAR(*fitted.random_number_tops, 0.0001, 1e-12);
+  EXPECT_NEAR(costmodels::random_number_time_s(fitted, 1e6), 1e-2, 1e-12);
   ASSERT_TRUE(fitted.attention_efficiency.has_value());
   // Attention's products at 0.4 of the true peak are 0.4 / 0.9 of the measured one.
   EXPECT_NEAR(*fitted.attention_efficiency, 0.4 / 0.9, 0.01);

@@ -10,7 +10,7 @@ namespace {
 ComputeMeasurements sweep(double gemm_s, double norm_s, double launch_s) {
   ComputeMeasurements measured;
   measured.gemms.push_back({256, 256, 256, {gemm_s, 0.01}});
-  measured.elementwise.push_back({"layer_norm forward", 1e6, 0, {norm_s, 0.02}});
+  measured.elementwise.push_back({"layer_norm forward", 1e6, 0, 0, {norm_s, 0.02}});
   measured.smallest_op = {launch_s, 0.05};
   return measured;
 }

@@ -43,6 +43,11 @@ double memory_bound_time_s(const schemas::GpuProfile& gpu, double bytes, double 
 double elementwise_time_s(const schemas::GpuProfile& gpu, double bytes, double special_functions,
                           double kernels = 1);
 
+// Generating `numbers` counter-based random numbers (dropout's keep decisions) at the GPU's
+// random_number_tops, beyond the bytes of the kernel they are fused into (absent: free — a GPU
+// computes them under the kernel's memory traffic; a CPU core spends tens of cycles on each).
+double random_number_time_s(const schemas::GpuProfile& gpu, double numbers);
+
 // The shortest `kernels` kernels can take: their launches (the GPU's kernel_launch_us each).
 double kernel_launch_s(const schemas::GpuProfile& gpu, double kernels = 1);
 

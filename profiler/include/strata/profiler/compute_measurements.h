@@ -19,12 +19,13 @@ struct GemmSample {
   double flops() const { return 2 * m * n * k; }
 };
 
-// One memory-bound kernel: the bytes it reads and writes and the special functions (exp, tanh)
-// it evaluates, as the cost models count them.
+// One memory-bound kernel: the bytes it reads and writes, the special functions (exp, tanh) it
+// evaluates and the random numbers it generates (dropout), as the cost models count them.
 struct ElementwiseSample {
   std::string kernel;  // "layer_norm forward", "gelu backward", "adamw", ...
   double bytes = 0;
   double special_functions = 0;
+  double random_numbers = 0;
   Timing timing;
 };
 

@@ -44,6 +44,10 @@ struct GpuProfile {
   // its exponentials, in T exp/s (absent: free).
   std::optional<double> attention_efficiency;
   std::optional<double> special_function_tops;
+  // Counter-based random numbers per second (dropout's keep decisions, regenerated in the
+  // backward rather than stored), in units of 10^12: where a CPU spends dropout's time. Absent:
+  // free, as on a GPU, where generating them hides under the kernel's memory traffic.
+  std::optional<double> random_number_tops;
   // Unfused attention (QKᵀ, softmax, dropout, PV as separate kernels over the whole s×s scores):
   // achieved fraction of peak on its causal FLOPs (absent: the GEMM curve's).
   std::optional<double> unfused_attention_efficiency;
