@@ -254,12 +254,22 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     const double parameters = rank_parameters[static_cast<std::size_t>(rank)];
     costs.rank_states[static_cast<std::size_t>(rank)] =
         rank_state_memory(plan.precision, plan.zero_stage, dp_shards, parameters);
-    // Adam reads and writes fp32 master weights and both moments, reads the gradient and writes
-    // the 16-bit weights: 4·2·3 + g + w bytes per parameter of the optimizer's shard.
+    // The step's passes over memory, as Megatron and both of Strata's backends run them, per
+    // parameter of the optimizer's shard: the global norm reads the gradient (g); AdamW, with
+    // clipping's factor applied as it reads, reads and writes the fp32 master and both moments
+    // (4·2·3), reads the gradient (g) and, in mixed precision, writes the 16-bit working copy (w;
+    // in fp32 the master is the weight). The step's start zeroes the gradient buffers the
+    // backward accumulates into: the whole stage's below ZeRO-2, the shard from ZeRO-1 on.
     const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
+    const double gradient = static_cast<double>(bytes.gradients);
+    const bool mixed =
+        plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
     const double shard = plan.zero_stage >= 1 ? parameters / dp_shards : parameters;
+    const double zeroed =
+        (plan.zero_stage < 2 ? parameters : 0.0) + (plan.zero_stage >= 1 ? shard : 0.0);
     const double step_bytes =
-        shard * (24.0 + static_cast<double>(bytes.gradients) + static_cast<double>(bytes.weights));
+        shard * (24.0 + 2 * gradient + (mixed ? static_cast<double>(bytes.weights) : 0.0)) +
+        zeroed * gradient;
     double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
     if (plan.zero_stage == 1 || plan.zero_stage == 2) {
       step_s += collective_time_s(cluster, dp_span, Collective::all_gather, parameters * element);

@@ -6,6 +6,7 @@
 #include "eigen_maps.h"
 #include "strata/executor/model/parameter_init.h"
 #include "strata/executor/ops/dispatch.h"
+#include "strata/executor/optim/gradient_clipping.h"
 
 namespace strata::executor {
 namespace {
@@ -16,11 +17,6 @@ Tensor flat(Tensor& tensor) { return tensor.reshaped({tensor.numel()}); }
 void add_into(Tensor& a, const Tensor& b) {
   dispatch_floating(a.scalar_type(), "add_into",
                     [&]<class T>() { cpu::as_vector<T>(a) += cpu::as_vector<T>(b); });
-}
-
-void scale(Tensor& tensor, double factor) {
-  dispatch_floating(tensor.scalar_type(), "scale",
-                    [&]<class T>() { cpu::as_vector<T>(tensor) *= static_cast<T>(factor); });
 }
 
 double sum_of_squares(const Tensor& tensor, std::int64_t first, std::int64_t count) {
@@ -405,10 +401,8 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
   squares.data<double>()[0] = owned_sum_of_squares();
   groups_.world().all_reduce(squares, ReduceOp::sum);
   const double norm = std::sqrt(squares.data<double>()[0]);
-  Tensor& gradients = options_.zero_stage == 0 ? store_.gradients() : gradient_shards_;
-  if (max_gradient_norm > 0 && norm > max_gradient_norm) {
-    scale(gradients, max_gradient_norm / (norm + 1e-6));  // PyTorch's clip_grad_norm_ rule
-  }
+  // Clipping's factor is applied as AdamW reads each gradient (no pass of its own).
+  const double gradient_scale = clipping_scale(norm, max_gradient_norm);
   const auto decay_of = [&](const ParameterEntry& entry) {
     return entry.spec.weight_decay ? config.weight_decay : 0.0;
   };
@@ -418,7 +412,7 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
       Tensor first = first_moments_.view(entry.offset, entry.shape);
       Tensor second = second_moments_.view(entry.offset, entry.shape);
       adamw_update(entry.value, entry.gradient, first, second, learning_rate, decay_of(entry),
-                   step + 1, config);
+                   step + 1, config, gradient_scale);
     }
     return norm;
   }
@@ -440,7 +434,7 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
       Tensor first_moment = first_moments_.view(shard_at, shape);
       Tensor second_moment = second_moments_.view(shard_at, shape);
       adamw_update(value, gradient, first_moment, second_moment, learning_rate, decay_of(entry),
-                   step + 1, config);
+                   step + 1, config, gradient_scale);
     }
     if (options_.zero_stage == 3) continue;
     // Stages 1 and 2: every dp rank gets every share of the updated values back — in place in

@@ -30,10 +30,14 @@ double global_gradient_norm(std::span<const Tensor> gradients) {
   return std::sqrt(sum_of_squares);
 }
 
+double clipping_scale(double norm, double max_norm) {
+  return max_norm <= 0 || norm <= max_norm ? 1.0 : max_norm / (norm + 1e-6);
+}
+
 double clip_gradients(std::span<Tensor> gradients, double max_norm) {
   const double norm = global_gradient_norm(gradients);
-  if (max_norm <= 0 || norm <= max_norm) return norm;
-  const double scale = max_norm / (norm + 1e-6);
+  const double scale = clipping_scale(norm, max_norm);
+  if (scale == 1.0) return norm;
   for (Tensor& gradient : gradients) {
     if (gradient.device() == Device::cuda) {
       if constexpr (kCudaBackendBuilt) {

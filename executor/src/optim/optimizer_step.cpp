@@ -76,15 +76,18 @@ double optimizer_step(ParameterStore& parameters, OptimizerMoments& moments, dou
   if (parameters.device() == Device::cuda) {
     return cuda_optimizer_step(parameters, moments, learning_rate, step, config, max_gradient_norm);
   }
+  // Two passes over memory, as on the GPU: the norm reads the gradients, then AdamW applies
+  // clipping's factor as it reads them (the gradients themselves stay unscaled).
   std::vector<Tensor> gradients;
   gradients.reserve(parameters.entries().size());
   for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
-  const double norm = clip_gradients(gradients, max_gradient_norm);
+  const double norm = global_gradient_norm(gradients);
+  const double scale = clipping_scale(norm, max_gradient_norm);
   for (ParameterEntry& entry : parameters.entries()) {
     Tensor first = moments.first.view(entry.offset, entry.shape);
     Tensor second = moments.second.view(entry.offset, entry.shape);
     adamw_update(entry.value, entry.gradient, first, second, learning_rate,
-                 entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config);
+                 entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config, scale);
   }
   return norm;
 }

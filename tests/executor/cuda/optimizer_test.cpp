@@ -72,12 +72,14 @@ TEST_F(CudaOptimizerParts, AdamWUpdateOfOneTensorMatchesTheCpu) {
   Tensor parameter_gpu = parameter.to(Device::cuda), first_gpu = first.to(Device::cuda);
   Tensor second_gpu = second.to(Device::cuda);
   const AdamWConfig config;
-  adamw_update(parameter, gradient, first, second, 3e-3, 0.1, 4, config);
-  adamw_update(parameter_gpu, gradient.to(Device::cuda), first_gpu, second_gpu, 3e-3, 0.1, 4,
-               config);
+  // A clipping factor too: the GPU scales a copy, the CPU scales as it reads.
+  const Tensor gradient_gpu = gradient.to(Device::cuda);
+  adamw_update(parameter, gradient, first, second, 3e-3, 0.1, 4, config, 0.37);
+  adamw_update(parameter_gpu, gradient_gpu, first_gpu, second_gpu, 3e-3, 0.1, 4, config, 0.37);
   EXPECT_LE(testing::normalized_error(from_gpu(parameter_gpu), testing::to_float64(parameter)),
             1e-6);
   EXPECT_LE(testing::normalized_error(from_gpu(second_gpu), testing::to_float64(second)), 1e-6);
+  EXPECT_EQ(testing::normalized_error(from_gpu(gradient_gpu), testing::to_float64(gradient)), 0.0);
 }
 
 TEST_F(CudaOptimizerParts, SumIsTakenOnTheDeviceInFloat64) {

@@ -37,6 +37,40 @@ TEST(AdamW, ThreeStepsMatchTheTextbookUpdateWrittenOut) {
   for (std::size_t i = 0; i < 5; ++i) EXPECT_NEAR(parameter.data<double>()[i], p[i], 1e-12);
 }
 
+// Clipping's factor applied as AdamW reads the gradient gives the very numbers of scaling the
+// gradient first (clip_grad_norm_'s order), over several of the update's blocks and a partial
+// one, and leaves the gradient as it was.
+TEST(AdamW, ClippingFactorAppliedOnReadMatchesScalingTheGradientFirst) {
+  const std::int64_t n = 5000;
+  const AdamWConfig config;
+  const Tensor gradient = testing::random_tensor({n}, ScalarType::float32, 2);
+  Tensor p_on_read = testing::random_tensor({n}, ScalarType::float32, 1);
+  Tensor m_on_read = testing::random_tensor({n}, ScalarType::float32, 3, 0.1);
+  Tensor v_on_read = testing::random_tensor({n}, ScalarType::float32, 4, 0.1);
+  for (std::int64_t i = 0; i < n; ++i) v_on_read.data<float>()[i] *= v_on_read.data<float>()[i];
+  Tensor p_first = p_on_read.to(Device::cpu), m_first = m_on_read.to(Device::cpu);
+  Tensor v_first = v_on_read.to(Device::cpu);
+  Tensor scaled = gradient.to(Device::cpu);
+  std::vector<Tensor> scaled_list{scaled};
+  const double norm = global_gradient_norm(scaled_list);
+  const double scale = clipping_scale(norm, norm / 3);
+  ASSERT_LT(scale, 0.34);
+  clip_gradients(scaled_list, norm / 3);
+  adamw_update(p_first, scaled, m_first, v_first, 3e-3, 0.1, 7, config);
+  adamw_update(p_on_read, gradient, m_on_read, v_on_read, 3e-3, 0.1, 7, config, scale);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(p_on_read.data<float>()[i], p_first.data<float>()[i]) << i;
+    ASSERT_EQ(m_on_read.data<float>()[i], m_first.data<float>()[i]) << i;
+    ASSERT_EQ(v_on_read.data<float>()[i], v_first.data<float>()[i]) << i;
+  }
+  const Tensor as_given = testing::random_tensor({n}, ScalarType::float32, 2);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(gradient.data<float>()[i], as_given.data<float>()[i]) << i;
+  }
+  EXPECT_DOUBLE_EQ(clipping_scale(norm, 0), 1.0);
+  EXPECT_DOUBLE_EQ(clipping_scale(norm, 2 * norm), 1.0);
+}
+
 TEST(LearningRateSchedule, WarmsUpLinearlyThenFollowsTheCosineToTheFloor) {
   const LearningRateSchedule schedule{
       .peak = 1.0, .minimum = 0.1, .warmup_steps = 10, .total_steps = 110};

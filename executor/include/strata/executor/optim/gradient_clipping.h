@@ -10,6 +10,9 @@ namespace strata::executor {
 
 // √(Σ over all gradients of Σ g²), accumulated in float64.
 double global_gradient_norm(std::span<const Tensor> gradients);
+// The factor clipping scales gradients of global norm `norm` by: max_norm / (norm + 1e-6) when
+// norm exceeds max_norm (PyTorch's rule), else 1. max_norm ≤ 0 disables clipping.
+double clipping_scale(double norm, double max_norm);
 // Scales every gradient by max_norm / (norm + 1e-6) when norm exceeds max_norm (PyTorch's rule);
 // returns the norm before clipping. max_norm ≤ 0 disables clipping.
 double clip_gradients(std::span<Tensor> gradients, double max_norm);
