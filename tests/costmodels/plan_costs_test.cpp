@@ -103,6 +103,29 @@ TEST(PlanCosts, Fp8CastsTheLayerWeightsOncePerStep) {
               1e-12);
 }
 
+// The optimizer step moves what the executors' passes move, per parameter: the norm reads the
+// gradient, AdamW reads and writes the master and both moments (24 B) and reads the gradient,
+// mixed precision writes the 16-bit copy, and the step's start zeroes the gradient: fp32 4 + 24 +
+// 4 + 4 = 36 B, bf16 (fp32 gradients, bf16 copy) 4 + 24 + 4 + 2 + 4 = 38 B. GPT-2 774M on one
+// H100 at its full 3,350 GB/s.
+TEST(PlanCosts, OptimizerStepMovesWhatTheNormAdamWAndZeroingPassesMove) {
+  const auto step_of = [](schemas::Dtype precision) {
+    schemas::PlanKnobs knobs;
+    knobs.seq_length = 1024;
+    knobs.micro_batch_size = 1;
+    knobs.global_batch_size = 8;
+    knobs.precision = precision;
+    schemas::Plan plan = schemas::build_plan(
+        schemas::model_preset("gpt2-774m"), schemas::cluster_preset("dgx-h100:1x1"), knobs, "test");
+    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
+    const PlanCosts costs = plan_costs(plan);
+    return std::pair{costs.optimizer_step_s[0], costs.stages[0].parameters};
+  };
+  const auto [fp32_s, parameters] = step_of(schemas::Dtype::fp32);
+  EXPECT_NEAR(fp32_s, 36.0 * parameters / 3350e9, 1e-12);
+  EXPECT_NEAR(step_of(schemas::Dtype::bf16).first, 38.0 * parameters / 3350e9, 1e-12);
+}
+
 // ZeRO-3 as PyTorch FSDP runs it without pipelining (torchtitan): GPT-2 774M on 2 H100 nodes,
 // dp 16. Each layer's 12·1280² + 9·1280 + 4·1280 parameters are gathered in bf16 during the
 // previous layer's forward and again during the backward, where the layer's fp32 gradients are

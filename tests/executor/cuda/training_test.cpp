@@ -134,8 +134,8 @@ TEST_F(CudaTrainingRuns, CheckpointsMoveRunsBetweenTheGpuAndTheCpu) {
       train(model, Device::cpu, schemas::Dtype::fp32, reference_options);
   for (const Device first : {Device::cuda, Device::cpu}) {
     const Device second = first == Device::cuda ? Device::cpu : Device::cuda;
-    const fs::path directory =
-        fs::temp_directory_path() / fmt::format("strata_cuda_checkpoint_{}", device_name(first));
+    const fs::path directory = fs::path(::testing::TempDir()) /
+                               fmt::format("strata_cuda_checkpoint_{}", device_name(first));
     fs::remove_all(directory);
     TrainingOptions options = options_for(10);
     // A constant rate after warm-up: the first run stops at 5 of 10 steps, and a cosine schedule
