@@ -109,6 +109,12 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   EXPECT_NEAR(
       large(schemas::TierCollective::reduce_scatter) / large(schemas::TierCollective::all_gather),
       0.25, 0.01);
+  // Each message size is a point of its own, at the size measured.
+  const std::vector<schemas::EfficiencyPoint>& curve =
+      fitted.efficiency_by_collective.at(schemas::TierCollective::all_gather);
+  ASSERT_EQ(curve.size(), 4u);
+  EXPECT_EQ(curve[0].size, 4096.0);
+  EXPECT_EQ(curve[3].size, 16777216.0);
 }
 
 TEST(PresetComparison, APresetIsClosestToItself) {
