@@ -36,10 +36,11 @@ std::vector<schemas::EfficiencyPoint> banded_curve(std::vector<std::pair<double,
       fractions.push_back(samples[end].second);
       ++end;
     }
-    // A band of one sample keeps its size exactly (a measured message of 4,096 bytes is written
-    // as 4096, not as exp(log 4096)'s 4095.999999999997).
-    const double size = end - begin == 1 ? samples[begin].first
-                                         : std::exp(log_sum / static_cast<double>(end - begin));
+    // A band of one size keeps it exactly (messages of 4,096 bytes are written as 4096, not as
+    // exp(log 4096)'s 4095.999999999997).
+    const double size = samples[end - 1].first == samples[begin].first
+                            ? samples[begin].first
+                            : std::exp(log_sum / static_cast<double>(end - begin));
     const double fraction = std::clamp(median(fractions), 1e-6, 1.0);
     if (curve.empty() || size > curve.back().size) curve.push_back({size, fraction});
     begin = end;

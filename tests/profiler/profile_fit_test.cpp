@@ -115,6 +115,7 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   ASSERT_EQ(curve.size(), 4u);
   EXPECT_EQ(curve[0].size, 4096.0);
   EXPECT_EQ(curve[3].size, 16777216.0);
+  EXPECT_EQ(fitted.efficiency_by_message_bytes.front().size, 4096.0);  // four collectives' band
 }
 
 TEST(PresetComparison, APresetIsClosestToItself) {
