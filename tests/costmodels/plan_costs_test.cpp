@@ -29,6 +29,20 @@ schemas::Plan zero1_plan(TrainingFramework framework, bool sequence_parallel = f
                              schemas::cluster_preset("dgx-h100:4"), knobs, "test");
 }
 
+// GPT-2 774M on one H100 (micro-batch 1 of 1,024 tokens, 8 a step), its HBM at the full
+// datasheet bandwidth (no efficiency curve), so a memory-bound pass costs bytes / 3,350 GB/s.
+schemas::Plan one_h100_plan(schemas::Dtype precision) {
+  schemas::PlanKnobs knobs;
+  knobs.seq_length = 1024;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 8;
+  knobs.precision = precision;
+  schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt2-774m"),
+                                           schemas::cluster_preset("dgx-h100:1x1"), knobs, "test");
+  plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
+  return plan;
+}
+
 // Megatron splits the [2·1024 × 1280] bf16 activation across the two tp ranks before a pipeline
 // send; DeepSpeed's pipeline engine sends it whole from each, so each send moves twice the bytes.
 TEST(PlanCosts, DeepSpeedSendsWholeActivationsFromEveryTpRank) {
@@ -85,19 +99,8 @@ TEST(PlanCosts, DeepSpeedAllReducesFp32GradientsUnderZeroOne) {
 // GPT-2 774M on one H100, 36 layers of 12·1280² + 9·1280 linear weights and biases, HBM at its
 // full 3,350 GB/s. The optimizer step is otherwise the same as bf16's (same state bytes).
 TEST(PlanCosts, Fp8CastsTheLayerWeightsOncePerStep) {
-  const auto plan_in = [](schemas::Dtype precision) {
-    schemas::PlanKnobs knobs;
-    knobs.seq_length = 1024;
-    knobs.micro_batch_size = 1;
-    knobs.global_batch_size = 8;
-    knobs.precision = precision;
-    schemas::Plan plan = schemas::build_plan(
-        schemas::model_preset("gpt2-774m"), schemas::cluster_preset("dgx-h100:1x1"), knobs, "test");
-    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
-    return plan;
-  };
-  const PlanCosts bf16 = plan_costs(plan_in(schemas::Dtype::bf16));
-  const PlanCosts fp8 = plan_costs(plan_in(schemas::Dtype::fp8));
+  const PlanCosts bf16 = plan_costs(one_h100_plan(schemas::Dtype::bf16));
+  const PlanCosts fp8 = plan_costs(one_h100_plan(schemas::Dtype::fp8));
   const double linear_weights = 36.0 * (12.0 * 1280 * 1280 + 9.0 * 1280);
   EXPECT_NEAR(fp8.optimizer_step_s[0] - bf16.optimizer_step_s[0], 4.0 * linear_weights / 3350e9,
               1e-12);
@@ -110,15 +113,7 @@ TEST(PlanCosts, Fp8CastsTheLayerWeightsOncePerStep) {
 // H100 at its full 3,350 GB/s.
 TEST(PlanCosts, OptimizerStepMovesWhatTheNormAdamWAndZeroingPassesMove) {
   const auto step_of = [](schemas::Dtype precision) {
-    schemas::PlanKnobs knobs;
-    knobs.seq_length = 1024;
-    knobs.micro_batch_size = 1;
-    knobs.global_batch_size = 8;
-    knobs.precision = precision;
-    schemas::Plan plan = schemas::build_plan(
-        schemas::model_preset("gpt2-774m"), schemas::cluster_preset("dgx-h100:1x1"), knobs, "test");
-    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
-    const PlanCosts costs = plan_costs(plan);
+    const PlanCosts costs = plan_costs(one_h100_plan(precision));
     return std::pair{costs.optimizer_step_s[0], costs.stages[0].parameters};
   };
   const auto [fp32_s, parameters] = step_of(schemas::Dtype::fp32);
