@@ -77,6 +77,12 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
           "  not measured: this kernel does not let the peak resident set be restarted");
     }
   }
+  if (world.size() > 1) {
+    // A gradient bucket's size class (16 MiB): long enough to see whether it moves meanwhile.
+    settings.report("measuring whether a non-blocking all-reduce advances while the ranks compute");
+    profile.progress = measure_communicator_progress(world, 16.0 * (1 << 20), settings.repeats);
+    profile.cluster.communicator_progress_during_compute = profile.progress->fraction;
+  }
   // The compute sweep again: what the machine did while it was measured (see
   // merge_repeated_sweep).
   settings.report("measuring compute again, to see how the machine drifted meanwhile");
@@ -91,6 +97,10 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
   schemas::MeasuredSources sources;
   fit_compute(profile.compute, cluster.gpu, sources.spread);
   sources.spread["compute_drift"] = std::abs(profile.compute_drift);
+  if (profile.progress) {
+    sources.spread["communicator_progress"] =
+        std::max(profile.progress->alone.spread, profile.progress->wait_after.spread);
+  }
   cluster.gpu.name = "cpu-rank";
   cluster.gpu.memory_bytes = memory_per_rank(static_cast<int>(world.size() / layout.hosts.size()));
   cluster.gpu.description = fmt::format(

@@ -180,10 +180,11 @@ std::int64_t ClusterConfig::reserved_bytes() const {
 }
 
 ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& location) {
-  const ObjectReader reader(document, location,
-                            {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name",
-                             "nodes", "gpus_per_node", "gpu", "network_tiers", "reserved_memory",
-                             "sources", "communicator_temporary_bytes_per_byte"});
+  const ObjectReader reader(
+      document, location,
+      {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey, "name", "nodes",
+       "gpus_per_node", "gpu", "network_tiers", "reserved_memory", "sources",
+       "communicator_temporary_bytes_per_byte", "communicator_progress_during_compute"});
   check_document_header(reader, DocumentKind::cluster, kClusterSchemaVersion);
   ClusterConfig cluster;
   cluster.name = reader.string("name");
@@ -211,6 +212,8 @@ ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& 
       if (ratio) cluster.communicator_temporary_bytes_per_byte[operation] = *ratio;
     }
   }
+  cluster.communicator_progress_during_compute =
+      reader.optional_number("communicator_progress_during_compute", {.minimum = 0, .maximum = 1});
   validate_cluster(cluster, location);
   return cluster;
 }
@@ -317,6 +320,10 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   for (const auto& [operation, ratio] : cluster.communicator_temporary_bytes_per_byte) {
     document["communicator_temporary_bytes_per_byte"]
             [std::string(name_of(operation, kCommunicatorOperationNames))] = ratio;
+  }
+  if (cluster.communicator_progress_during_compute) {
+    document["communicator_progress_during_compute"] =
+        *cluster.communicator_progress_during_compute;
   }
   if (cluster.sources) {
     const MeasuredSources& sources = *cluster.sources;

@@ -57,6 +57,9 @@ struct PendingCollective {
   int stage = 0;
   bool unshard = false;
   std::vector<double> ready;  // per bucket: the latest member's ready time
+  // When the members stop computing and wait: the part of a collective the communicator does not
+  // advance during compute (1 − communicator_progress_during_compute) runs only from then on.
+  double waited = 0;
   std::size_t posted = 0;
 };
 
@@ -314,13 +317,13 @@ class Engine {
                                         static_cast<double>(buckets);
           }
         }
-        post(index, action.stage, false, ready);
+        post(index, action.stage, false, ready, rank.compute_free);
         break;
       }
       case ActionType::unshard:
         rank.stage_ready[static_cast<std::size_t>(action.stage)] = kNotYet;
         change_memory(rank, rank.compute_free, stage->unshard_bytes);
-        post(index, action.stage, true, {rank.compute_free});
+        post(index, action.stage, true, {rank.compute_free}, rank.compute_free);
         break;
       case ActionType::reshard:
         change_memory(rank, rank.compute_free, -stage->unshard_bytes);
@@ -334,7 +337,8 @@ class Engine {
     return true;
   }
 
-  void post(std::size_t index, int stage, bool unshard, const std::vector<double>& ready) {
+  void post(std::size_t index, int stage, bool unshard, const std::vector<double>& ready,
+            double waited) {
     RankState& rank = ranks_[index];
     DpGroup& group = groups_[static_cast<std::size_t>(rank.dp_group)];
     const std::size_t k = rank.dp_posts++;
@@ -345,6 +349,7 @@ class Engine {
     for (std::size_t j = 0; j < ready.size(); ++j) {
       pending.ready[j] = std::max(pending.ready[j], ready[j]);
     }
+    pending.waited = std::max(pending.waited, waited);
     ++pending.posted;
     while (group.resolved < group.queue.size() &&
            group.queue[group.resolved].posted == group.members.size()) {
@@ -354,11 +359,21 @@ class Engine {
 
   void resolve(DpGroup& group, const PendingCollective& pending) {
     const costmodels::StageCosts& stage = costs_.stages[static_cast<std::size_t>(pending.stage)];
+    // A gradient bucket's all-reduce advances only by the communicator's progress share p while
+    // its members compute (Open MPI without a progress thread: near 0, inside MPI calls only);
+    // the rest runs once they wait. NCCL and every preset: p = 1, all of it beside the compute.
+    const double progress =
+        pending.unshard ? 1.0 : plan_.cluster.communicator_progress_during_compute.value_or(1.0);
     for (std::size_t j = 0; j < pending.ready.size(); ++j) {
       const double duration = pending.unshard ? stage.unshard_s : stage.gradient_buckets_s[j];
       const double start = std::max(group.free, pending.ready[j]);
-      group.free = start + duration;
+      group.free = start + progress * duration;
       group.busy.push_back({start, group.free});
+      if (progress < 1) {
+        const double rest_start = std::max(group.free, pending.waited);
+        group.free = rest_start + (1 - progress) * duration;
+        group.busy.push_back({rest_start, group.free});
+      }
       for (std::size_t member : group.members) {
         RankState& rank = ranks_[member];
         if (pending.unshard) rank.stage_ready[static_cast<std::size_t>(pending.stage)] = group.free;

@@ -174,6 +174,33 @@ TEST(Simulation, GradientReductionOverlapsTheLastBackwardOrFollowsIt) {
   }
 }
 
+// The same overlapped reduction on a communicator that advances a collective only partly while
+// its rank computes (communicator_progress_during_compute p): a bucket's p share runs from where
+// the backward filled it (14, 15), the rest once the rank stops computing (15). p = 0 is the
+// reduction after the backward (16); p = 0.25: bucket 0's 0.125 over [14, 14.125], its 0.375
+// over [15, 15.375], bucket 1 over [15.375, 15.875]; p = 1 (absent) is full overlap (15.5).
+TEST(Simulation, ACommunicatorThatDoesNotProgressDuringComputeHidesLess) {
+  const int pp = 2;
+  const int m = 4;
+  costmodels::PlanCosts costs =
+      pipeline_costs(std::vector<double>(pp, 1.0), std::vector<double>(pp, 2.0), pp);
+  for (costmodels::StageCosts& stage : costs.stages) stage.gradient_buckets_s = {0.5, 0.5};
+  for (const auto& [progress, step_s] :
+       std::vector<std::pair<double, double>>{{0.0, 16.0}, {0.25, 15.875}, {1.0, 15.5}}) {
+    schemas::Plan plan = plan_with_pipeline(pp);
+    plan.mesh.dp = 2;
+    plan.overlap_grad_reduce = true;
+    plan.cluster.communicator_progress_during_compute = progress;
+    PipelineSchedule schedule = schedule::one_f_one_b_schedule(pp, m);
+    schedule::add_communication(schedule);
+    schedule::add_step_actions(schedule,
+                               {.reduce_gradients = true, .overlap_gradient_reduction = true});
+    const SimulationResult result = simulate(plan, schedule, costs, {});
+    EXPECT_DOUBLE_EQ(result.step_time_s, step_s) << "progress " << progress;
+    EXPECT_DOUBLE_EQ(result.breakdown[0].dp_comm_s, step_s - 15.0) << "progress " << progress;
+  }
+}
+
 // The simulator starts a reduction where the action list puts it: a custom schedule that moves
 // rank 0's REDUCE_GRAD of stage 2 (interleaved, pp = 2, vpp = 2) behind the next backward gets no
 // overlap with stage 2's last backward, even though the plan overlaps reductions.

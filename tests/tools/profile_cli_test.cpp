@@ -101,6 +101,15 @@ TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
     EXPECT_LE(ratio.get<double>(), 16) << operation;
   }
   EXPECT_GT(temporaries.at("all_reduce_non_blocking").get<double>(), 0.9);
+  // Whether a non-blocking all-reduce advances while the ranks compute: a share, with its spread,
+  // and the line that reports it.
+  const double progress = file.at("communicator_progress_during_compute").get<double>();
+  EXPECT_GE(progress, 0);
+  EXPECT_LE(progress, 1);
+  EXPECT_TRUE(file.at("sources").at("spread").contains("communicator_progress"));
+  const nlohmann::json& measured_progress = report.at("communicator_progress");
+  EXPECT_DOUBLE_EQ(measured_progress.at("fraction").get<double>(), progress);
+  EXPECT_GT(measured_progress.at("alone_s").get<double>(), 0);
   // What the documented loop runs: validate, plan on it, train one rank on part of it.
   const CommandResult valid = strata("validate " + cluster);
   EXPECT_EQ(valid.exit_code, 0) << valid.err;

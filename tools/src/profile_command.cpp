@@ -113,6 +113,14 @@ void print_text(const profiler::MachineProfile& profile, const profiler::PresetC
     }
     fmt::print("\n");
   }
+  if (profile.progress) {
+    // What a gradient bucket's all-reduce issued during the backward can hide.
+    const profiler::ProgressMeasurement& progress = *profile.progress;
+    fmt::print(
+        "communicator progress during compute: {:.2f} (a 16 MiB non-blocking all-reduce: {:.1f} ms "
+        "alone, {:.1f} ms still to wait after computing for twice that)\n",
+        progress.fraction, 1e3 * progress.alone.median_s, 1e3 * progress.wait_after.median_s);
+  }
   for (std::size_t i = 0; i < profile.network.size(); ++i) {
     const profiler::TierMeasurements& tier = profile.network[i];
     fmt::print("\ntier {} ({}, {} ranks): measured / fitted collective times\n", i, tier.name,
@@ -151,15 +159,19 @@ void print_json(const profiler::MachineProfile& profile, const profiler::PresetC
     }
     tiers.push_back({{"name", profile.network[i].name}, {"samples", samples}});
   }
-  std::cout << nlohmann::json{{"out", out},
-                              {"seconds", seconds},
-                              {"network_measured", profile.network_measured},
-                              {"compute_drift", profile.compute_drift},
-                              {"closest_preset", closest.preset},
-                              {"quantities", rows},
-                              {"tiers", tiers}}
-                   .dump()
-            << "\n";
+  nlohmann::json report{{"out", out},
+                        {"seconds", seconds},
+                        {"network_measured", profile.network_measured},
+                        {"compute_drift", profile.compute_drift},
+                        {"closest_preset", closest.preset},
+                        {"quantities", rows},
+                        {"tiers", tiers}};
+  if (profile.progress) {
+    report["communicator_progress"] = {{"fraction", profile.progress->fraction},
+                                       {"alone_s", profile.progress->alone.median_s},
+                                       {"wait_after_s", profile.progress->wait_after.median_s}};
+  }
+  std::cout << report.dump() << "\n";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strata/executor/distributed/communicator.h"
+#include "strata/profiler/communicator_progress.h"
 #include "strata/profiler/compute_measurements.h"
 #include "strata/profiler/machine_layout.h"
 #include "strata/profiler/network_measurements.h"
@@ -23,6 +24,8 @@ struct MachineProfile {
   // How much slower the compute ran at the profile's end than at its start (median over the
   // kernels; negative: faster). Its size is also in sources.spread["compute_drift"].
   double compute_drift = 0;
+  // Whether a non-blocking all-reduce advances while the rank computes; absent for one rank.
+  std::optional<ProgressMeasurement> progress;
 };
 
 // Collective over `world`. `name` names the cluster; `command` is recorded in its sources. With

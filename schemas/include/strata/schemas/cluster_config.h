@@ -145,6 +145,12 @@ struct ClusterConfig {
   // NCCL allocates nothing per call. Measured by strata profile; an operation absent holds
   // nothing.
   std::map<CommunicatorOperation, double> communicator_temporary_bytes_per_byte;
+  // The share of a non-blocking collective's time that it advances while its rank computes: 1
+  // where it runs beside the compute (NCCL's kernels on their own SMs), 0 where it moves only
+  // once the rank waits for it (Open MPI on a rank without a progress thread). What a gradient
+  // bucket's all-reduce issued during the backward can hide. Measured by strata profile; absent:
+  // 1.
+  std::optional<double> communicator_progress_during_compute;
 
   std::int64_t world_size() const { return nodes * gpus_per_node; }
   std::int64_t reserved_bytes() const;
