@@ -10,10 +10,15 @@ namespace strata::costmodels {
 namespace {
 
 // Bus bandwidth of a tier in bytes/s for `collective`'s messages of `bytes` (per GPU, per
-// direction): the collective's own measured curve where the tier has one, else the tier's.
+// direction): the collective's own measured curve where the tier has one (for the non-blocking
+// all-reduce, else the blocking one's), else the tier's.
 double bus_bandwidth_bytes_per_s(const schemas::NetworkTier& tier,
                                  schemas::TierCollective collective, double bytes) {
-  const auto measured = tier.efficiency_by_collective.find(collective);
+  auto measured = tier.efficiency_by_collective.find(collective);
+  if (measured == tier.efficiency_by_collective.end() &&
+      collective == schemas::TierCollective::all_reduce_non_blocking) {
+    measured = tier.efficiency_by_collective.find(schemas::TierCollective::all_reduce);
+  }
   const std::vector<schemas::EfficiencyPoint>& curve =
       measured != tier.efficiency_by_collective.end() ? measured->second
                                                       : tier.efficiency_by_message_bytes;
@@ -27,6 +32,8 @@ schemas::TierCollective measured_kind(Collective collective) {
   switch (collective) {
     case Collective::all_reduce:
       return schemas::TierCollective::all_reduce;
+    case Collective::all_reduce_non_blocking:
+      return schemas::TierCollective::all_reduce_non_blocking;
     case Collective::reduce_scatter:
       return schemas::TierCollective::reduce_scatter;
     case Collective::all_gather:
@@ -124,6 +131,7 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
     const schemas::TierCollective kind = measured_kind(collective);
     switch (collective) {
       case Collective::all_reduce:
+      case Collective::all_reduce_non_blocking:
         // Inner levels: reduce-scatter on the way out and all-gather on the way back; the
         // outermost level all-reduces its shard.
         total_s += outermost

@@ -114,7 +114,10 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   const bool all_reduced =
       plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
                                framework.zero1_bf16_gradients_all_reduced);
-  const Collective reduction = all_reduced ? Collective::all_reduce : Collective::reduce_scatter;
+  // Every framework issues a bucket's all-reduce non-blocking (it overlaps the backward, or the
+  // buckets go out together); a tier that timed that form prices it by its own curve.
+  const Collective reduction =
+      all_reduced ? Collective::all_reduce_non_blocking : Collective::reduce_scatter;
 
   // The communicator's temporaries (zero without a measured ratio): what the data-parallel
   // all-reduces hold until the step, and the largest a blocking collective holds while it runs.

@@ -59,6 +59,13 @@ std::vector<CollectiveSample> measure_group(executor::Communicator& group,
                        time_collective(
                            group, [&] { group.all_reduce(whole, executor::ReduceOp::sum); },
                            settings.repeats, guess_s)});
+    // Started and then waited for, as the gradient buckets run it: Open MPI's non-blocking
+    // collectives are another component (libnbc) with their own algorithms and speed.
+    samples.push_back(
+        {MeasuredCollective::all_reduce_non_blocking, n, actual,
+         time_collective(
+             group, [&] { group.all_reduce_async(whole, executor::ReduceOp::sum).wait(); },
+             settings.repeats, guess_s)});
     samples.push_back(
         {MeasuredCollective::all_gather, n, actual,
          time_collective(
@@ -99,6 +106,8 @@ std::string_view collective_name(MeasuredCollective collective) {
       return "reduce-scatter";
     case MeasuredCollective::send_receive:
       return "send/receive";
+    case MeasuredCollective::all_reduce_non_blocking:
+      return "non-blocking all-reduce";
   }
   return "?";
 }

@@ -60,6 +60,8 @@ CollectiveShape shape_of(const CollectiveSample& sample) {
   switch (sample.collective) {
     case MeasuredCollective::all_reduce:
       return {2 * (n - 1) / n, 2 * (n - 1), costmodels::Collective::all_reduce};
+    case MeasuredCollective::all_reduce_non_blocking:
+      return {2 * (n - 1) / n, 2 * (n - 1), costmodels::Collective::all_reduce_non_blocking};
     case MeasuredCollective::all_gather:
       return {(n - 1) / n, n - 1, costmodels::Collective::all_gather};
     case MeasuredCollective::reduce_scatter:
@@ -206,8 +208,11 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
     const double transfer_s = sample.timing.median_s - shape.steps * latency_s;
     const double bandwidth = transfer_s > 0 ? shape.volume * sample.bytes / transfer_s
                                             : std::numeric_limits<double>::infinity();
-    bandwidths.emplace_back(sample.bytes, bandwidth);
     by_collective[sample.collective].emplace_back(sample.bytes, bandwidth);
+    // The non-blocking all-reduce has a curve of its own only: the tier's curve and peak stand
+    // for the blocking collectives that have none.
+    if (sample.collective == MeasuredCollective::all_reduce_non_blocking) continue;
+    bandwidths.emplace_back(sample.bytes, bandwidth);
     if (std::isfinite(bandwidth)) best_any = std::max(best_any, bandwidth);
     if (transfer_s >= 0.5 * sample.timing.median_s) best = std::max(best, bandwidth);
   }

@@ -103,9 +103,9 @@ NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location
   tier.efficiency_by_message_bytes =
       parse_efficiency_curve(reader, "efficiency_by_message", "bytes");
   if (reader.has("efficiency_by_collective")) {
-    const ObjectReader curves(reader.object("efficiency_by_collective"),
-                              reader.at("efficiency_by_collective"),
-                              {"all_reduce", "all_gather", "reduce_scatter", "send_receive"});
+    const ObjectReader curves(
+        reader.object("efficiency_by_collective"), reader.at("efficiency_by_collective"),
+        {"all_reduce", "all_gather", "reduce_scatter", "send_receive", "all_reduce_non_blocking"});
     for (const auto& [collective, name] : kTierCollectiveNames) {
       std::vector<EfficiencyPoint> curve = parse_efficiency_curve(curves, name, "bytes");
       if (!curve.empty()) tier.efficiency_by_collective[collective] = std::move(curve);

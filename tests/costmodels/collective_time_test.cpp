@@ -137,5 +137,26 @@ TEST(CollectiveTime, AMeasuredCurvePricesItsOwnCollective) {
               0.875 * bytes / 75e9 + 0.875 * bytes / 300e9 + across, 1e-12);
 }
 
+// The gradient buckets' non-blocking all-reduce: priced by its own curve where the tier measured
+// one (Open MPI's libnbc at 0.4 of the bus bandwidth), else by the blocking all-reduce's curve
+// (0.8), else as the tier prices any all-reduce. 1 GB over the 8 members of one NVLink node.
+TEST(CollectiveTime, TheNonBlockingAllReduceFallsBackToTheBlockingOnesCurve) {
+  schemas::ClusterConfig cluster = two_tier_cluster(2);
+  const GroupSpan node = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  const double bytes = 1e9;
+  const double at_full_s = 2 * 0.875 * bytes / 300e9;
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_reduce_non_blocking, bytes),
+              collective_time_s(cluster, node, Collective::all_reduce, bytes), 1e-15);
+  schemas::NetworkTier& nvlink = cluster.network_tiers[0];
+  nvlink.efficiency_by_collective = {{schemas::TierCollective::all_reduce, {{1e3, 0.8}}}};
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_reduce_non_blocking, bytes),
+              at_full_s / 0.8, 1e-12);
+  nvlink.efficiency_by_collective[schemas::TierCollective::all_reduce_non_blocking] = {{1e3, 0.4}};
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_reduce_non_blocking, bytes),
+              at_full_s / 0.4, 1e-12);
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_reduce, bytes), at_full_s / 0.8,
+              1e-12);
+}
+
 }  // namespace
 }  // namespace strata::costmodels

@@ -121,6 +121,31 @@ TEST(PlanCosts, OptimizerStepMovesWhatTheNormAdamWAndZeroingPassesMove) {
   EXPECT_NEAR(step_of(schemas::Dtype::bf16).first, 38.0 * parameters / 3350e9, 1e-12);
 }
 
+// A ZeRO-0 gradient bucket is all-reduced non-blocking (issued during the backward, waited for
+// before the step): a tier that timed that form at half its blocking all-reduce's bandwidth
+// makes every bucket take twice as long. GPT-2 774M, dp 8 on one H100 node, no latency.
+TEST(PlanCosts, GradientBucketsArePricedAsTheNonBlockingAllReduceTheyAre) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 1, .dp = 8, .pp = 1};
+  knobs.seq_length = 1024;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 64;
+  knobs.zero_stage = 0;
+  schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt2-774m"),
+                                           schemas::cluster_preset("dgx-h100:1"), knobs, "test");
+  schemas::NetworkTier& node = plan.cluster.network_tiers[0];
+  node.latency_us = 0;
+  node.efficiency_by_collective = {{schemas::TierCollective::all_reduce, {{1.0, 1.0}}}};
+  const std::vector<double> blocking = plan_costs(plan).stages[0].gradient_buckets_s;
+  node.efficiency_by_collective[schemas::TierCollective::all_reduce_non_blocking] = {{1.0, 0.5}};
+  const std::vector<double> non_blocking = plan_costs(plan).stages[0].gradient_buckets_s;
+  ASSERT_GT(blocking.size(), 1u);
+  ASSERT_EQ(non_blocking.size(), blocking.size());
+  for (std::size_t i = 0; i < blocking.size(); ++i) {
+    EXPECT_NEAR(non_blocking[i], 2 * blocking[i], 1e-12) << "bucket " << i;
+  }
+}
+
 // ZeRO-3 as PyTorch FSDP runs it without pipelining (torchtitan): GPT-2 774M on 2 H100 nodes,
 // dp 16. Each layer's 12·1280² + 9·1280 + 4·1280 parameters are gathered in bf16 during the
 // previous layer's forward and again during the backward, where the layer's fp32 gradients are

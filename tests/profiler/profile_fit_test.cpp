@@ -77,18 +77,22 @@ TEST(ProfileFit, ComputeParametersComeBackFromTheirOwnPredictions) {
   EXPECT_NEAR(costmodels::elementwise_time_s(fitted, 8e6, 1e6, 1), 1e-3, 1e-9);
 }
 
-// A tier whose communicator runs reduce-scatter at a quarter and send/receive at 0.6 of its
-// bus bandwidth (MPI on a CPU sums on the host): the fit gives each collective its own curve, so
-// every measured time comes back, the slow reduce-scatter's as well as the fast all-gather's.
+// A tier whose communicator runs reduce-scatter at a quarter, send/receive at 0.6 and the
+// non-blocking all-reduce at 0.45 of its bus bandwidth (MPI on a CPU sums on the host; Open MPI's
+// libnbc is slower than its blocking all-reduce): the fit gives each collective its own curve,
+// so every measured time comes back, the slow reduce-scatter's as well as the fast all-gather's.
 TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   schemas::NetworkTier known{"shared-memory", 2, 30, 1.0, 1.0, {}, {}};
-  known.efficiency_by_collective = {{schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
-                                    {schemas::TierCollective::send_receive, {{1e3, 0.6}}}};
+  known.efficiency_by_collective = {
+      {schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
+      {schemas::TierCollective::send_receive, {{1e3, 0.6}}},
+      {schemas::TierCollective::all_reduce_non_blocking, {{1e3, 0.45}}}};
   TierMeasurements measured{"shared-memory", 2, 2, {}};
   for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
     for (const MeasuredCollective collective :
-         {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
-          MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive}) {
+         {MeasuredCollective::all_reduce, MeasuredCollective::all_reduce_non_blocking,
+          MeasuredCollective::all_gather, MeasuredCollective::reduce_scatter,
+          MeasuredCollective::send_receive}) {
       CollectiveSample sample{collective, 2, bytes, {}};
       sample.timing = exactly(predicted_collective_s(known, sample));
       measured.samples.push_back(sample);
@@ -109,6 +113,13 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   EXPECT_NEAR(
       large(schemas::TierCollective::reduce_scatter) / large(schemas::TierCollective::all_gather),
       0.25, 0.01);
+  EXPECT_NEAR(large(schemas::TierCollective::all_reduce_non_blocking) /
+                  large(schemas::TierCollective::all_reduce),
+              0.45, 0.01);
+  // The tier's own curve stands for the blocking collectives: the largest band's median of their
+  // 1, 1, 0.6 and 0.25 (the non-blocking all-reduce's 0.45, which has its own curve, would make
+  // it 0.6).
+  EXPECT_NEAR(fitted.efficiency_by_message_bytes.back().fraction, 0.8, 0.02);
   // Each message size is a point of its own, at the size measured.
   const std::vector<schemas::EfficiencyPoint>& curve =
       fitted.efficiency_by_collective.at(schemas::TierCollective::all_gather);

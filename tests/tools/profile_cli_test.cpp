@@ -86,7 +86,11 @@ TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
   EXPECT_EQ(file.at("sources").at("ranks"), 2);
   EXPECT_EQ(file.at("sources").at("backend"), "cpu");
   EXPECT_THAT(file.at("sources").at("command").get<std::string>(), HasSubstr("profile --quick"));
-  EXPECT_EQ(file.at("network_tiers")[0].at("efficiency_by_collective").size(), 4u);
+  // Every collective the tier timed has its curve, the non-blocking all-reduce among them.
+  EXPECT_EQ(file.at("network_tiers")[0].at("efficiency_by_collective").size(), 5u);
+  EXPECT_TRUE(file.at("network_tiers")[0]
+                  .at("efficiency_by_collective")
+                  .contains("all_reduce_non_blocking"));
   for (const char* quantity :
        {"gemm", "memory_bandwidth", "special_functions", "attention", "tier_0", "compute_drift"}) {
     EXPECT_TRUE(file.at("sources").at("spread").contains(quantity)) << quantity;

@@ -35,7 +35,17 @@
 
 namespace strata::costmodels {
 
-enum class Collective { all_reduce, all_gather, reduce_scatter, broadcast, all_to_all };
+// all_reduce_non_blocking: the all-reduce as data-parallel gradient buckets issue it, started
+// and waited for later. The same algorithm; a tier that measured it on its own (Open MPI's
+// libnbc runs slower than its blocking all-reduce) prices it by that curve, others as all_reduce.
+enum class Collective {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  all_to_all,
+  all_reduce_non_blocking
+};
 
 // How a group of ranks sits on the network: for each tier it crosses, the number of members that
 // tier connects (the fan-out at that level). A group inside one NVLink domain has one level;

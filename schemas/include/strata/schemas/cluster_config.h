@@ -64,13 +64,22 @@ struct GpuProfile {
 // profile lists only fp32, so `strata plan --cluster cpu-local:4` plans in fp32.
 Dtype default_training_precision(const GpuProfile& gpu);
 
-// The collectives a tier may carry its own measured efficiency curve for.
-enum class TierCollective { all_reduce, all_gather, reduce_scatter, send_receive };
-inline constexpr std::array<EnumName<TierCollective>, 4> kTierCollectiveNames{
+// The collectives a tier may carry its own measured efficiency curve for. The non-blocking
+// all-reduce is the gradient buckets' (MPI_Iallreduce): Open MPI runs it through another
+// component than the blocking one (libnbc), at its own speed.
+enum class TierCollective {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  send_receive,
+  all_reduce_non_blocking
+};
+inline constexpr std::array<EnumName<TierCollective>, 5> kTierCollectiveNames{
     {{TierCollective::all_reduce, "all_reduce"},
      {TierCollective::all_gather, "all_gather"},
      {TierCollective::reduce_scatter, "reduce_scatter"},
-     {TierCollective::send_receive, "send_receive"}}};
+     {TierCollective::send_receive, "send_receive"},
+     {TierCollective::all_reduce_non_blocking, "all_reduce_non_blocking"}}};
 
 // The communicator's operations a cluster file states temporary memory for: the collectives as
 // the tiers time them (blocking), and the non-blocking all-reduce that data-parallel gradient
