@@ -125,11 +125,11 @@ void print_text(const profiler::MachineProfile& profile, const profiler::PresetC
     const profiler::TierMeasurements& tier = profile.network[i];
     fmt::print("\ntier {} ({}, {} ranks): measured / fitted collective times\n", i, tier.name,
                tier.group_size);
-    fmt::print("{:<16} {:>12} {:>12} {:>12} {:>8}\n", "collective", "bytes", "measured µs",
+    fmt::print("{:<23} {:>12} {:>12} {:>12} {:>8}\n", "collective", "bytes", "measured µs",
                "fitted µs", "ratio");
     for (const profiler::CollectiveSample& sample : tier.samples) {
       const double fitted = profiler::predicted_collective_s(cluster.network_tiers[i], sample);
-      fmt::print("{:<16} {:>12.0f} {:>12.1f} {:>12.1f} {:>8}\n",
+      fmt::print("{:<23} {:>12.0f} {:>12.1f} {:>12.1f} {:>8}\n",
                  profiler::collective_name(sample.collective), sample.bytes,
                  sample.timing.median_s * 1e6, fitted * 1e6,
                  fmt::format("×{:.2f}", sample.timing.median_s / fitted));
