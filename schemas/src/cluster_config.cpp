@@ -103,9 +103,9 @@ NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location
   tier.efficiency_by_message_bytes =
       parse_efficiency_curve(reader, "efficiency_by_message", "bytes");
   if (reader.has("efficiency_by_collective")) {
-    const ObjectReader curves(
-        reader.object("efficiency_by_collective"), reader.at("efficiency_by_collective"),
-        {"all_reduce", "all_gather", "reduce_scatter", "send_receive", "all_reduce_non_blocking"});
+    const ObjectReader curves(reader.object("efficiency_by_collective"),
+                              reader.at("efficiency_by_collective"),
+                              names_of(kTierCollectiveNames));
     for (const auto& [collective, name] : kTierCollectiveNames) {
       std::vector<EfficiencyPoint> curve = parse_efficiency_curve(curves, name, "bytes");
       if (!curve.empty()) tier.efficiency_by_collective[collective] = std::move(curve);
@@ -202,10 +202,9 @@ ClusterConfig parse_cluster(const nlohmann::json& document, const JsonLocation& 
   cluster.reserved_memory =
       parse_reserved_memory(reader.object("reserved_memory"), reader.at("reserved_memory"));
   if (reader.has("communicator_temporary_bytes_per_byte")) {
-    const ObjectReader ratios(
-        reader.object("communicator_temporary_bytes_per_byte"),
-        reader.at("communicator_temporary_bytes_per_byte"),
-        {"all_reduce", "all_reduce_non_blocking", "all_gather", "reduce_scatter", "send_receive"});
+    const ObjectReader ratios(reader.object("communicator_temporary_bytes_per_byte"),
+                              reader.at("communicator_temporary_bytes_per_byte"),
+                              names_of(kCommunicatorOperationNames));
     for (const auto& [operation, name] : kCommunicatorOperationNames) {
       const std::optional<double> ratio =
           ratios.optional_number(name, {.minimum = 0, .maximum = 16});

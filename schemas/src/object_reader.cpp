@@ -122,9 +122,12 @@ void require_array(const nlohmann::json& value, const JsonLocation& location,
 
 ObjectReader::ObjectReader(const nlohmann::json& value, JsonLocation location,
                            std::initializer_list<std::string_view> allowed_keys)
+    : ObjectReader(value, std::move(location), std::vector<std::string_view>(allowed_keys)) {}
+
+ObjectReader::ObjectReader(const nlohmann::json& value, JsonLocation location,
+                           const std::vector<std::string_view>& allowed)
     : object_(value), location_(std::move(location)) {
   require_object(object_, location_);
-  const std::vector<std::string_view> allowed(allowed_keys);
   for (const auto& [key, member] : object_.items()) {
     bool known = false;
     for (std::string_view name : allowed) known = known || name == key;

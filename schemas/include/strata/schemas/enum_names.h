@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace strata::schemas {
 
@@ -30,6 +31,15 @@ constexpr std::optional<Enum> value_of(std::string_view name,
     if (entry.name == name) return entry.value;
   }
   return std::nullopt;
+}
+
+// Every name of a table, in its order: the keys an object keyed by the enum may have.
+template <typename Enum, std::size_t N>
+std::vector<std::string_view> names_of(const std::array<EnumName<Enum>, N>& table) {
+  std::vector<std::string_view> names;
+  names.reserve(N);
+  for (const auto& entry : table) names.push_back(entry.name);
+  return names;
 }
 
 }  // namespace strata::schemas

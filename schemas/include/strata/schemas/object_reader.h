@@ -49,6 +49,9 @@ class ObjectReader {
   // reported with the nearest allowed key as a suggestion.
   ObjectReader(const nlohmann::json& value, JsonLocation location,
                std::initializer_list<std::string_view> allowed_keys);
+  // The same, for keys that come from a table (an object keyed by an enum's names).
+  ObjectReader(const nlohmann::json& value, JsonLocation location,
+               const std::vector<std::string_view>& allowed_keys);
 
   const JsonLocation& location() const { return location_; }
   JsonLocation at(std::string_view key) const { return location_ / key; }
