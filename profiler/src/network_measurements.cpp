@@ -36,9 +36,12 @@ Timing time_collective(executor::Communicator& group, const std::function<void()
   return summarise(std::vector<double>(samples.data<double>(), samples.data<double>() + repeats));
 }
 
+// Every collective over `group` at every message size; send/receive between its pairs too where
+// `pairs`.
 std::vector<CollectiveSample> measure_group(executor::Communicator& group,
                                             const ProfileSettings& settings,
-                                            const std::string& tier_name, bool report) {
+                                            const std::string& group_label, bool pairs,
+                                            bool report) {
   std::vector<CollectiveSample> samples;
   const int n = group.size();
   const std::vector<double> sizes = message_bytes(settings);
@@ -46,8 +49,8 @@ std::vector<CollectiveSample> measure_group(executor::Communicator& group,
   for (const double bytes : sizes) {
     if (settings.interrupted && settings.interrupted()) throw ProfileInterrupted{};
     if (report) {
-      settings.report(fmt::format("{} {}/{}: collectives of {} ranks, {:.0f} KiB", tier_name,
-                                  ++done, sizes.size(), n, bytes / 1024));
+      settings.report(
+          fmt::format("{} {}/{}: {:.0f} KiB", group_label, ++done, sizes.size(), bytes / 1024));
     }
     const auto elements = static_cast<std::int64_t>(bytes / 4) / n * n;
     // A first guess of the time for the batch size: 1 GB/s and 20 µs.
@@ -75,7 +78,9 @@ std::vector<CollectiveSample> measure_group(executor::Communicator& group,
          time_collective(
              group, [&] { group.reduce_scatter(whole, part); }, settings.repeats, guess_s)});
     // One message from each even member to the odd one after it, as a pipeline stage sends its
-    // activations to the next (an odd last member waits at the barrier).
+    // activations to the next (an odd last member waits at the barrier). The same pairs in every
+    // group shape: measured with the first only.
+    if (!pairs) continue;
     const int rank = group.rank();
     const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
     samples.push_back({MeasuredCollective::send_receive, 2, actual,
@@ -112,6 +117,37 @@ std::string_view collective_name(MeasuredCollective collective) {
   return "?";
 }
 
+std::vector<int> measured_group_sizes(int members) {
+  std::vector<int> sizes;
+  for (int size = 2; size < members; size *= 2) {
+    if (members % size == 0) sizes.push_back(size);
+  }
+  if (members > 1) sizes.push_back(members);
+  return sizes;
+}
+
+namespace {
+
+// Every group size of a tier's `members` (numbered 0 … members−1 in `tier_group`), each size's
+// groups of consecutive members measured at once.
+std::vector<CollectiveSample> measure_group_shapes(executor::Communicator& tier_group,
+                                                   const ProfileSettings& settings,
+                                                   const std::string& tier_label, bool report) {
+  std::vector<CollectiveSample> samples;
+  const int member = tier_group.rank();
+  const std::vector<int> sizes = measured_group_sizes(tier_group.size());
+  for (const int size : sizes) {
+    std::unique_ptr<executor::Communicator> group = tier_group.split(member / size, member % size);
+    std::vector<CollectiveSample> of_size =
+        measure_group(*group, settings, fmt::format("{}, groups of {} ranks", tier_label, size),
+                      size == sizes.front(), report);
+    samples.insert(samples.end(), of_size.begin(), of_size.end());
+  }
+  return samples;
+}
+
+}  // namespace
+
 std::vector<TierMeasurements> measure_network(executor::Communicator& world,
                                               const MachineLayout& layout,
                                               const ProfileSettings& settings) {
@@ -122,16 +158,17 @@ std::vector<TierMeasurements> measure_network(executor::Communicator& world,
   if (layout.ranks_per_node > 1) {
     // Inside a node. Every node measures at once (as training loads them).
     std::unique_ptr<executor::Communicator> node = world.split(host, local_rank);
-    TierMeasurements tier{"shared-memory", layout.ranks_per_node, layout.ranks_per_node, {}};
-    tier.samples = measure_group(*node, settings, "inside a node", rank == 0);
+    TierMeasurements tier{
+        "shared-memory", layout.ranks_per_node, measured_group_sizes(layout.ranks_per_node), {}};
+    tier.samples = measure_group_shapes(*node, settings, "inside a node", rank == 0);
     tiers.push_back(std::move(tier));
   }
   if (layout.nodes > 1) {
     // Across nodes: one rank per node, the others idle.
     std::unique_ptr<executor::Communicator> across = world.split(local_rank, host);
-    TierMeasurements tier{"network", world.size(), layout.nodes, {}};
+    TierMeasurements tier{"network", world.size(), measured_group_sizes(layout.nodes), {}};
     if (local_rank == 0) {
-      tier.samples = measure_group(*across, settings, "across nodes", rank == 0);
+      tier.samples = measure_group_shapes(*across, settings, "across nodes", rank == 0);
     }
     world.barrier();
     tiers.push_back(std::move(tier));

@@ -48,28 +48,37 @@ std::vector<schemas::EfficiencyPoint> banded_curve(std::vector<std::pair<double,
   return curve;
 }
 
-// The collective as collective_time_s prices it on one tier: volume (the nccl-tests factor) and
-// the ring's latency steps.
+// The collective as collective_time_s prices it on one tier: its volume (the nccl-tests factor).
 struct CollectiveShape {
   double volume = 1;
-  double steps = 1;
   costmodels::Collective collective = costmodels::Collective::all_reduce;
 };
 CollectiveShape shape_of(const CollectiveSample& sample) {
   const double n = sample.group_size;
   switch (sample.collective) {
     case MeasuredCollective::all_reduce:
-      return {2 * (n - 1) / n, 2 * (n - 1), costmodels::Collective::all_reduce};
+      return {2 * (n - 1) / n, costmodels::Collective::all_reduce};
     case MeasuredCollective::all_reduce_non_blocking:
-      return {2 * (n - 1) / n, 2 * (n - 1), costmodels::Collective::all_reduce_non_blocking};
+      return {2 * (n - 1) / n, costmodels::Collective::all_reduce_non_blocking};
     case MeasuredCollective::all_gather:
-      return {(n - 1) / n, n - 1, costmodels::Collective::all_gather};
+      return {(n - 1) / n, costmodels::Collective::all_gather};
     case MeasuredCollective::reduce_scatter:
-      return {(n - 1) / n, n - 1, costmodels::Collective::reduce_scatter};
+      return {(n - 1) / n, costmodels::Collective::reduce_scatter};
     case MeasuredCollective::send_receive:
-      return {1, 1, costmodels::Collective::broadcast};
+      return {1, costmodels::Collective::broadcast};
   }
   return {};
+}
+
+// The latencies the cost models charge `sample`'s collective on one tier (a ring's 2(n−1) steps
+// for an all-reduce, or a tree's 2·⌈log₂ n⌉ where fewer): its time there with a latency of one
+// second and no transfer time. Asked of the cost models so the fit divides by what they multiply.
+double latency_steps(const CollectiveSample& sample) {
+  schemas::NetworkTier unit;
+  unit.latency_us = 1e6;
+  unit.bandwidth_gb_per_s = 1e30;
+  unit.efficiency = 1;
+  return predicted_collective_s(unit, sample);
 }
 
 }  // namespace
@@ -169,26 +178,29 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
   schemas::NetworkTier tier;
   tier.name = measured.name;
   tier.scope_gpus = measured.scope_ranks;
-  // Latency: per collective, the line through its two smallest messages' times (steps · latency
-  // + volume · bytes / bandwidth) met at zero bytes, divided by the ring's steps; the median
-  // over the collectives. What the bandwidth curve leaves unexplained it absorbs per size.
+  // Latency: per collective and group size, the line through its two smallest messages' times
+  // (steps · latency + volume · bytes / bandwidth) met at zero bytes, divided by the latency
+  // steps the cost models charge it; the median over them. What the bandwidth curve leaves
+  // unexplained it absorbs per size.
+  std::map<std::pair<MeasuredCollective, int>, std::vector<const CollectiveSample*>> by_shape;
+  for (const CollectiveSample& sample : measured.samples) {
+    // The non-blocking all-reduce runs the blocking one's steps with more overhead of its own:
+    // its curve takes that, the tier's latency is the blocking collectives'.
+    if (sample.collective == MeasuredCollective::all_reduce_non_blocking) continue;
+    by_shape[{sample.collective, sample.group_size}].push_back(&sample);
+  }
   std::vector<double> latencies, spreads;
-  for (const MeasuredCollective kind :
-       {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
-        MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive}) {
-    std::vector<const CollectiveSample*> of_kind;
-    for (const CollectiveSample& sample : measured.samples) {
-      if (sample.collective == kind) of_kind.push_back(&sample);
-    }
-    if (of_kind.size() < 2) continue;
-    std::sort(of_kind.begin(), of_kind.end(),
+  for (auto& [shape, of_shape] : by_shape) {
+    if (of_shape.size() < 2) continue;
+    std::sort(of_shape.begin(), of_shape.end(),
               [](const auto* a, const auto* b) { return a->bytes < b->bytes; });
-    const CollectiveSample& small = *of_kind[0];
-    const CollectiveSample& next = *of_kind[1];
+    const CollectiveSample& small = *of_shape[0];
+    const CollectiveSample& next = *of_shape[1];
+    if (next.bytes <= small.bytes) continue;
     const double per_byte_s =
         (next.timing.median_s - small.timing.median_s) / (next.bytes - small.bytes);
     const double intercept_s = small.timing.median_s - std::max(per_byte_s, 0.0) * small.bytes;
-    latencies.push_back(std::max(intercept_s, 0.0) / shape_of(small).steps);
+    latencies.push_back(std::max(intercept_s, 0.0) / latency_steps(small));
   }
   for (const CollectiveSample& sample : measured.samples) spreads.push_back(sample.timing.spread);
   const double latency_s = median(latencies);
@@ -205,7 +217,7 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
   double best = 0, best_any = 0;
   for (const CollectiveSample& sample : measured.samples) {
     const CollectiveShape shape = shape_of(sample);
-    const double transfer_s = sample.timing.median_s - shape.steps * latency_s;
+    const double transfer_s = sample.timing.median_s - latency_steps(sample) * latency_s;
     const double bandwidth = transfer_s > 0 ? shape.volume * sample.bytes / transfer_s
                                             : std::numeric_limits<double>::infinity();
     by_collective[sample.collective].emplace_back(sample.bytes, bandwidth);

@@ -87,7 +87,7 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
       {schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
       {schemas::TierCollective::send_receive, {{1e3, 0.6}}},
       {schemas::TierCollective::all_reduce_non_blocking, {{1e3, 0.45}}}};
-  TierMeasurements measured{"shared-memory", 2, 2, {}};
+  TierMeasurements measured{"shared-memory", 2, {2}, {}};
   for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
     for (const MeasuredCollective collective :
          {MeasuredCollective::all_reduce, MeasuredCollective::all_reduce_non_blocking,
@@ -127,6 +127,45 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
   EXPECT_EQ(curve[0].size, 4096.0);
   EXPECT_EQ(curve[3].size, 16777216.0);
   EXPECT_EQ(fitted.efficiency_by_message_bytes.front().size, 4096.0);  // four collectives' band
+}
+
+// A node of four ranks measured in groups of two and of four: one latency and one bandwidth
+// explain both shapes, each priced with the latency steps the cost models charge it (an
+// all-reduce of four takes a tree's 2·2 where a ring would take 6). Fitted per shape, the two
+// shapes' 4,096-byte messages are not mistaken for two sizes of one line.
+TEST(ProfileFit, OneTierExplainsEveryGroupShapeItWasMeasuredIn) {
+  const schemas::NetworkTier known{"shared-memory", 4, 30, 1.0, 1.0, {}, {}};
+  EXPECT_EQ(measured_group_sizes(4), (std::vector<int>{2, 4}));
+  TierMeasurements measured{"shared-memory", 4, measured_group_sizes(4), {}};
+  for (const int group_size : measured.group_sizes) {
+    for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
+      for (const MeasuredCollective collective :
+           {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
+            MeasuredCollective::reduce_scatter}) {
+        CollectiveSample sample{collective, group_size, bytes, {}};
+        sample.timing = exactly(predicted_collective_s(known, sample));
+        measured.samples.push_back(sample);
+      }
+    }
+  }
+  double spread = 0;
+  const schemas::NetworkTier fitted = fit_tier(measured, spread);
+  EXPECT_NEAR(fitted.latency_us, 1.0, 0.05);
+  EXPECT_NEAR(fitted.bandwidth_gb_per_s, 30, 1.5);
+  for (const CollectiveSample& sample : measured.samples) {
+    EXPECT_NEAR(predicted_collective_s(fitted, sample) / sample.timing.median_s, 1.0, 0.02)
+        << collective_name(sample.collective) << " of " << sample.bytes << " bytes in groups of "
+        << sample.group_size;
+  }
+}
+
+// The group sizes a tier is measured at: each power of two dividing its members, then all.
+TEST(ProfileFit, ATierIsMeasuredAtEachPowerOfTwoGroupAndWhole) {
+  EXPECT_EQ(measured_group_sizes(1), (std::vector<int>{}));
+  EXPECT_EQ(measured_group_sizes(2), (std::vector<int>{2}));
+  EXPECT_EQ(measured_group_sizes(8), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(measured_group_sizes(6), (std::vector<int>{2, 6}));
+  EXPECT_EQ(measured_group_sizes(3), (std::vector<int>{3}));
 }
 
 TEST(PresetComparison, APresetIsClosestToItself) {

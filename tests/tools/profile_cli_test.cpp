@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -137,6 +138,44 @@ TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
   ASSERT_EQ(train.exit_code, 0) << train.err;
   const nlohmann::json first = nlohmann::json::parse(train.out.substr(0, train.out.find('\n')));
   EXPECT_GT(first.at("predicted_step_time_s").get<double>(), 0);
+}
+
+// A node of four ranks is measured as training's groups load it: two pairs at once, then the
+// four together; each collective at each size in both shapes (send/receive between the pairs
+// once), one tier fitted over all of them.
+TEST_F(ProfileCli, FourRanksMeasureTheirNodeInGroupsOfTwoAndOfFour) {
+  const std::string cluster = (directory / "cluster.json").string();
+  const CommandResult profile =
+      mpirun(4, "profile --quick --out " + cluster + " --log-format json");
+  ASSERT_EQ(profile.exit_code, 0) << profile.err;
+  const nlohmann::json report = nlohmann::json::parse(profile.out);
+  ASSERT_EQ(report.at("tiers").size(), 1u);
+  const nlohmann::json& tier = report.at("tiers")[0];
+  EXPECT_EQ(tier.at("group_sizes"), nlohmann::json({2, 4}));
+  std::map<std::pair<std::string, int>, int> sizes_measured;
+  for (const nlohmann::json& sample : tier.at("samples")) {
+    ++sizes_measured[{sample.at("collective").get<std::string>(),
+                      sample.at("group_size").get<int>()}];
+    EXPECT_GT(sample.at("measured_s").get<double>(), 0) << sample.dump();
+    EXPECT_GT(sample.at("fitted_s").get<double>(), 0) << sample.dump();
+  }
+  const int message_sizes = sizes_measured.at({"all-reduce", 2});
+  EXPECT_GE(message_sizes, 4);
+  for (const char* collective :
+       {"all-reduce", "non-blocking all-reduce", "all-gather", "reduce-scatter"}) {
+    for (const int group_size : {2, 4}) {
+      EXPECT_EQ((sizes_measured[{collective, group_size}]), message_sizes)
+          << collective << " in groups of " << group_size;
+    }
+  }
+  EXPECT_EQ((sizes_measured[{"send/receive", 2}]), message_sizes);
+  EXPECT_EQ((sizes_measured.count({"send/receive", 4})), 0u);
+  const nlohmann::json file = nlohmann::json::parse(slurp(cluster));
+  EXPECT_EQ(file.at("gpus_per_node"), 4);
+  EXPECT_EQ(file.at("network_tiers").size(), 1u);
+  EXPECT_GT(file.at("network_tiers")[0].at("latency_us").get<double>(), 0);
+  const CommandResult valid = strata("validate " + cluster);
+  EXPECT_EQ(valid.exit_code, 0) << valid.err;
 }
 
 TEST_F(ProfileCli, AnUnwritableOutputIsRefusedBeforeMeasuring) {

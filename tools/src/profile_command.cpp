@@ -3,6 +3,7 @@
 // what was measured beside the closest preset. `strata plan --cluster cluster.json` and `strata
 // train` then plan and run for this machine, with each step's prediction beside its measurement.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -123,14 +124,14 @@ void print_text(const profiler::MachineProfile& profile, const profiler::PresetC
   }
   for (std::size_t i = 0; i < profile.network.size(); ++i) {
     const profiler::TierMeasurements& tier = profile.network[i];
-    fmt::print("\ntier {} ({}, {} ranks): measured / fitted collective times\n", i, tier.name,
-               tier.group_size);
-    fmt::print("{:<23} {:>12} {:>12} {:>12} {:>8}\n", "collective", "bytes", "measured µs",
-               "fitted µs", "ratio");
+    fmt::print("\ntier {} ({}, groups of {} ranks): measured / fitted collective times\n", i,
+               tier.name, fmt::join(tier.group_sizes, ", "));
+    fmt::print("{:<23} {:>5} {:>12} {:>12} {:>12} {:>8}\n", "collective", "ranks", "bytes",
+               "measured µs", "fitted µs", "ratio");
     for (const profiler::CollectiveSample& sample : tier.samples) {
       const double fitted = profiler::predicted_collective_s(cluster.network_tiers[i], sample);
-      fmt::print("{:<23} {:>12.0f} {:>12.1f} {:>12.1f} {:>8}\n",
-                 profiler::collective_name(sample.collective), sample.bytes,
+      fmt::print("{:<23} {:>5} {:>12.0f} {:>12.1f} {:>12.1f} {:>8}\n",
+                 profiler::collective_name(sample.collective), sample.group_size, sample.bytes,
                  sample.timing.median_s * 1e6, fitted * 1e6,
                  fmt::format("×{:.2f}", sample.timing.median_s / fitted));
     }
@@ -151,13 +152,16 @@ void print_json(const profiler::MachineProfile& profile, const profiler::PresetC
     nlohmann::json samples = nlohmann::json::array();
     for (const profiler::CollectiveSample& sample : profile.network[i].samples) {
       samples.push_back({{"collective", profiler::collective_name(sample.collective)},
+                         {"group_size", sample.group_size},
                          {"bytes", sample.bytes},
                          {"measured_s", sample.timing.median_s},
                          {"spread", sample.timing.spread},
                          {"fitted_s", profiler::predicted_collective_s(
                                           profile.cluster.network_tiers[i], sample)}});
     }
-    tiers.push_back({{"name", profile.network[i].name}, {"samples", samples}});
+    tiers.push_back({{"name", profile.network[i].name},
+                     {"group_sizes", profile.network[i].group_sizes},
+                     {"samples", samples}});
   }
   nlohmann::json report{{"out", out},
                         {"seconds", seconds},
