@@ -109,9 +109,10 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
       "the memory-bound kernels and one-element ops",
       profile.compute.threads);
   for (std::size_t i = 0; i < profile.network.size(); ++i) {
-    double spread = 0;
+    TierSpread spread;
     cluster.network_tiers.push_back(fit_tier(profile.network[i], spread));
-    sources.spread["tier_" + std::to_string(i)] = spread;
+    sources.spread["tier_" + std::to_string(i)] = spread.bandwidth;
+    sources.spread["tier_" + std::to_string(i) + "_latency"] = spread.latency;
   }
   if (cluster.network_tiers.empty()) {
     // One rank: nothing to measure between ranks. The tier is a placeholder a plan of one rank

@@ -67,8 +67,12 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
     comparison.rows.push_back({"tier " + std::to_string(i) + " (" + tier.name + ") GB/s",
                                tier.bandwidth_gb_per_s, spread_of(measured, key),
                                other ? other->bandwidth_gb_per_s : 0});
+    // Files written before the latency had a spread of its own carry the tier's only.
+    const bool own_latency_spread =
+        measured.sources && measured.sources->spread.contains(key + "_latency");
     comparison.rows.push_back({"tier " + std::to_string(i) + " (" + tier.name + ") latency µs",
-                               tier.latency_us, spread_of(measured, key),
+                               tier.latency_us,
+                               spread_of(measured, own_latency_spread ? key + "_latency" : key),
                                other ? other->latency_us : 0});
   }
   return comparison;

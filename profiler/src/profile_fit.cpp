@@ -174,7 +174,7 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
   spread["launch"] = measured.smallest_op.spread;
 }
 
-schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) {
+schemas::NetworkTier fit_tier(const TierMeasurements& measured, TierSpread& spread) {
   schemas::NetworkTier tier;
   tier.name = measured.name;
   tier.scope_gpus = measured.scope_ranks;
@@ -189,7 +189,7 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
     if (sample.collective == MeasuredCollective::all_reduce_non_blocking) continue;
     by_shape[{sample.collective, sample.group_size}].push_back(&sample);
   }
-  std::vector<double> latencies, spreads;
+  std::vector<double> latencies, latency_noises_s, spreads;
   for (auto& [shape, of_shape] : by_shape) {
     if (of_shape.size() < 2) continue;
     std::sort(of_shape.begin(), of_shape.end(),
@@ -201,10 +201,25 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
         (next.timing.median_s - small.timing.median_s) / (next.bytes - small.bytes);
     const double intercept_s = small.timing.median_s - std::max(per_byte_s, 0.0) * small.bytes;
     latencies.push_back(std::max(intercept_s, 0.0) / latency_steps(small));
+    // The intercept's noise in seconds: each time's own noise, through the line's lever
+    // (intercept = t₁·b₂/(b₂−b₁) − t₂·b₁/(b₂−b₁)). A latency far below the smallest message's
+    // time is a small difference of two noisy times: its relative noise is large, and the
+    // spread must say so, or a second profile "disagrees" with this one by what is only noise.
+    const double lever = per_byte_s > 0 ? 1 / (next.bytes - small.bytes) : 0;
+    const double noise_s = per_byte_s > 0
+                               ? (small.timing.spread * small.timing.median_s * next.bytes +
+                                  next.timing.spread * next.timing.median_s * small.bytes) *
+                                     lever
+                               : small.timing.spread * small.timing.median_s;
+    latency_noises_s.push_back(noise_s / latency_steps(small));
   }
   for (const CollectiveSample& sample : measured.samples) spreads.push_back(sample.timing.spread);
   const double latency_s = median(latencies);
   tier.latency_us = latency_s * 1e6;
+  const double latency_noise_s = median(latency_noises_s);
+  spread.latency = latency_s > 0         ? std::min(latency_noise_s / latency_s, kLargestSpread)
+                   : latency_noise_s > 0 ? kLargestSpread
+                                         : 0;
   // Bandwidth per message size: the volume over what the latency leaves; the peak is the best.
   // Each collective also gets its own curve: the communicator's algorithms need not share one
   // (MPI's reduce-scatter on a CPU sums on the host and moves its bus volume 2–4× slower than its
@@ -239,7 +254,7 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread) 
   tier.efficiency = tier.efficiency_by_message_bytes.empty()
                         ? 1.0
                         : tier.efficiency_by_message_bytes.back().fraction;
-  spread = median(spreads);
+  spread.bandwidth = median(spreads);
   return tier;
 }
 

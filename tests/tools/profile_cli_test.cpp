@@ -92,8 +92,8 @@ TEST_F(ProfileCli, TwoRanksMeasureAClusterThatPlansAndTrains) {
   EXPECT_TRUE(file.at("network_tiers")[0]
                   .at("efficiency_by_collective")
                   .contains("all_reduce_non_blocking"));
-  for (const char* quantity :
-       {"gemm", "memory_bandwidth", "special_functions", "attention", "tier_0", "compute_drift"}) {
+  for (const char* quantity : {"gemm", "memory_bandwidth", "special_functions", "attention",
+                               "tier_0", "tier_0_latency", "compute_drift"}) {
     EXPECT_TRUE(file.at("sources").at("spread").contains(quantity)) << quantity;
   }
   EXPECT_GT(file.at("gpu").at("special_function_tops").get<double>(), 0);

@@ -31,7 +31,16 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
 // bandwidth from the fastest (the nccl-tests bus-bandwidth volume), and per collective the
 // efficiency by message size that makes collective_time_s give each measured time (plus one
 // curve over all of them, the median per size band, for what the tier carries unmeasured).
-schemas::NetworkTier fit_tier(const TierMeasurements& measured, double& spread);
+//
+// Each fitted quantity's relative noise: the bandwidth's is the median spread of the samples'
+// times; the latency's is what those spreads make of the zero-byte intercept it is read from
+// (sources.spread "tier_N" and "tier_N_latency"), up to kLargestSpread.
+struct TierSpread {
+  double bandwidth = 0;
+  double latency = 0;
+};
+inline constexpr double kLargestSpread = 1000;  // the cluster schema's bound for a spread
+schemas::NetworkTier fit_tier(const TierMeasurements& measured, TierSpread& spread);
 
 // What the cost models predict for one measured collective on a tier (for the report).
 double predicted_collective_s(const schemas::NetworkTier& tier, const CollectiveSample& sample);
