@@ -77,6 +77,25 @@ TEST(ProfileFit, ComputeParametersComeBackFromTheirOwnPredictions) {
   EXPECT_NEAR(costmodels::elementwise_time_s(fitted, 8e6, 1e6, 1), 1e-3, 1e-9);
 }
 
+// What a profile would measure on `known`: each collective at each size in groups of each size,
+// timed as the cost models price it (±1%).
+TierMeasurements measurements_on(const schemas::NetworkTier& known, std::vector<int> group_sizes,
+                                 const std::vector<double>& sizes,
+                                 const std::vector<MeasuredCollective>& collectives) {
+  TierMeasurements measured{
+      known.name, static_cast<int>(known.scope_gpus), std::move(group_sizes), {}};
+  for (const int group_size : measured.group_sizes) {
+    for (const double bytes : sizes) {
+      for (const MeasuredCollective collective : collectives) {
+        CollectiveSample sample{collective, group_size, bytes, {}};
+        sample.timing = exactly(predicted_collective_s(known, sample));
+        measured.samples.push_back(sample);
+      }
+    }
+  }
+  return measured;
+}
+
 // A tier whose communicator runs reduce-scatter at a quarter, send/receive at 0.6 and the
 // non-blocking all-reduce at 0.45 of its bus bandwidth (MPI on a CPU sums on the host; Open MPI's
 // libnbc is slower than its blocking all-reduce): the fit gives each collective its own curve,
@@ -87,17 +106,11 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
       {schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
       {schemas::TierCollective::send_receive, {{1e3, 0.6}}},
       {schemas::TierCollective::all_reduce_non_blocking, {{1e3, 0.45}}}};
-  TierMeasurements measured{"shared-memory", 2, {2}, {}};
-  for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
-    for (const MeasuredCollective collective :
-         {MeasuredCollective::all_reduce, MeasuredCollective::all_reduce_non_blocking,
-          MeasuredCollective::all_gather, MeasuredCollective::reduce_scatter,
-          MeasuredCollective::send_receive}) {
-      CollectiveSample sample{collective, 2, bytes, {}};
-      sample.timing = exactly(predicted_collective_s(known, sample));
-      measured.samples.push_back(sample);
-    }
-  }
+  const TierMeasurements measured =
+      measurements_on(known, {2}, {4096.0, 65536.0, 1048576.0, 16777216.0},
+                      {MeasuredCollective::all_reduce, MeasuredCollective::all_reduce_non_blocking,
+                       MeasuredCollective::all_gather, MeasuredCollective::reduce_scatter,
+                       MeasuredCollective::send_receive});
   TierSpread spread;
   const schemas::NetworkTier fitted = fit_tier(measured, spread);
   EXPECT_NEAR(fitted.bandwidth_gb_per_s, 30, 1.5);
@@ -136,18 +149,10 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
 TEST(ProfileFit, OneTierExplainsEveryGroupShapeItWasMeasuredIn) {
   const schemas::NetworkTier known{"shared-memory", 4, 30, 1.0, 1.0, {}, {}};
   EXPECT_EQ(measured_group_sizes(4), (std::vector<int>{2, 4}));
-  TierMeasurements measured{"shared-memory", 4, measured_group_sizes(4), {}};
-  for (const int group_size : measured.group_sizes) {
-    for (const double bytes : {4096.0, 65536.0, 1048576.0, 16777216.0}) {
-      for (const MeasuredCollective collective :
-           {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
-            MeasuredCollective::reduce_scatter}) {
-        CollectiveSample sample{collective, group_size, bytes, {}};
-        sample.timing = exactly(predicted_collective_s(known, sample));
-        measured.samples.push_back(sample);
-      }
-    }
-  }
+  const TierMeasurements measured =
+      measurements_on(known, measured_group_sizes(4), {4096.0, 65536.0, 1048576.0, 16777216.0},
+                      {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
+                       MeasuredCollective::reduce_scatter});
   TierSpread spread;
   const schemas::NetworkTier fitted = fit_tier(measured, spread);
   EXPECT_NEAR(fitted.latency_us, 1.0, 0.05);
@@ -168,16 +173,10 @@ TEST(ProfileFit, TheLatencysSpreadIsWhatTheTimesNoiseMakesOfItsIntercept) {
   const auto latency_spread = [](double latency_us, double bandwidth_gb_per_s) {
     const schemas::NetworkTier known{
         "shared-memory", 2, bandwidth_gb_per_s, latency_us, 1.0, {}, {}};
-    TierMeasurements measured{"shared-memory", 2, {2}, {}};
-    for (const double bytes : {4096.0, 65536.0, 1048576.0}) {
-      for (const MeasuredCollective collective :
-           {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
-            MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive}) {
-        CollectiveSample sample{collective, 2, bytes, {}};
-        sample.timing = exactly(predicted_collective_s(known, sample));  // ±1%
-        measured.samples.push_back(sample);
-      }
-    }
+    const TierMeasurements measured =
+        measurements_on(known, {2}, {4096.0, 65536.0, 1048576.0},
+                        {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,
+                         MeasuredCollective::reduce_scatter, MeasuredCollective::send_receive});
     TierSpread spread;
     const schemas::NetworkTier fitted = fit_tier(measured, spread);
     EXPECT_NEAR(fitted.latency_us, latency_us, 0.01 * latency_us);
