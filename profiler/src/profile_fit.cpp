@@ -200,18 +200,19 @@ schemas::NetworkTier fit_tier(const TierMeasurements& measured, TierSpread& spre
     const double per_byte_s =
         (next.timing.median_s - small.timing.median_s) / (next.bytes - small.bytes);
     const double intercept_s = small.timing.median_s - std::max(per_byte_s, 0.0) * small.bytes;
-    latencies.push_back(std::max(intercept_s, 0.0) / latency_steps(small));
+    const double steps = latency_steps(small);
+    latencies.push_back(std::max(intercept_s, 0.0) / steps);
     // The intercept's noise in seconds: each time's own noise, through the line's lever
     // (intercept = t₁·b₂/(b₂−b₁) − t₂·b₁/(b₂−b₁)). A latency far below the smallest message's
     // time is a small difference of two noisy times: its relative noise is large, and the
     // spread must say so, or a second profile "disagrees" with this one by what is only noise.
-    const double lever = per_byte_s > 0 ? 1 / (next.bytes - small.bytes) : 0;
+    const double small_noise_s = small.timing.spread * small.timing.median_s;
     const double noise_s = per_byte_s > 0
-                               ? (small.timing.spread * small.timing.median_s * next.bytes +
-                                  next.timing.spread * next.timing.median_s * small.bytes) *
-                                     lever
-                               : small.timing.spread * small.timing.median_s;
-    latency_noises_s.push_back(noise_s / latency_steps(small));
+                               ? (small_noise_s * next.bytes +
+                                  next.timing.spread * next.timing.median_s * small.bytes) /
+                                     (next.bytes - small.bytes)
+                               : small_noise_s;
+    latency_noises_s.push_back(noise_s / steps);
   }
   for (const CollectiveSample& sample : measured.samples) spreads.push_back(sample.timing.spread);
   const double latency_s = median(latencies);
