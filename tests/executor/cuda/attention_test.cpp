@@ -64,7 +64,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaAttention,
                                            AttentionCase{ScalarType::bfloat16, 2, 100, 4, 2, 64},
                                            AttentionCase{ScalarType::bfloat16, 1, 256, 2, 2, 64},
                                            AttentionCase{ScalarType::bfloat16, 2, 100, 4, 1, 128},
-                                           AttentionCase{ScalarType::bfloat16, 1, 192, 2, 2, 128}),
+                                           AttentionCase{ScalarType::bfloat16, 1, 192, 2, 2, 128},
+                                           // Several query blocks and a tail for head_dim 64;
+                                           // fewer queries than one MMA tile; four query heads
+                                           // a kv head over many blocks (the backward's
+                                           // prefetched query blocks cross heads).
+                                           AttentionCase{ScalarType::bfloat16, 1, 200, 8, 2, 64},
+                                           AttentionCase{ScalarType::bfloat16, 1, 5, 2, 1, 64},
+                                           AttentionCase{ScalarType::bfloat16, 2, 300, 8, 2, 128}),
                          case_name);
 
 }  // namespace
