@@ -188,9 +188,9 @@ void run_deferred_weight_gradients(DeferredWeightGradients& work) {
 }
 
 void TransformerLayer::linear_gradients(const Tensor& dy, const Tensor& x, ParameterEntry* weight,
-                                        ParameterEntry* bias, Tensor& dx,
+                                        ParameterEntry* bias, Tensor& dx, GradientWrite write,
                                         DeferredWeightGradients* deferred) {
-  linear_backward_input(dy, weight->compute, dx);
+  linear_backward_input(dy, weight->compute, dx, write);
   if (deferred != nullptr) {
     deferred->push_back(DeferredWeightGradient{dy.to(dy.device()), x.to(x.device()), weight, bias});
     return;
@@ -298,21 +298,22 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     gather_sequence(tp_, *d_mlp, scratch.d_branch_full);
     d_mlp = &scratch.d_branch_full;
   }
-  scratch.d_hidden.fill_zero();
+  // Scratch gradients that one op fills are overwritten, not zeroed and then accumulated into.
   linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
-                   separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden, deferred);
-  scratch.d_gate.fill_zero();
-  scratch.d_norm_full.fill_zero();
+                   separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden,
+                   GradientWrite::overwrite, deferred);
   if (llama_mlp_) {
+    scratch.d_gate.fill_zero();
     scratch.d_up.fill_zero();
     swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
     linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_, scratch.d_norm_full,
-                     deferred);
+                     GradientWrite::overwrite, deferred);
   } else {
-    gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate);
+    gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate, GradientWrite::overwrite);
   }
+  // The gate's input gradient adds to the up projection's (llama) or is the only one (gpt).
   linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_, scratch.d_norm_full,
-                   deferred);
+                   llama_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
                         a.rstd2, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
@@ -332,10 +333,9 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     gather_sequence(tp_, *d_branch, scratch.d_branch_full);
     d_branch = &scratch.d_branch_full;
   }
-  scratch.d_attention.fill_zero();
   linear_gradients(*d_branch, a.attention_out, attention_output_weight_,
                    separate_bias() ? nullptr : attention_output_bias_, scratch.d_attention,
-                   deferred);
+                   GradientWrite::overwrite, deferred);
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
   causal_attention_backward(scratch.d_attention.reshaped(a.attention_out.shape()), a.qkv,
@@ -344,8 +344,8 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     rotary_backward(d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                     *model_.rope_theta);
   }
-  scratch.d_norm_full.fill_zero();
-  linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full, deferred);
+  linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full,
+                   GradientWrite::overwrite, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, a.mean1,
                         a.rstd1, dx, attention_norm_weight_->gradient,

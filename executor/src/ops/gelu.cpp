@@ -33,13 +33,14 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   });
 }
 
-void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
+void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx, GradientWrite write) {
   check_same_numel("gelu_backward", x, dx);
   check_same_numel("gelu_backward", x, dy);
   if (on_cuda("gelu_backward", {&dy, &x, &dx})) {
     const ScalarType type = check_cuda_types("gelu_backward", {&dy, &x, &dx}, {});
     if constexpr (kCudaBackendBuilt) {
-      cuda::launch_gelu_backward(dy.raw(), x.raw(), dx.raw(), x.numel(), type);
+      cuda::launch_gelu_backward(dy.raw(), x.raw(), dx.raw(), x.numel(), type,
+                                 write == GradientWrite::accumulate);
     }
     return;
   }
@@ -50,8 +51,12 @@ void gelu_backward(const Tensor& dy, const Tensor& x, Tensor& dx) {
     const auto in = cpu::as_vector<T>(x).array();
     const auto t = (scale * (in + cubic * in.cube())).tanh().eval();
     const auto dt = (T(1) - t.square()) * scale * (T(1) + T(3) * cubic * in.square());
-    cpu::as_vector<T>(dx).array() +=
-        cpu::as_vector<T>(dy).array() * (T(0.5) * (T(1) + t) + T(0.5) * in * dt);
+    const auto gradient = cpu::as_vector<T>(dy).array() * (T(0.5) * (T(1) + t) + T(0.5) * in * dt);
+    if (write == GradientWrite::accumulate) {
+      cpu::as_vector<T>(dx).array() += gradient;
+    } else {
+      cpu::as_vector<T>(dx).array() = gradient;
+    }
   });
 }
 

@@ -56,7 +56,8 @@ void linear_gelu_forward(const Tensor& x, const Tensor& weight, const Tensor* bi
   gelu_forward(gelu_input, y);
 }
 
-void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
+void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx,
+                           GradientWrite write) {
   check_shapes("linear_backward_input", dx, weight, dy);
   const std::int64_t in = weight.size(1);
   const std::int64_t out = weight.size(0);
@@ -64,14 +65,19 @@ void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx) {
     const ScalarType type = check_cuda_types("linear_backward_input", {&dy, &weight, &dx}, {});
     if constexpr (kCudaBackendBuilt) {
       cuda::launch_linear_backward_input(dy.raw(), weight.raw(), dx.raw(), dx.numel() / in, in, out,
-                                         type);
+                                         type, write == GradientWrite::accumulate);
     }
     return;
   }
   check_cpu_same_type("linear_backward_input", {&dy, &weight, &dx});
   dispatch_floating(dx.scalar_type(), "linear_backward_input", [&]<class T>() {
-    cpu::as_matrix<T>(dx, in).noalias() +=
-        cpu::as_matrix<T>(dy, out) * cpu::as_matrix<T>(weight, in);
+    if (write == GradientWrite::accumulate) {
+      cpu::as_matrix<T>(dx, in).noalias() +=
+          cpu::as_matrix<T>(dy, out) * cpu::as_matrix<T>(weight, in);
+    } else {
+      cpu::as_matrix<T>(dx, in).noalias() =
+          cpu::as_matrix<T>(dy, out) * cpu::as_matrix<T>(weight, in);
+    }
   });
 }
 

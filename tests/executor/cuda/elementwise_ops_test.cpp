@@ -64,6 +64,13 @@ TEST_P(CudaElementwise, GeluForwardAndBackward) {
     gelu_backward(dy, x, dx);
     gelu_backward(on_gpu(dy, type), on_gpu(x, type), dx_gpu);
     EXPECT_CLOSE_TO_REFERENCE(dx_gpu, dx, type);
+
+    // Overwrite mode: the GPU buffer starts with other values; the CPU's starts at zero.
+    Tensor fresh = Tensor::zeros({n}, ScalarType::float64);
+    Tensor fresh_gpu = on_gpu(random_in({n}, type, 9), type);
+    gelu_backward(dy, x, fresh);
+    gelu_backward(on_gpu(dy, type), on_gpu(x, type), fresh_gpu, GradientWrite::overwrite);
+    EXPECT_CLOSE_TO_REFERENCE(fresh_gpu, fresh, type);
   }
 }
 

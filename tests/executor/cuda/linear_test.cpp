@@ -69,6 +69,18 @@ TEST_P(CudaLinear, BackwardAccumulatesFloat32ParameterGradients) {
   EXPECT_CLOSE_TO_REFERENCE(dbias_gpu, dbias, ScalarType::float32);
 }
 
+// Overwrite mode (β = 0): the GPU buffer starts with other values; the CPU's starts at zero.
+TEST_P(CudaLinear, InputGradientOverwriteIgnoresWhatTheBufferHeld) {
+  const ScalarType type = GetParam();
+  const Tensor weight = random_in({kOut, kIn}, type, 13, 0.2);
+  const Tensor dy = random_in({kRows, kOut}, type, 14);
+  Tensor dx = Tensor::zeros({kRows, kIn}, ScalarType::float64);
+  linear_backward_input(dy, weight, dx);
+  Tensor dx_gpu = on_gpu(random_in({kRows, kIn}, type, 15), type);
+  linear_backward_input(on_gpu(dy, type), on_gpu(weight, type), dx_gpu, GradientWrite::overwrite);
+  EXPECT_CLOSE_TO_REFERENCE(dx_gpu, dx, type);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaLinear, ::testing::ValuesIn(testing::kCudaTypes),
                          testing::type_label);
 

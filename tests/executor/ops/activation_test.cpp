@@ -46,6 +46,19 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
       "dx");
 }
 
+TEST(Gelu, BackwardOverwriteIgnoresWhatTheBufferHeld) {
+  const Tensor x = random_tensor({40}, ScalarType::float32, 1, 2.0);
+  const Tensor dy = random_tensor(x.shape(), ScalarType::float32, 2);
+  Tensor accumulated = Tensor::zeros(x.shape(), ScalarType::float32);
+  gelu_backward(dy, x, accumulated);
+  Tensor overwritten = random_tensor(x.shape(), ScalarType::float32, 3);
+  overwritten.data<float>()[11] = std::nanf("");
+  gelu_backward(dy, x, overwritten, GradientWrite::overwrite);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_EQ(testing::element(overwritten, i), testing::element(accumulated, i)) << i;
+  }
+}
+
 TEST(Swiglu, ForwardAndBackward) {
   Tensor gate = random_tensor({5, 4}, ScalarType::float64, 1, 2.0);
   Tensor up = random_tensor({5, 4}, ScalarType::float64, 2);

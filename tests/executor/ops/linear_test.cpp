@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "tensor_testing.h"
 
 namespace strata::executor {
@@ -58,6 +60,21 @@ TEST(Linear, BackwardAccumulatesIntoExistingGradients) {
   linear_backward(dy, x, weight, nullptr, twice, nullptr);
   for (std::int64_t i = 0; i < once.numel(); ++i) {
     EXPECT_NEAR(twice.data<double>()[i], 2 * once.data<double>()[i], 1e-12);
+  }
+}
+
+// Overwrite mode writes dy·weight over whatever dx held, never reading it: the same values as
+// accumulating onto zeros, whatever garbage (NaN included) was there before.
+TEST(Linear, InputGradientOverwriteIgnoresWhatTheBufferHeld) {
+  const Tensor weight = random_tensor({4, 5}, ScalarType::float64, 2);
+  const Tensor dy = random_tensor({3, 4}, ScalarType::float64, 4);
+  Tensor accumulated = Tensor::zeros({3, 5}, ScalarType::float64);
+  linear_backward_input(dy, weight, accumulated);
+  Tensor overwritten = random_tensor({3, 5}, ScalarType::float64, 5);
+  overwritten.data<double>()[7] = std::nan("");
+  linear_backward_input(dy, weight, overwritten, GradientWrite::overwrite);
+  for (std::int64_t i = 0; i < accumulated.numel(); ++i) {
+    EXPECT_EQ(testing::element(overwritten, i), testing::element(accumulated, i)) << i;
   }
 }
 

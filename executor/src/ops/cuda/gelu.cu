@@ -30,11 +30,18 @@ struct GeluBackward {
   const T* dy;
   const T* x;
   T* dx;
+  bool accumulate;
   template <int Width>
   __device__ void operator()(std::int64_t i) const {
     const Vector<T, Width> in = load_vector<T, Width>(x + i);
     const Vector<T, Width> gradient = load_vector<T, Width>(dy + i);
-    Vector<T, Width> out = load_vector<T, Width>(dx + i);
+    Vector<T, Width> out;
+    if (accumulate) {
+      out = load_vector<T, Width>(dx + i);
+    } else {
+#pragma unroll
+      for (int k = 0; k < Width; ++k) out.value[k] = from_float<T>(0.0f);
+    }
 #pragma unroll
     for (int k = 0; k < Width; ++k) {
       const float v = to_float(in.value[k]);
@@ -57,12 +64,12 @@ void launch_gelu_forward(const void* x, void* y, std::int64_t n, ScalarType type
   });
 }
 
-void launch_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n,
-                          ScalarType type) {
+void launch_gelu_backward(const void* dy, const void* x, void* dx, std::int64_t n, ScalarType type,
+                          bool accumulate) {
   dispatch_cuda_type(type, "gelu_backward", [&]<class T>() {
-    launch_vector_loop<T>(
-        n, aligned_16(dy) && aligned_16(x) && aligned_16(dx),
-        GeluBackward<T>{static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx)});
+    launch_vector_loop<T>(n, aligned_16(dy) && aligned_16(x) && aligned_16(dx),
+                          GeluBackward<T>{static_cast<const T*>(dy), static_cast<const T*>(x),
+                                          static_cast<T*>(dx), accumulate});
   });
 }
 

@@ -206,7 +206,8 @@ void launch_linear_forward(const void* x, const void* weight, const void* bias, 
 }
 
 void launch_linear_backward_input(const void* dy, const void* weight, void* dx, std::int64_t rows,
-                                  std::int64_t in, std::int64_t out, ScalarType type) {
+                                  std::int64_t in, std::int64_t out, ScalarType type,
+                                  bool accumulate) {
   if (rows == 0 || in == 0) return;
   Matmul gemm;
   gemm.m = in;
@@ -219,7 +220,7 @@ void launch_linear_backward_input(const void* dy, const void* weight, void* dx, 
   gemm.d = dx;
   gemm.ldd = in;
   gemm.input_type = gemm.output_type = blas_type(type);
-  gemm.beta = 1.0f;
+  gemm.beta = accumulate ? 1.0f : 0.0f;
   matmul(gemm);
 }
 

@@ -15,9 +15,10 @@ namespace strata::executor::cuda {
 void launch_linear_forward(const void* x, const void* weight, const void* bias, void* y,
                            void* gelu_input, std::int64_t rows, std::int64_t in, std::int64_t out,
                            ScalarType type);
-// dx += dy·weight.
+// dx += dy·weight when accumulate, else dx = dy·weight (β = 0: dx is not read).
 void launch_linear_backward_input(const void* dy, const void* weight, void* dx, std::int64_t rows,
-                                  std::int64_t in, std::int64_t out, ScalarType type);
+                                  std::int64_t in, std::int64_t out, ScalarType type,
+                                  bool accumulate);
 // dweight += dyᵀ·x (float32), and dbias += Σ_rows dy when dbias is not null.
 void launch_linear_backward_parameters(const void* dy, const void* x, float* dweight, float* dbias,
                                        std::int64_t rows, std::int64_t in, std::int64_t out,

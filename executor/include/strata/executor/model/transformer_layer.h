@@ -22,6 +22,7 @@
 #include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
+#include "strata/executor/ops/gradient_write.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
@@ -114,9 +115,11 @@ class TransformerLayer {
                 ScalarType type, Device device);
   DropoutKey key(const DropoutContext& dropout, const LayerActivations& a, int branch) const;
   bool separate_bias() const { return tp_.active(); }
-  // dx += dy·W now; W's and the bias's gradients now or, with `deferred`, in the W pass.
+  // dx += dy·W (or dx = dy·W, dx's only writer) now; W's and the bias's gradients now or, with
+  // `deferred`, in the W pass.
   void linear_gradients(const Tensor& dy, const Tensor& x, ParameterEntry* weight,
-                        ParameterEntry* bias, Tensor& dx, DeferredWeightGradients* deferred);
+                        ParameterEntry* bias, Tensor& dx, GradientWrite write,
+                        DeferredWeightGradients* deferred);
 
   const schemas::ModelConfig& model_;
   std::int64_t index_;

@@ -5,6 +5,7 @@
 // (column-parallel) or its columns (row-parallel) without transposing.
 #pragma once
 
+#include "strata/executor/ops/gradient_write.h"
 #include "strata/executor/tensor/tensor.h"
 
 namespace strata::executor {
@@ -26,7 +27,8 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, Te
 // pass (W) that zero-bubble pipeline schedules run apart from the input gradient (dx = null in
 // linear_backward would still compute it).
 void linear_backward_parameters(const Tensor& dy, const Tensor& x, Tensor& dweight, Tensor* dbias);
-// The input half alone: dx += dy·weight.
-void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx);
+// The input half alone: dx += dy·weight, or dx = dy·weight with GradientWrite::overwrite.
+void linear_backward_input(const Tensor& dy, const Tensor& weight, Tensor& dx,
+                           GradientWrite write = GradientWrite::accumulate);
 
 }  // namespace strata::executor
