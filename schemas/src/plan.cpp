@@ -64,25 +64,25 @@ PredictedMetrics parse_predicted(const ObjectReader& reader) {
   return predicted;
 }
 
+}  // namespace
+
 // Checks that the stages cover layers 0..L-1 once, in order, and hold the embedding first and
 // the LM head last.
-void validate_stages(const Plan& plan, const JsonLocation& location) {
-  const JsonLocation stages = location / "pipeline" / "stages";
-  const std::int64_t expected_stages = plan.mesh.pp * plan.mesh.vpp;
-  if (static_cast<std::int64_t>(plan.stages.size()) != expected_stages) {
-    stages.fail(
-        fmt::format("{} stage{} for pp × vpp = {} × {} = {}; give one entry per pipeline "
-                    "rank and virtual chunk, in pipeline order",
-                    plan.stages.size(), plan.stages.size() == 1 ? "" : "s", plan.mesh.pp,
-                    plan.mesh.vpp, expected_stages));
+void validate_pipeline_stages(const std::vector<PipelineStage>& stage_list, const Mesh& mesh,
+                              std::int64_t num_layers, const JsonLocation& stages) {
+  const std::int64_t expected_stages = mesh.pp * mesh.vpp;
+  if (static_cast<std::int64_t>(stage_list.size()) != expected_stages) {
+    stages.fail(fmt::format(
+        "{} stage{} for pp × vpp = {} × {} = {}; give one entry per pipeline "
+        "rank and virtual chunk, in pipeline order",
+        stage_list.size(), stage_list.size() == 1 ? "" : "s", mesh.pp, mesh.vpp, expected_stages));
   }
-  const std::int64_t num_layers = plan.model.num_layers;
   std::int64_t next_layer = 0;
-  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
-    const PipelineStage& stage = plan.stages[s];
+  for (std::size_t s = 0; s < stage_list.size(); ++s) {
+    const PipelineStage& stage = stage_list[s];
     const JsonLocation where = stages / s;
     const bool first = s == 0;
-    const bool last = s + 1 == plan.stages.size();
+    const bool last = s + 1 == stage_list.size();
     if (stage.first_layer > next_layer) {
       (where / "first_layer")
           .fail(fmt::format("{} leaves layer{} {} in no stage", stage.first_layer,
@@ -123,7 +123,7 @@ void validate_stages(const Plan& plan, const JsonLocation& location) {
     }
   }
   if (next_layer < num_layers) {
-    (stages / (plan.stages.size() - 1) / "num_layers")
+    (stages / (stage_list.size() - 1) / "num_layers")
         .fail(fmt::format("the stages end at layer {} but the model has {} layers: layer{} {} "
                           "{} in no stage",
                           next_layer - 1, num_layers, num_layers - next_layer == 1 ? "" : "s",
@@ -132,6 +132,13 @@ void validate_stages(const Plan& plan, const JsonLocation& location) {
                               : fmt::format("{}..{}", next_layer, num_layers - 1),
                           num_layers - next_layer == 1 ? "is" : "are"));
   }
+}
+
+namespace {
+
+void validate_stages(const Plan& plan, const JsonLocation& location) {
+  validate_pipeline_stages(plan.stages, plan.mesh, plan.model.num_layers,
+                           location / "pipeline" / "stages");
 }
 
 void validate_recompute(const Plan& plan, const JsonLocation& location) {
@@ -157,19 +164,10 @@ void validate_recompute(const Plan& plan, const JsonLocation& location) {
   }
 }
 
-void validate_mesh(const Plan& plan, const JsonLocation& location) {
-  const Mesh& mesh = plan.mesh;
-  const ModelConfig& model = plan.model;
-  const JsonLocation where = location / "mesh";
-  // Each axis may be up to 2^26, so form the product in 128 bits before comparing.
-  const __int128 mesh_size = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp * mesh.pp;
-  if (mesh_size != plan.cluster.world_size()) {
-    where.fail(
-        fmt::format("tp × cp × dp × pp = {} × {} × {} × {} = {} does not equal the cluster's "
-                    "{} GPUs ({} nodes × {})",
-                    mesh.tp, mesh.cp, mesh.dp, mesh.pp, mesh_size, plan.cluster.world_size(),
-                    plan.cluster.nodes, plan.cluster.gpus_per_node));
-  }
+}  // namespace
+
+void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
+                             const JsonLocation& where) {
   if (model.num_attention_heads % mesh.tp != 0) {
     (where / "tp")
         .fail(fmt::format("{} does not divide num_attention_heads={}", mesh.tp,
@@ -193,6 +191,24 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
                           mesh.pp, model.num_layers, model.num_layers == 1 ? "" : "s",
                           model.num_layers + 2));
   }
+}
+
+namespace {
+
+void validate_mesh(const Plan& plan, const JsonLocation& location) {
+  const Mesh& mesh = plan.mesh;
+  const ModelConfig& model = plan.model;
+  const JsonLocation where = location / "mesh";
+  // Each axis may be up to 2^26, so form the product in 128 bits before comparing.
+  const __int128 mesh_size = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp * mesh.pp;
+  if (mesh_size != plan.cluster.world_size()) {
+    where.fail(
+        fmt::format("tp × cp × dp × pp = {} × {} × {} × {} = {} does not equal the cluster's "
+                    "{} GPUs ({} nodes × {})",
+                    mesh.tp, mesh.cp, mesh.dp, mesh.pp, mesh_size, plan.cluster.world_size(),
+                    plan.cluster.nodes, plan.cluster.gpus_per_node));
+  }
+  validate_mesh_for_model(mesh, model, where);
   // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
   // one early and one late chunk (equal attention work), as Megatron-LM requires.
   if (mesh.cp > 1 && plan.batch.seq_length % (2 * mesh.cp) != 0) {

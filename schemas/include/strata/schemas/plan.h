@@ -160,5 +160,13 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location);
 nlohmann::json plan_to_json(const Plan& plan);  // includes content_hash
 // Every rule between the plan's fields and its model and cluster (see README "plan" rules).
 void validate_plan(const Plan& plan, const JsonLocation& location);
+// The parts of those rules that a checkpoint's recorded layout must meet as well: the mesh against
+// the model (tp against the heads and the MLP, pp against the layers; `mesh_location` is the mesh
+// object's), and the pipeline stages covering the layers once with the embedding first and the LM
+// head last (`stages_location` is the stage list's; the stages are mesh.pp × mesh.vpp).
+void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
+                             const JsonLocation& mesh_location);
+void validate_pipeline_stages(const std::vector<PipelineStage>& stages, const Mesh& mesh,
+                              std::int64_t num_layers, const JsonLocation& stages_location);
 
 }  // namespace strata::schemas
