@@ -16,6 +16,7 @@
 #include <string>
 
 #include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/checkpoint/checkpoint_state_check.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -26,11 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-constexpr const char* kFormat = "strata-checkpoint";
-// 2 adds the run identity and state.json's own CRC-32; version 1 checkpoints are still read.
-constexpr int kVersion = 2;
-constexpr const char* kStateChecksum = "state_crc32";
 
 std::uint32_t crc32_of(const void* data, std::size_t bytes) {
   boost::crc_32_type crc;
@@ -52,13 +48,6 @@ json write_binary(const fs::path& path, const std::vector<const Tensor*>& tensor
   }
   schemas::write_file_atomically(path, contents);
   return file_entry(contents.data(), contents.size());
-}
-
-// The CRC-32 of a state document without its own checksum field (keys are sorted in the dump).
-std::string state_checksum(json document) {
-  document.erase(kStateChecksum);
-  const std::string text = document.dump();
-  return hex(crc32_of(text.data(), text.size()));
 }
 
 json run_to_json(const RunIdentity& run) {
@@ -180,8 +169,8 @@ json state_document(const schemas::ModelConfig& model, const ParameterStore& par
   const WholeLayout whole =
       whole_model ? WholeLayout{parameter_layout(parameters), total_parameters(parameters)}
                   : whole_layout(model);
-  json document{{"format", kFormat},
-                {"version", kVersion},
+  json document{{"format", kCheckpointFormat},
+                {"version", kCheckpointVersion},
                 {"step", state.step},
                 {"seed", state.seed},
                 {"tokens_seen", state.tokens_seen},
@@ -196,7 +185,7 @@ json state_document(const schemas::ModelConfig& model, const ParameterStore& par
                 {"files", std::move(files)}};
   if (!parallel.is_null()) document["parallel"] = std::move(parallel);
   if (state.run) document["run"] = run_to_json(*state.run);
-  document[kStateChecksum] = state_checksum(document);
+  document[kCheckpointStateChecksumKey] = checkpoint_state_checksum(document);
   return document;
 }
 
@@ -216,8 +205,9 @@ fs::path finish_checkpoint(const fs::path& directory, const fs::path& temporary,
   return final_path;
 }
 
-// state.json of a checkpoint after the checks every reader makes: format and version, its own
-// CRC-32, the step against the directory's name, the model and the parameter layout.
+// state.json of a checkpoint after the checks every reader makes (checkpoint_state_check.h):
+// format, version, its own CRC-32, types and ranges; the step against the directory's name; the
+// model and the parameter layout; the recorded files against the parallel layout.
 json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& model,
                     const ParameterStore& parameters, bool parallel) {
   const fs::path state_path = checkpoint / "state.json";
@@ -226,21 +216,7 @@ json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& mode
   }
   const json state = schemas::read_json_file(state_path);
   const std::string source = state_path.string();
-  const int version = state.at("version").is_number_integer() ? state.at("version").get<int>() : 0;
-  if (state.at("format") != kFormat || version < 1 || version > kVersion) {
-    throw schemas::InputError(source, "/format",
-                              fmt::format("not a {} file of version 1 to {}", kFormat, kVersion));
-  }
-  if (version >= 2) {
-    const std::string recorded = state.at(kStateChecksum).get<std::string>();
-    const std::string actual = state_checksum(state);
-    if (recorded != actual) {
-      throw schemas::InputError(
-          source, "/" + std::string(kStateChecksum),
-          fmt::format("CRC-32 {} differs from the recorded {} (edited or corrupted)", actual,
-                      recorded));
-    }
-  }
+  check_checkpoint_state(state, source);
   const std::int64_t step = state.at("step").get<std::int64_t>();
   const fs::path expected_name = checkpoint_name(step);
   if (checkpoint.filename() != expected_name) {
@@ -263,6 +239,7 @@ json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& mode
     throw schemas::InputError(source, "/parameters",
                               "parameter names, shapes or dtype differ from the model's");
   }
+  check_checkpoint_layout(state, model, source);
   return state;
 }
 
@@ -300,7 +277,7 @@ fs::path write_checkpoint(const fs::path& directory, const schemas::ModelConfig&
 }
 
 void remove_abandoned_checkpoints(const fs::path& directory) {
-  static const std::regex kTemporary(R"(\.step_[0-9]{8}\.tmp\.([0-9]+))");
+  static const std::regex kTemporary(R"(\.step_[0-9]{8,}\.tmp\.([0-9]+))");
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory, error)) {
     std::smatch match;
@@ -317,12 +294,20 @@ void remove_abandoned_checkpoints(const fs::path& directory) {
 
 std::optional<fs::path> latest_checkpoint(const fs::path& directory) {
   if (!fs::is_directory(directory)) return std::nullopt;
-  static const std::regex kName("step_[0-9]{8}");
+  // Eight digits or more: step 100,000,000 is step_100000000, which sorts after step_99999999 by
+  // its number, not its name.
+  static const std::regex kName("step_([0-9]{8,18})");
   std::optional<fs::path> latest;
+  std::int64_t latest_step = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_directory() || !std::regex_match(name, kName)) continue;
-    if (!latest || name > latest->filename().string()) latest = entry.path();
+    std::smatch match;
+    if (!entry.is_directory() || !std::regex_match(name, match, kName)) continue;
+    const std::int64_t step = std::stoll(match[1].str());
+    if (step > latest_step) {
+      latest_step = step;
+      latest = entry.path();
+    }
   }
   return latest;
 }
@@ -516,8 +501,9 @@ class CheckpointSources {
         names_(parameter_names(model)),
         pieces_(names_.size()) {
     const json parallel = state.contains("parallel") ? state.at("parallel") : json();
-    const std::int64_t world = parallel.is_null() ? 1 : world_of(parallel);
-    for (std::int64_t rank = 0; rank < world; ++rank) {
+    const std::vector<std::int64_t> writers =
+        parallel.is_null() ? std::vector<std::int64_t>{0} : checkpoint_writer_ranks(parallel);
+    for (const std::int64_t rank : writers) {
       const RankCheckpointLayout layout = layout_of(model, parallel, rank);
       if (layout.writes_values) add(layout.values, layout.values_file, 0);
       if (layout.writes_moments) add(layout.moments, layout.moments_file, layout.moments_elements);
@@ -683,6 +669,7 @@ json recorded_checkpoint_layout(const fs::path& checkpoint) {
     throw schemas::InputError(checkpoint.string(), "", "not a checkpoint: state.json is missing");
   }
   const json state = schemas::read_json_file(state_path);
+  check_checkpoint_state(state, state_path.string());
   return state.contains("parallel") ? state.at("parallel") : json();
 }
 
@@ -744,7 +731,7 @@ fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& 
   } else {
     state["parallel"] = target;
   }
-  state[kStateChecksum] = state_checksum(state);
+  state[kCheckpointStateChecksumKey] = checkpoint_state_checksum(state);
   return finish_checkpoint(directory, temporary, step, state);
 }
 

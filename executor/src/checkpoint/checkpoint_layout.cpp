@@ -66,6 +66,25 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t buck
   return layout;
 }
 
+std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
+  const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
+  const std::int64_t dp_writers = parallel.at("zero_stage").get<std::int64_t>() >= 1 ? mesh.dp : 1;
+  std::vector<std::int64_t> ranks;
+  for (std::int64_t pp = 0; pp < mesh.pp; ++pp) {
+    for (std::int64_t dp = 0; dp < dp_writers; ++dp) {
+      for (std::int64_t tp = 0; tp < mesh.tp; ++tp) {
+        schemas::MeshCoordinates at{};
+        at[static_cast<std::size_t>(schemas::MeshAxis::tp)] = tp;
+        at[static_cast<std::size_t>(schemas::MeshAxis::dp)] = dp;
+        at[static_cast<std::size_t>(schemas::MeshAxis::pp)] = pp;
+        ranks.push_back(schemas::mesh_rank(mesh, at));
+      }
+    }
+  }
+  std::sort(ranks.begin(), ranks.end());
+  return ranks;
+}
+
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
                                             const nlohmann::json& parallel, std::int64_t rank) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));

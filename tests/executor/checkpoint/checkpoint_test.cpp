@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "executor_models.h"
 #include "input_error_message.h"
+#include "strata/executor/checkpoint/checkpoint_state_check.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/presets.h"
@@ -49,6 +53,16 @@ void edit_state(const fs::path& checkpoint, const std::string& from, const std::
   ASSERT_NE(at, std::string::npos) << from;
   text.replace(at, from.size(), to);
   std::ofstream(checkpoint / "state.json") << text;
+}
+
+// Rewrites state.json through `change` and records a fresh CRC-32, as a forger who knows the
+// format would: what the checksum cannot catch, the layout and range checks must.
+void forge_state(const fs::path& checkpoint, const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json state;
+  std::ifstream(checkpoint / "state.json") >> state;
+  change(state);
+  state[kCheckpointStateChecksumKey] = checkpoint_state_checksum(state);
+  std::ofstream(checkpoint / "state.json") << state.dump(2);
 }
 
 struct CheckpointFixture : ::testing::Test {
@@ -140,6 +154,96 @@ TEST_F(CheckpointFixture, AnotherModelIsRefusedNamingTheField) {
   fs::remove(saved / "state.json");
   EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
               HasSubstr("not a checkpoint: state.json is missing"));
+}
+
+// sed "version": 2 → 1 used to switch the state's CRC-32 check off: a checksum is checked whatever
+// version the document claims, and a version this build does not know is refused by its number.
+TEST_F(CheckpointFixture, AnEditedVersionDoesNotSwitchTheChecksumOff) {
+  edit_state(saved, "\"version\": 2", "\"version\": 1");
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("state.json: /state_crc32: CRC-32"));
+  forge_state(saved, [](nlohmann::json& state) { state["version"] = 3; });
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("state.json: /version: 3: this build reads checkpoint versions 1 to 2"));
+  forge_state(saved, [](nlohmann::json& state) {
+    state["version"] = 2;
+    state["step"] = -1;
+  });
+  EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
+              HasSubstr("state.json: /step: -1 is below the minimum 0"));
+}
+
+// A ZeRO-1 checkpoint of dp 2 whose layout values are forged (with a valid checksum): each is
+// refused, naming the field, before a byte of the model is read, and quickly (dp = 10^9 used to
+// make the reader walk a billion ranks).
+TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
+  const nlohmann::json zero1_dp2{
+      {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 2}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
+      {"zero_stage", 1},
+      {"bucket_elements", 1000}};
+  const fs::path sharded =
+      reshard_checkpoint(saved, model, zero1_dp2, fresh_directory("forged-layouts"));
+  // It reads back as written.
+  read_checkpoint(sharded, model, loaded.parameters(), loaded_moments);
+  EXPECT_EQ(0, std::memcmp(loaded_moments.second.raw(), written_moments.second.raw(),
+                           written_moments.second.bytes()));
+  const std::string original = [&] {
+    std::ifstream in(sharded / "state.json");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }();
+  const auto refusal = [&](const std::function<void(nlohmann::json&)>& change) {
+    std::ofstream(sharded / "state.json") << original;
+    forge_state(sharded, change);
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message =
+        error_of([&] { read_checkpoint(sharded, model, loaded.parameters(), loaded_moments); });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << message;
+    EXPECT_EQ(message, error_of([&] {
+                reshard_checkpoint(sharded, model, nlohmann::json(),
+                                   fresh_directory("forged-reshard"));
+              }));
+    return message;
+  };
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["bucket_elements"] = 0; }),
+              HasSubstr("state.json: /parallel/bucket_elements: 0 is below the minimum 1"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["bucket_elements"] = -1; }),
+              HasSubstr("/parallel/bucket_elements: -1 is below the minimum 1"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["zero_stage"] = 0; }),
+              HasSubstr("state.json: /files: 3 files, but a layout of tp 1 · dp 2 · pp 1, ZeRO-0 "
+                        "writes 2"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["zero_stage"] = 4; }),
+              HasSubstr("/parallel/zero_stage: 4 is above the maximum 3"));
+  EXPECT_THAT(
+      refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 1'000'000'000; }),
+      HasSubstr("/parallel/mesh/dp: 1000000000 is above the maximum 67108864"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 4096; }),
+              HasSubstr("/files: 3 files, but a layout of tp 1 · dp 4096 · pp 1, ZeRO-1 writes "
+                        "4097"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
+              HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["bucket_elements"] = 7; }),
+              HasSubstr("bytes recorded, but a layout of tp 1 · dp 2 · pp 1, ZeRO-1 makes this "
+                        "file"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["order"] = "tp-tp"; }),
+              HasSubstr("/parallel/mesh/order: \"tp-tp\" is not an order of the four axes"));
+}
+
+// Step numbers past eight digits (--steps allows 2^40) name longer directories, which resume and
+// clean-up still find, in numeric order.
+TEST_F(CheckpointFixture, StepsPastEightDigitsAreFoundInNumericOrder) {
+  write_checkpoint(directory, model, written.parameters(), written_moments,
+                   TrainingState{99'999'999, 7, 0, std::nullopt});
+  const fs::path nine_digits =
+      write_checkpoint(directory, model, written.parameters(), written_moments,
+                       TrainingState{100'000'000, 7, 0, std::nullopt});
+  EXPECT_EQ(nine_digits, directory / "step_100000000");
+  EXPECT_EQ(latest_checkpoint(directory), nine_digits);
+  EXPECT_EQ(read_checkpoint(nine_digits, model, loaded.parameters(), loaded_moments).step,
+            100'000'000);
+  const fs::path abandoned = directory / ".step_100000001.tmp.4194305";
+  fs::create_directory(abandoned);
+  remove_abandoned_checkpoints(directory);
+  EXPECT_FALSE(fs::exists(abandoned));
 }
 
 TEST(LlmcCheckpoint, WritesLlmcsHeaderAndLayoutAndReadsItBack) {

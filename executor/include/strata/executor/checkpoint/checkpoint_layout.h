@@ -40,6 +40,11 @@ schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json);
 // mesh, the ZeRO stage, the gradient bucket size and, with a pipeline, the stages.
 nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements);
 
+// The ranks that write files in a parallel checkpoint: the context-parallel rank 0 of each tp and
+// pp rank, and of each dp rank where ZeRO shards (else dp rank 0 alone): as many as the
+// checkpoint has files per kind, never the whole mesh (the rest hold copies).
+std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel);
+
 // The layout of `rank`'s files in a parallel checkpoint whose "parallel" block is `parallel`.
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
                                             const nlohmann::json& parallel, std::int64_t rank);

@@ -1,0 +1,227 @@
+#include "strata/executor/checkpoint/checkpoint_state_check.h"
+
+#include <fmt/format.h>
+
+#include <boost/crc.hpp>
+#include <regex>
+
+#include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/schemas/json_location.h"
+#include "strata/schemas/object_reader.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::executor {
+namespace {
+
+using nlohmann::json;
+using schemas::JsonLocation;
+
+// A plan's limits (README "Limits"): each mesh axis and the whole mesh up to 2^26 ranks.
+constexpr std::int64_t kMaxMeshAxis = std::int64_t{1} << 26;
+constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;  // strata train --steps
+constexpr std::int64_t kMaxFileBytes = std::int64_t{1} << 50;
+
+void check_file_entries(const json& files, const JsonLocation& where) {
+  schemas::require_object(files, where);
+  static const std::regex kFileName(R"([A-Za-z0-9_.]+)");
+  static const std::regex kCrc(R"([0-9a-f]{8})");
+  for (const auto& [name, entry] : files.items()) {
+    const JsonLocation at = where / name;
+    if (!std::regex_match(name, kFileName) || name.front() == '.') {
+      at.fail("not a checkpoint file's name (letters, digits, '_' and '.', inside the directory)");
+    }
+    const schemas::ObjectReader reader(entry, at, {"bytes", "crc32"});
+    reader.integer("bytes", {0, kMaxFileBytes});
+    if (!std::regex_match(reader.string("crc32"), kCrc)) {
+      at.fail("crc32 must be 8 lower-case hex digits");
+    }
+  }
+}
+
+void check_parallel_block(const json& parallel, const JsonLocation& where) {
+  const schemas::ObjectReader reader(parallel, where,
+                                     {"mesh", "zero_stage", "bucket_elements", "stages"});
+  const schemas::ObjectReader mesh(reader.object("mesh"), reader.at("mesh"),
+                                   {"tp", "cp", "dp", "pp", "order"});
+  __int128 world = 1;
+  for (const char* axis : {"tp", "cp", "dp", "pp"}) world *= mesh.integer(axis, {1, kMaxMeshAxis});
+  if (world > kMaxMeshAxis) {
+    reader.at("mesh").fail(
+        fmt::format("tp × cp × dp × pp = {} ranks: more than Strata's limit of {}",
+                    static_cast<std::int64_t>(world), kMaxMeshAxis));
+  }
+  const std::string order = mesh.string("order");
+  bool valid_order = order.size() == 11;
+  std::array<bool, 4> seen{};
+  for (std::size_t i = 0; valid_order && i < 4; ++i) {
+    const auto axis = schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
+    valid_order = axis.has_value() && !seen[static_cast<std::size_t>(*axis)] &&
+                  (i == 3 || order[3 * i + 2] == '-');
+    if (axis) seen[static_cast<std::size_t>(*axis)] = true;
+  }
+  if (!valid_order) {
+    mesh.at("order").fail(
+        fmt::format("\"{}\" is not an order of the four axes, as \"tp-cp-dp-pp\"", order));
+  }
+  reader.integer("zero_stage", {0, 3});
+  reader.integer("bucket_elements", {1, kMaxSteps});
+  const std::int64_t pp = mesh.integer("pp", {1, kMaxMeshAxis});
+  if (pp > 1 && !reader.has("stages")) {
+    reader.at("stages").fail(fmt::format("missing: a layout with pp = {} records its stages", pp));
+  }
+  if (pp == 1 && reader.has("stages")) {
+    reader.at("stages").fail("given, but pp = 1: only a pipeline records its stages");
+  }
+  if (!reader.has("stages")) return;
+  const json& stages = reader.array("stages", 1);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const JsonLocation at = reader.at("stages") / s;
+    schemas::require_array(stages[s], at, 4);
+    if (stages[s].size() != 4) at.fail("a stage is [first_layer, num_layers, embedding, lm_head]");
+    schemas::read_integer(stages[s][0], at / 0, {0, kMaxMeshAxis});
+    schemas::read_integer(stages[s][1], at / 1, {0, kMaxMeshAxis});
+    for (std::size_t flag : {2, 3}) {
+      if (!stages[s][flag].is_boolean()) (at / flag).fail("must be true or false");
+    }
+  }
+}
+
+std::vector<schemas::PipelineStage> recorded_stages(const json& parallel) {
+  std::vector<schemas::PipelineStage> stages;
+  for (const json& stage : parallel.at("stages")) {
+    stages.push_back({stage[0].get<std::int64_t>(), stage[1].get<std::int64_t>(),
+                      stage[2].get<bool>(), stage[3].get<bool>()});
+  }
+  return stages;
+}
+
+// The bytes state.json records for `name`, which the layout says a rank writes.
+void expect_file(const json& files, const std::string& name, std::int64_t elements,
+                 const JsonLocation& where, const std::string& layout_text) {
+  if (!files.contains(name)) {
+    where.fail(fmt::format("no entry for {}, which a layout of {} writes", name, layout_text));
+  }
+  const std::int64_t recorded = files.at(name).at("bytes").get<std::int64_t>();
+  const std::int64_t implied = elements * static_cast<std::int64_t>(sizeof(float));
+  if (recorded != implied) {
+    (where / name)
+        .fail(fmt::format("{} bytes recorded, but a layout of {} makes this file {} bytes",
+                          recorded, layout_text, implied));
+  }
+}
+
+}  // namespace
+
+std::string checkpoint_state_checksum(json document) {
+  document.erase(kCheckpointStateChecksumKey);
+  const std::string text = document.dump();
+  boost::crc_32_type crc;
+  crc.process_bytes(text.data(), text.size());
+  return fmt::format("{:08x}", crc.checksum());
+}
+
+void check_checkpoint_state(const json& state, const std::string& source) {
+  const JsonLocation root(source);
+  schemas::require_object(state, root);
+  if (!state.contains("format") || state.at("format") != kCheckpointFormat) {
+    (root / "format").fail(fmt::format("not a {} file", kCheckpointFormat));
+  }
+  if (!state.contains("version") || !state.at("version").is_number_integer()) {
+    (root / "version").fail("missing or not an integer");
+  }
+  const std::int64_t version = state.at("version").get<std::int64_t>();
+  if (version < 1 || version > kCheckpointVersion) {
+    (root / "version")
+        .fail(fmt::format("{}: this build reads checkpoint versions 1 to {}", version,
+                          kCheckpointVersion));
+  }
+  // Whatever version the document claims, a checksum it carries is checked: editing the version
+  // down to one without checksums must not switch the check off.
+  const JsonLocation checksum_at = root / kCheckpointStateChecksumKey;
+  if (state.contains(kCheckpointStateChecksumKey)) {
+    if (!state.at(kCheckpointStateChecksumKey).is_string()) checksum_at.fail("must be a string");
+    const std::string recorded = state.at(kCheckpointStateChecksumKey).get<std::string>();
+    const std::string actual = checkpoint_state_checksum(state);
+    if (recorded != actual) {
+      checksum_at.fail(fmt::format("CRC-32 {} differs from the recorded {} (edited or corrupted)",
+                                   actual, recorded));
+    }
+  } else if (version >= 2) {
+    checksum_at.fail(
+        fmt::format("missing: version {} checkpoints carry their own CRC-32", version));
+  }
+  const auto integer = [&](const char* key, schemas::IntegerRange range) {
+    if (!state.contains(key)) (root / key).fail("missing");
+    return schemas::read_integer(state.at(key), root / key, range);
+  };
+  integer("step", {0, kMaxSteps});
+  integer("tokens_seen", {0, std::numeric_limits<std::int64_t>::max()});
+  if (!state.contains("seed") || !state.at("seed").is_number_unsigned()) {
+    (root / "seed").fail("missing or not a non-negative integer");
+  }
+  if (!state.contains("files")) (root / "files").fail("missing");
+  check_file_entries(state.at("files"), root / "files");
+  if (state.contains("parallel")) check_parallel_block(state.at("parallel"), root / "parallel");
+}
+
+void check_checkpoint_layout(const json& state, const schemas::ModelConfig& model,
+                             const std::string& source) {
+  const JsonLocation root(source);
+  const json& files = state.at("files");
+  std::int64_t parameters = 0;
+  for (const ParameterSpec& spec : transformer_parameters(model)) {
+    parameters += shape_numel(spec.shape);
+  }
+  if (!state.contains("parallel")) {
+    if (files.size() != 2) {
+      (root / "files")
+          .fail(fmt::format("{} files; one device's checkpoint has model.bin and "
+                            "optimizer.bin",
+                            files.size()));
+    }
+    expect_file(files, "model.bin", parameters, root / "files", "one device");
+    expect_file(files, "optimizer.bin", 2 * parameters, root / "files", "one device");
+    return;
+  }
+  const json& parallel = state.at("parallel");
+  const JsonLocation where = root / "parallel";
+  schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
+  if (parallel.contains("stages")) {
+    const std::vector<schemas::PipelineStage> stages = recorded_stages(parallel);
+    if (static_cast<std::int64_t>(stages.size()) % mesh.pp != 0) {
+      (where / "stages")
+          .fail(fmt::format("{} stages for pp = {}: a multiple of pp is needed", stages.size(),
+                            mesh.pp));
+    }
+    mesh.vpp = static_cast<std::int64_t>(stages.size()) / mesh.pp;
+    schemas::validate_mesh_for_model(mesh, model, where / "mesh");
+    schemas::validate_pipeline_stages(stages, mesh, model.num_layers, where / "stages");
+  } else {
+    schemas::validate_mesh_for_model(mesh, model, where / "mesh");
+  }
+  const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
+  const std::string layout_text =
+      fmt::format("tp {} · dp {} · pp {}, ZeRO-{}", mesh.tp, mesh.dp, mesh.pp, zero_stage);
+  // Values files: one per (tp, pp) rank, per dp rank too under ZeRO-3; moments under ZeRO ≥ 1.
+  const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp;
+  const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? mesh.dp : 1) +
+                                 per_model_rank * (zero_stage >= 1 ? mesh.dp : 1);
+  if (implied_files != static_cast<__int128>(files.size())) {
+    (root / "files")
+        .fail(fmt::format("{} files, but a layout of {} writes {}", files.size(), layout_text,
+                          static_cast<std::int64_t>(implied_files)));
+  }
+  for (const std::int64_t rank : checkpoint_writer_ranks(parallel)) {
+    const RankCheckpointLayout layout = rank_checkpoint_layout(model, parallel, rank);
+    if (layout.writes_values) {
+      expect_file(files, layout.values_file, layout.values_elements, root / "files", layout_text);
+    }
+    if (layout.writes_moments) {
+      expect_file(files, layout.moments_file, 2 * layout.moments_elements, root / "files",
+                  layout_text);
+    }
+  }
+}
+
+}  // namespace strata::executor
