@@ -221,9 +221,20 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
                         "4097"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
               HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
-  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["bucket_elements"] = 7; }),
+  // A layout whose files would have other sizes is refused by them, also with a forged checksum.
+  EXPECT_THAT(refusal([](nlohmann::json& state) {
+                state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"] =
+                    state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"].get<std::int64_t>() + 8;
+              }),
               HasSubstr("bytes recorded, but a layout of tp 1 · dp 2 · pp 1, ZeRO-1 makes this "
                         "file"));
+  // Another bucket size can give files of the same sizes: that edit is caught by the checksum
+  // (only a forger who recomputes it gets past, as with any unsigned format).
+  std::ofstream(sharded / "state.json") << original;
+  edit_state(sharded, "\"bucket_elements\": 1000", "\"bucket_elements\": 7");
+  EXPECT_THAT(
+      error_of([&] { read_checkpoint(sharded, model, loaded.parameters(), loaded_moments); }),
+      HasSubstr("state.json: /state_crc32: CRC-32"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["order"] = "tp-tp"; }),
               HasSubstr("/parallel/mesh/order: \"tp-tp\" is not an order of the four axes"));
 }
