@@ -47,9 +47,8 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   __int128 world = 1;
   for (const char* axis : {"tp", "cp", "dp", "pp"}) world *= mesh.integer(axis, {1, kMaxMeshAxis});
   if (world > kMaxMeshAxis) {
-    reader.at("mesh").fail(
-        fmt::format("tp × cp × dp × pp = {} ranks: more than Strata's limit of {}",
-                    static_cast<std::int64_t>(world), kMaxMeshAxis));
+    reader.at("mesh").fail(fmt::format(
+        "tp × cp × dp × pp = {} ranks: more than Strata's limit of {}", world, kMaxMeshAxis));
   }
   const std::string order = mesh.string("order");
   bool valid_order = order.size() == 11;

@@ -216,6 +216,12 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
   EXPECT_THAT(
       refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 1'000'000'000; }),
       HasSubstr("/parallel/mesh/dp: 1000000000 is above the maximum 67108864"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) {
+                state["parallel"]["mesh"]["dp"] = 1 << 20;
+                state["parallel"]["mesh"]["cp"] = 1 << 20;
+              }),
+              HasSubstr("/parallel/mesh: tp × cp × dp × pp = 1099511627776 ranks: more than "
+                        "Strata's limit of 67108864"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 4096; }),
               HasSubstr("/files: 3 files, but a layout of tp 1 · dp 4096 · pp 1, ZeRO-1 writes "
                         "4097"));
