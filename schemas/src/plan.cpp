@@ -9,7 +9,6 @@
 #include "strata/schemas/object_reader.h"
 
 namespace strata::schemas {
-namespace {
 
 std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader) {
   const std::string text = reader.string("order");
@@ -36,6 +35,8 @@ std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader) {
   }
   return order;
 }
+
+namespace {
 
 Mesh parse_mesh(const ObjectReader& reader) {
   Mesh mesh;

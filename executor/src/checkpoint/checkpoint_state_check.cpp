@@ -17,9 +17,10 @@ namespace {
 using nlohmann::json;
 using schemas::JsonLocation;
 
-// A plan's limits (README "Limits"): each mesh axis and the whole mesh up to 2^26 ranks.
-constexpr std::int64_t kMaxMeshAxis = std::int64_t{1} << 26;
-constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;  // strata train --steps
+// A plan's limit on each mesh axis holds for the whole mesh too (README "Limits").
+constexpr std::int64_t kMaxMeshAxis = schemas::kMaxMeshAxisSize;
+constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;           // strata train --steps
+constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;  // --bucket-size
 constexpr std::int64_t kMaxFileBytes = std::int64_t{1} << 50;
 
 void check_file_entries(const json& files, const JsonLocation& where) {
@@ -50,22 +51,10 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
     reader.at("mesh").fail(fmt::format(
         "tp × cp × dp × pp = {} ranks: more than Strata's limit of {}", world, kMaxMeshAxis));
   }
-  const std::string order = mesh.string("order");
-  bool valid_order = order.size() == 11;
-  std::array<bool, 4> seen{};
-  for (std::size_t i = 0; valid_order && i < 4; ++i) {
-    const auto axis = schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
-    valid_order = axis.has_value() && !seen[static_cast<std::size_t>(*axis)] &&
-                  (i == 3 || order[3 * i + 2] == '-');
-    if (axis) seen[static_cast<std::size_t>(*axis)] = true;
-  }
-  if (!valid_order) {
-    mesh.at("order").fail(
-        fmt::format("\"{}\" is not an order of the four axes, as \"tp-cp-dp-pp\"", order));
-  }
+  schemas::parse_mesh_order(mesh);
   reader.integer("zero_stage", {0, 3});
-  reader.integer("bucket_elements", {1, kMaxSteps});
-  const std::int64_t pp = mesh.integer("pp", {1, kMaxMeshAxis});
+  reader.integer("bucket_elements", {1, kMaxBucketElements});
+  const std::int64_t pp = mesh.value("pp").get<std::int64_t>();
   if (pp > 1 && !reader.has("stages")) {
     reader.at("stages").fail(fmt::format("missing: a layout with pp = {} records its stages", pp));
   }

@@ -16,6 +16,7 @@
 #include "strata/schemas/dtype.h"
 #include "strata/schemas/enum_names.h"
 #include "strata/schemas/model_config.h"
+#include "strata/schemas/object_reader.h"
 #include "strata/schemas/training_framework.h"
 
 namespace strata::schemas {
@@ -160,6 +161,9 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location);
 nlohmann::json plan_to_json(const Plan& plan);  // includes content_hash
 // Every rule between the plan's fields and its model and cluster (see README "plan" rules).
 void validate_plan(const Plan& plan, const JsonLocation& location);
+// A mesh object's "order" ("tp-cp-dp-pp": each axis once, fastest-varying first), as plans and
+// checkpoints' layouts write it.
+std::array<MeshAxis, 4> parse_mesh_order(const ObjectReader& reader);
 // The parts of those rules that a checkpoint's recorded layout must meet as well: the mesh against
 // the model (tp against the heads and the MLP, pp against the layers; `mesh_location` is the mesh
 // object's), and the pipeline stages covering the layers once with the embedding first and the LM
