@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "strata/schedule/plan_program_check.h"
 #include "strata/schedule/schedule_check.h"
 #include "strata/schedule/schedule_csv.h"
 
@@ -55,6 +56,7 @@ PipelineSchedule build_plan_schedule(const schemas::Plan& plan,
       if (!has_communication) add_communication(schedule);
       if (!has_step_actions) add_step_actions(schedule, step_actions_of(plan));
       check_schedule(schedule, file.string());
+      check_plan_program(schedule, plan, file.string());
       return schedule;
     }
   }

@@ -179,6 +179,64 @@ TEST_F(HardeningCli, ValidateRunsTheScheduleChecks) {
                  "llama8b-schedule.csv");
 }
 
+// One admission rule for a custom schedule: what validate refuses, simulate and schedule refuse
+// with the same line (and train, tools/parallel_cli_test.cpp) — never a simulation that stalls or
+// predicts a time for a list the executor would not run.
+TEST_F(HardeningCli, ValidateSimulateAndScheduleAdmitTheSameSchedules) {
+  write("plan.json", slurp(kFixtures / "plan/valid/llama8b-h100-cp-custom.json"));
+  write("llama8b-schedule.csv", slurp(kFixtures / "plan/valid/llama8b-schedule.csv"));
+  const std::string plan = (directory / "plan.json").string();
+  // The fixture's lists with their per-step actions (ZeRO-3 gathers, the dp·cp gradient
+  // reduction, STEP), as `schedule --write-csv` writes them: the starting point a user edits.
+  ASSERT_EQ(strata("schedule --plan " + plan + " --write-csv " + (directory / "full.csv").string())
+                .exit_code,
+            0);
+  const std::string full = slurp(directory / "full.csv");
+  const std::size_t newline = full.find('\n');
+  const std::string rank0 = full.substr(0, newline);
+  const std::string rank1 = full.substr(newline + 1, full.find('\n', newline + 1) - newline - 1);
+  // `row` with `action` taken out (the last match: STEP is the row's last, 1REDUCE_GRAD once).
+  const auto without = [](std::string row, const std::string& action) {
+    const std::size_t at = row.rfind(action);
+    EXPECT_NE(at, std::string::npos) << action << " in " << row;
+    return at == 0 ? row.substr(action.size() + 1) : row.erase(at - 1, action.size() + 1);
+  };
+  std::string step_early = rank0;
+  ASSERT_NE(step_early.rfind("0RESHARD,STEP"), std::string::npos) << rank0;
+  step_early.replace(step_early.rfind("0RESHARD,STEP"), 13, "STEP,0RESHARD");
+  struct Case {
+    std::string rows, expected;
+  };
+  const std::vector<Case> cases = {
+      // STEP on one rank only: the simulator used to wait for the other forever (internal error).
+      {rank0 + "\n" + without(rank1, "STEP") + "\n",
+       "rank 1: 1RESHARD: a rank's action list ends with STEP, the optimizer step"},
+      // STEP before the rank's last action (it would free the parameters after the update).
+      {step_early + "\n" + rank1 + "\n",
+       "rank 0: 0RESHARD: a rank's action list ends with STEP, the optimizer step"},
+      // dp·cp = 8 and one stage never reduces its gradients: the replicas would drift apart.
+      {rank0 + "\n" + without(rank1, "1REDUCE_GRAD") + "\n",
+       "rank 1: 1REDUCE_GRAD: appears 0 times; with dp·cp = 8"},
+      // ZeRO-3 and a stage computing without gathering its parameters.
+      {without(rank0, "0UNSHARD") + "\n" + rank1 + "\n",
+       "rank 0: 0F0: runs without its parameters"},
+  };
+  for (const Case& each : cases) {
+    write("llama8b-schedule.csv", each.rows);
+    std::vector<std::string> refusals;
+    for (const std::string& command :
+         {"validate " + plan, "simulate --plan " + plan, "schedule --plan " + plan}) {
+      const CommandResult run = strata(command);
+      EXPECT_EQ(run.exit_code, 1) << command << "\n" << each.rows << run.err;
+      EXPECT_EQ(lines(run.err), 1u) << command << ": " << run.err;
+      EXPECT_THAT(run.err, HasSubstr("llama8b-schedule.csv: " + each.expected)) << command;
+      refusals.push_back(run.err);
+    }
+    EXPECT_EQ(refusals[0], refusals[1]);
+    EXPECT_EQ(refusals[0], refusals[2]);
+  }
+}
+
 TEST_F(HardeningCli, NothingFitsSaysHowManyGpusWouldHoldTheModel) {
   const CommandResult run = strata("plan --model gpt3-1t --cluster dgx-h100:1 --quiet");
   EXPECT_EQ(run.exit_code, 1);

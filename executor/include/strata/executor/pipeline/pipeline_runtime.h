@@ -35,13 +35,6 @@
 
 namespace strata::executor {
 
-// Refuses, before the first step, an action list this runtime cannot run as the plan says — an
-// UNSHARD without ZeRO-3 or a ZeRO-3 stage used without one, a missing REDUCE_GRAD where dp·cp
-// > 1, a TIED_GRAD where nothing is tied or a tie left out, STEP not last or not once — with an
-// InputError naming `source`, the rank and the action ("rank 1: 3W2: ...").
-void check_runtime_program(const schedule::PipelineSchedule& schedule, const schemas::Plan& plan,
-                           const std::string& source);
-
 // When one action ran on this rank, in seconds from the step's start.
 struct ExecutedAction {
   schedule::Action action;

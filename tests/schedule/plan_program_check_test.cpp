@@ -1,19 +1,20 @@
-// check_runtime_program: every built-in schedule of the plans the runtime runs passes, and each way
+// check_plan_program: every built-in schedule of the plans the runtime runs passes, and each way
 // an action list can ask for what its plan does not do is refused before the first step with the
 // rank and the action named.
+#include "strata/schedule/plan_program_check.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "input_error_message.h"
-#include "strata/executor/pipeline/pipeline_runtime.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 
-namespace strata::executor {
+namespace strata::schedule {
 namespace {
 
 using schedule::Action;
@@ -40,7 +41,7 @@ schemas::Plan pipeline_plan(std::int64_t dp, std::int64_t pp, std::int64_t vpp,
 
 std::string refusal(const schedule::PipelineSchedule& schedule, const schemas::Plan& plan) {
   return strata::testing::input_error_message(
-      [&] { check_runtime_program(schedule, plan, "plan.json"); });
+      [&] { check_plan_program(schedule, plan, "plan.json"); });
 }
 
 void erase_first(std::vector<Action>& actions, ActionType type) {
@@ -50,7 +51,7 @@ void erase_first(std::vector<Action>& actions, ActionType type) {
   actions.erase(found);
 }
 
-TEST(RuntimeProgram, EveryBuiltInScheduleOfARunnablePlanPasses) {
+TEST(PlanProgram, EveryBuiltInScheduleOfARunnablePlanPasses) {
   using schemas::ScheduleType;
   for (const schemas::Plan& plan :
        {pipeline_plan(1, 2, 1, 0, ScheduleType::one_f_one_b),
@@ -58,12 +59,12 @@ TEST(RuntimeProgram, EveryBuiltInScheduleOfARunnablePlanPasses) {
         pipeline_plan(2, 2, 1, 3, ScheduleType::zb_h1),
         pipeline_plan(2, 4, 1, 2, ScheduleType::one_f_one_b, false),
         pipeline_plan(1, 2, 2, 3, ScheduleType::interleaved_one_f_one_b)}) {
-    EXPECT_NO_THROW(check_runtime_program(schedule::build_plan_schedule(plan, "."), plan, "plan"))
+    EXPECT_NO_THROW(check_plan_program(schedule::build_plan_schedule(plan, "."), plan, "plan"))
         << plan.mesh.dp << " " << plan.mesh.pp << " " << plan.zero_stage;
   }
 }
 
-TEST(RuntimeProgram, RefusesWhatThePlanDoesNotDo) {
+TEST(PlanProgram, RefusesWhatThePlanDoesNotDo) {
   using schemas::ScheduleType;
   // An UNSHARD in a plan whose parameters are whole.
   const schemas::Plan zero1 = pipeline_plan(2, 2, 1, 1, ScheduleType::one_f_one_b);
@@ -115,4 +116,4 @@ TEST(RuntimeProgram, RefusesWhatThePlanDoesNotDo) {
 }
 
 }  // namespace
-}  // namespace strata::executor
+}  // namespace strata::schedule
