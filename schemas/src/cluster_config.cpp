@@ -13,6 +13,19 @@ namespace {
 constexpr std::int64_t kMaxBytes = std::int64_t{1} << 50;  // 1 PiB: far above any GPU
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// Physical ranges. A rate's floor is far below any real device yet keeps every time the cost
+// models derive from it finite: bytes / 5e-324 GB/s is inf, and inf − inf a NaN that a plan's
+// ranking would sort first. README "Cluster files" states them.
+constexpr NumberRange kTflopsRange{.minimum = 1e-6, .maximum = 1e6};  // 1 MFLOP/s … 1 EFLOP/s
+constexpr NumberRange kMemoryGbPerSRange{.minimum = 1e-3, .maximum = 1e6};  // 1 MB/s … 1 PB/s
+constexpr NumberRange kLinkGbPerSRange{.minimum = 1e-6, .maximum = 1e5};    // 1 kB/s … 100 TB/s
+constexpr NumberRange kTopsRange{.minimum = 1e-9, .maximum = 1e6};          // 1,000/s … 10^18/s
+// An achieved fraction of a peak: from one millionth (the profile's own floor) to all of it.
+constexpr NumberRange kFractionRange{.minimum = 1e-6, .maximum = 1};
+// A curve's sizes: a FLOP count or a message of at least one byte.
+constexpr NumberRange kCurveSizeRange{.minimum = 1, .maximum = 1e30};
+constexpr NumberRange kMicrosecondsRange{.minimum = 0, .maximum = 1e6};  // up to a second
+
 std::vector<EfficiencyPoint> parse_efficiency_curve(const ObjectReader& parent,
                                                     std::string_view key,
                                                     std::string_view size_key) {
@@ -22,9 +35,8 @@ std::vector<EfficiencyPoint> parse_efficiency_curve(const ObjectReader& parent,
   for (std::size_t i = 0; i < points.size(); ++i) {
     const JsonLocation where = parent.at(key) / i;
     const ObjectReader point(points[i], where, {size_key, "fraction"});
-    EfficiencyPoint parsed{
-        point.number(size_key, {.minimum = 0, .maximum = 1e30, .minimum_exclusive = true}),
-        point.number("fraction", {.minimum = 0, .maximum = 1, .minimum_exclusive = true})};
+    EfficiencyPoint parsed{point.number(size_key, kCurveSizeRange),
+                           point.number("fraction", kFractionRange)};
     if (!curve.empty() && !(parsed.size > curve.back().size)) {
       point.at(size_key).fail(fmt::format(
           "{} is not above the previous point's {}; points go in "
@@ -50,8 +62,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       value, location,
       {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
-       "special_function_tops", "random_number_tops", "unfused_attention_efficiency",
-       "kernel_launch_us", "compute_slowdown_under_communication"});
+       "special_function_tops", "random_number_tops", "unaligned_gemm_efficiency",
+       "unfused_attention_efficiency", "kernel_launch_us", "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -59,8 +71,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   const ObjectReader peaks(reader.object("peak_dense_tflops"), reader.at("peak_dense_tflops"),
                            {"fp32", "tf32", "fp16", "bf16", "fp8"});
   for (const auto& [dtype, name] : kDtypeNames) {
-    if (auto tflops = peaks.optional_number(
-            name, {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true})) {
+    if (auto tflops = peaks.optional_number(name, kTflopsRange)) {
       gpu.peak_dense_tflops[dtype] = *tflops;
     }
   }
@@ -68,20 +79,18 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
     reader.at("peak_dense_tflops")
         .fail("give the peak of at least one dtype (fp32, tf32, fp16, bf16, fp8)");
   }
-  gpu.hbm_bandwidth_gb_per_s = reader.number(
-      "hbm_bandwidth_gb_per_s", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+  gpu.hbm_bandwidth_gb_per_s = reader.number("hbm_bandwidth_gb_per_s", kMemoryGbPerSRange);
   gpu.gemm_efficiency_by_flops = parse_efficiency_curve(reader, "gemm_efficiency", "flops");
   gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
   gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
-  gpu.attention_efficiency = reader.optional_number(
-      "attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
-  gpu.special_function_tops = reader.optional_number(
-      "special_function_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
-  gpu.random_number_tops = reader.optional_number(
-      "random_number_tops", {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
-  gpu.unfused_attention_efficiency = reader.optional_number(
-      "unfused_attention_efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
-  gpu.kernel_launch_us = reader.optional_number("kernel_launch_us", {.minimum = 0, .maximum = 1e6});
+  gpu.attention_efficiency = reader.optional_number("attention_efficiency", kFractionRange);
+  gpu.special_function_tops = reader.optional_number("special_function_tops", kTopsRange);
+  gpu.random_number_tops = reader.optional_number("random_number_tops", kTopsRange);
+  gpu.unaligned_gemm_efficiency =
+      reader.optional_number("unaligned_gemm_efficiency", kFractionRange);
+  gpu.unfused_attention_efficiency =
+      reader.optional_number("unfused_attention_efficiency", kFractionRange);
+  gpu.kernel_launch_us = reader.optional_number("kernel_launch_us", kMicrosecondsRange);
   gpu.compute_slowdown_under_communication =
       reader.optional_number("compute_slowdown_under_communication", {.minimum = 0, .maximum = 1})
           .value_or(0);
@@ -95,11 +104,9 @@ NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location
   NetworkTier tier;
   tier.name = reader.string("name");
   tier.scope_gpus = reader.integer("scope_gpus", {1, kMaxNodes * kMaxGpusPerNode});
-  tier.bandwidth_gb_per_s = reader.number(
-      "bandwidth_gb_per_s", {.minimum = 0, .maximum = 1e5, .minimum_exclusive = true});
-  tier.latency_us = reader.number("latency_us", {.minimum = 0, .maximum = 1e6});
-  tier.efficiency =
-      reader.number("efficiency", {.minimum = 0, .maximum = 1, .minimum_exclusive = true});
+  tier.bandwidth_gb_per_s = reader.number("bandwidth_gb_per_s", kLinkGbPerSRange);
+  tier.latency_us = reader.number("latency_us", kMicrosecondsRange);
+  tier.efficiency = reader.number("efficiency", kFractionRange);
   tier.efficiency_by_message_bytes =
       parse_efficiency_curve(reader, "efficiency_by_message", "bytes");
   if (reader.has("efficiency_by_collective")) {
@@ -278,6 +285,9 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (cluster.gpu.random_number_tops) {
     gpu["random_number_tops"] = *cluster.gpu.random_number_tops;
+  }
+  if (cluster.gpu.unaligned_gemm_efficiency) {
+    gpu["unaligned_gemm_efficiency"] = *cluster.gpu.unaligned_gemm_efficiency;
   }
   if (cluster.gpu.unfused_attention_efficiency) {
     gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;

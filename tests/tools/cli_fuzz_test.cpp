@@ -1,8 +1,9 @@
 // The command line's contract under fuzzing: every fixture and preset, mutated (keys deleted or
 // duplicated, types swapped, extreme numbers, truncated, bytes flipped), is fed to validate,
-// describe, simulate and validate-sim, and random flag combinations to every subcommand. Each
-// case must end with exit 0, 1 or 2 — no crash, sanitizer report, hang or internal error — and
-// a failure must be exactly one `strata:` line on stderr (success: nothing there).
+// describe, simulate, plan (clusters) and validate-sim, and random flag combinations to every
+// subcommand. Each case must end with exit 0, 1 or 2 — no crash, sanitizer report, hang or
+// internal error —, a failure must be exactly one `strata:` line on stderr (success: nothing
+// there), and a success prints no inf or NaN (every prediction finite).
 //
 // Cases run `strata`'s run_cli in forked children (no exec: thousands fit in a minute), seeded
 // (STRATA_FUZZ_SEED) and bounded by a case count and a time budget (STRATA_FUZZ_SECONDS); the
@@ -23,6 +24,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -108,7 +110,12 @@ std::string contract_breach(const Outcome& outcome) {
   }
   if (outcome.code > 2) return fmt::format("exit {}", outcome.code);
   if (outcome.code == 0) {
-    return outcome.err.empty() ? "" : "exit 0 with something on stderr";
+    if (!outcome.err.empty()) return "exit 0 with something on stderr";
+    // A prediction is a number: a cluster file the readers accepted never makes one inf or NaN.
+    static const std::regex kNotFinite("(^|[^A-Za-z_])[-+]?(inf|nan)([^A-Za-z_]|$)",
+                                       std::regex::icase);
+    if (std::regex_search(outcome.out, kNotFinite)) return "inf or NaN in the output";
+    return "";
   }
   const std::size_t newline = outcome.err.find('\n');
   if (outcome.err.rfind("strata: ", 0) != 0 || newline + 1 != outcome.err.size()) {
@@ -226,6 +233,8 @@ class Mutator {
                                                      "1e999999999",
                                                      "-1e999999999",
                                                      "4.9e-324",
+                                                     "1e-310",
+                                                     "2e-7",
                                                      "0.5",
                                                      "2147483647",
                                                      "16777217",
@@ -295,7 +304,10 @@ std::vector<std::vector<std::string>> commands_for(const std::string& kind,
     commands.push_back({"describe", "--model", file, "--seq-len", "2048"});
   }
   if (kind == "cluster") {
+    // What a cluster feeds: the cost models (describe), the simulator and the planner's ranking.
     commands.push_back({"describe", "--model", "gpt2-124m", "--cluster", file});
+    commands.push_back({"plan", "--model", "gpt-tiny", "--cluster", file, "--global-batch", "8",
+                        "--top", "3", "--quiet"});
   }
   if (kind == "plan") commands.push_back({"simulate", "--plan", file});
   return commands;

@@ -21,14 +21,19 @@ double interpolate_efficiency(const std::vector<schemas::EfficiencyPoint>& curve
 double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype);
 
 // C[m×n] = A[m×k]·B[k×n] in `dtype`: FLOPs 2mnk. Time is the largest of
-//   compute: 2mnk / (peak · efficiency(2mnk) · wave_utilisation)
+//   compute: 2mnk / (peak · efficiency(2mnk) · alignment · wave_utilisation)
 //   memory:  (mk + kn + mn)·bytes / (HBM bandwidth · HBM efficiency)
 //   launch:  the GPU's kernel_launch_us
 // where wave_utilisation = tiles / (waves · SMs) with 128×128 output tiles (cuBLAS's common
-// choice for large bf16 GEMMs): 132 SMs and 133 tiles take two waves, so half the second is idle.
+// choice for large bf16 GEMMs): 132 SMs and 133 tiles take two waves, so half the second is idle,
+// and alignment is the GPU's unaligned_gemm_efficiency where a dimension is not a multiple of 16
+// bytes of elements (gemm_dimensions_aligned), else 1.
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k);
 double gemm_flops(double m, double n, double k);
+// Whether m, n and k are multiples of 16 bytes' worth of `dtype` elements (8 in bf16): what the
+// tensor-core kernels' vectorised loads need. An unpadded vocabulary of 50,257 is not.
+bool gemm_dimensions_aligned(schemas::Dtype dtype, double m, double n, double k);
 
 // `kernels` kernels limited by memory traffic: bytes read plus written over the achieved HBM
 // bandwidth, and no less than the kernels' launches (kernel_launch_s). 0 kernels: bytes added to

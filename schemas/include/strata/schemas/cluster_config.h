@@ -48,6 +48,10 @@ struct GpuProfile {
   // backward rather than stored), in units of 10^12: where a CPU spends dropout's time. Absent:
   // free, as on a GPU, where generating them hides under the kernel's memory traffic.
   std::optional<double> random_number_tops;
+  // A GEMM with a dimension that is not a multiple of 16 bytes of elements (an unpadded
+  // vocabulary of 50,257) misses the tensor-core kernels' vectorised loads: its efficiency is the
+  // curve's times this (costmodels/kernel_time.h). Absent: 1. Measured by strata profile.
+  std::optional<double> unaligned_gemm_efficiency;
   // Unfused attention (QKᵀ, softmax, dropout, PV as separate kernels over the whole s×s scores):
   // achieved fraction of peak on its causal FLOPs (absent: the GEMM curve's).
   std::optional<double> unfused_attention_efficiency;
