@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: builds Strata's CUDA backend from downloaded Debian packages (or takes
 # the executables of scripts/bundle_cuda_build.sh, built elsewhere: --prebuilt BUNDLE), runs the
-# CUDA tests and `strata train --device cuda`, then the op benchmark (measured beside the cost
-# model) and the training-step benchmark (beside PyTorch eager and torch.compile). Logs and JSON
-# results go to RESULTS_DIR. README "Building with CUDA" and BENCHMARKS.md say how it is used.
+# CUDA tests and `strata train --device cuda`, `strata profile --device cuda` with one-GPU plans'
+# predictions on its file beside their measured steps, then the op benchmark (measured beside the
+# cost model) and the training-step benchmark (beside PyTorch eager and torch.compile). Logs and
+# JSON results go to RESULTS_DIR. README "Building with CUDA" and BENCHMARKS.md say how it is used.
 #   scripts/run_gpu_checks.sh RESULTS_DIR [--prebuilt BUNDLE] [--no-compile] [--skip-bench]
+#                             [--stages tests,train,profile,bench]   (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results="${1:?run_gpu_checks.sh needs a results directory}"
@@ -12,16 +14,20 @@ shift
 compile=1
 bench=1
 bundle=""
+stages=tests,train,profile,bench
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-compile) compile=0 ;;
     --skip-bench) bench=0 ;;
+    --stages) stages="${2:?--stages needs a list}"; shift ;;
     --prebuilt) bundle="${2:?--prebuilt needs the bundle directory}"; shift ;;
     *) echo "run_gpu_checks.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
 mkdir -p "$results"
+wanted() { [[ ",$stages," == *",$1,"* ]]; }
+wanted bench || bench=0
 build=build/cuda
 stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%T)"; }
 
@@ -58,6 +64,7 @@ else
   step_bench_bin="$build/bench/cuda_training_step_bench"
 fi
 
+if wanted tests; then
 stage "CUDA tests"
 timeout 240 "$cuda_test_bin" --gtest_output="json:$results/cuda_tests.json" \
   > "$results/cuda_tests.log" 2>&1
@@ -65,7 +72,9 @@ status=$?
 grep -E "^\[  (FAILED|PASSED) |worst relative|Failure|error:|Expected|Which is|normalized|^  [a-z_]+ in|tests ran" \
   "$results/cuda_tests.log" | head -100
 echo "executor_cuda_test exit $status"
+fi
 
+if wanted train; then
 stage "strata train --device cuda"
 scratch="$(mktemp -d)"
 python3 - <<'EOF' > "$scratch/text.txt"
@@ -79,6 +88,13 @@ for precision in fp32 bf16; do
     --data "$scratch/text.bin" --steps 30 --micro-batch 8 --seq-len 256 \
     --checkpoint-dir "$scratch/checkpoints_$precision" 2>&1 | tail -3
 done
+fi
+
+if wanted profile; then
+  stage "strata profile --device cuda, and one-GPU plans predicted on it beside their steps"
+  PYTHON="${STRATA_TORCH_PYTHON:-python3}" timeout 420 \
+    bench/profile/gpu_predicted_vs_measured.sh "$strata_bin" "$results"
+fi
 
 if [ "$bench" = 1 ]; then
   # Strata's steps and PyTorch's in two processes: a failing CUDA step cannot cost the PyTorch

@@ -1,5 +1,7 @@
 #include "strata/profiler/preset_comparison.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 
@@ -9,18 +11,32 @@
 namespace strata::profiler {
 namespace {
 
-double peak_of(const schemas::GpuProfile& gpu) {
-  return costmodels::peak_tflops(gpu, schemas::Dtype::fp32);
+// The precision the measured profile's GEMMs ran in (fp32 on a CPU, bf16 on a GPU by default):
+// presets are compared at their peak in the same one.
+schemas::Dtype measured_precision(const schemas::ClusterConfig& measured) {
+  return measured.gpu.peak_dense_tflops.empty() ? schemas::Dtype::fp32
+                                                : measured.gpu.peak_dense_tflops.begin()->first;
 }
 
-double distance(const schemas::ClusterConfig& a, const schemas::ClusterConfig& b) {
+double peak_of(const schemas::GpuProfile& gpu, schemas::Dtype dtype) {
+  return costmodels::peak_tflops(gpu, dtype);
+}
+
+// A profile of one rank measured no network (its tier is a placeholder): only its device counts.
+bool network_measured(const schemas::ClusterConfig& measured) {
+  return !measured.sources || measured.sources->ranks > 1;
+}
+
+double distance(const schemas::ClusterConfig& a, const schemas::ClusterConfig& b,
+                schemas::Dtype dtype) {
   const auto term = [](double x, double y) {
     return x > 0 && y > 0 ? std::abs(std::log(x / y)) : 0.0;
   };
-  return term(peak_of(a.gpu), peak_of(b.gpu)) +
+  return term(peak_of(a.gpu, dtype), peak_of(b.gpu, dtype)) +
          term(a.gpu.hbm_bandwidth_gb_per_s, b.gpu.hbm_bandwidth_gb_per_s) +
-         term(a.network_tiers.front().bandwidth_gb_per_s,
-              b.network_tiers.front().bandwidth_gb_per_s);
+         (network_measured(a) ? term(a.network_tiers.front().bandwidth_gb_per_s,
+                                     b.network_tiers.front().bandwidth_gb_per_s)
+                              : 0.0);
 }
 
 double spread_of(const schemas::ClusterConfig& cluster, const std::string& key) {
@@ -32,11 +48,12 @@ double spread_of(const schemas::ClusterConfig& cluster, const std::string& key) 
 }  // namespace
 
 PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
+  const schemas::Dtype dtype = measured_precision(measured);
   double best = std::numeric_limits<double>::infinity();
   schemas::ClusterConfig closest;
   for (const std::string_view name : schemas::cluster_preset_names()) {
     const schemas::ClusterConfig preset = schemas::cluster_preset(name);
-    const double d = distance(measured, preset);
+    const double d = distance(measured, preset, dtype);
     if (d < best) {
       best = d;
       closest = preset;
@@ -46,7 +63,13 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
   const schemas::GpuProfile& m = measured.gpu;
   const schemas::GpuProfile& p = closest.gpu;
   comparison.rows.push_back(
-      {"peak fp32 TFLOP/s", peak_of(m), spread_of(measured, "gemm"), peak_of(p)});
+      {fmt::format("peak {} TFLOP/s", schemas::name_of(dtype, schemas::kDtypeNames)),
+       peak_of(m, dtype), spread_of(measured, "gemm"), peak_of(p, dtype)});
+  if (m.unaligned_gemm_efficiency) {
+    comparison.rows.push_back({"unaligned GEMM efficiency", *m.unaligned_gemm_efficiency,
+                               spread_of(measured, "gemm"),
+                               p.unaligned_gemm_efficiency.value_or(0)});
+  }
   comparison.rows.push_back({"memory-bound kernels GB/s", m.hbm_bandwidth_gb_per_s,
                              spread_of(measured, "memory_bandwidth"), p.hbm_bandwidth_gb_per_s});
   comparison.rows.push_back({"special functions T/s", m.special_function_tops.value_or(0),
@@ -59,7 +82,8 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
                              spread_of(measured, "attention"), p.attention_efficiency.value_or(0)});
   comparison.rows.push_back({"kernel launch µs", m.kernel_launch_us.value_or(0),
                              spread_of(measured, "launch"), p.kernel_launch_us.value_or(0)});
-  for (std::size_t i = 0; i < measured.network_tiers.size(); ++i) {
+  const std::size_t tiers = network_measured(measured) ? measured.network_tiers.size() : 0;
+  for (std::size_t i = 0; i < tiers; ++i) {
     const schemas::NetworkTier& tier = measured.network_tiers[i];
     const schemas::NetworkTier* other =
         i < closest.network_tiers.size() ? &closest.network_tiers[i] : nullptr;

@@ -85,31 +85,49 @@ double latency_steps(const CollectiveSample& sample) {
 
 void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
                  std::map<std::string, double>& spread) {
-  // GEMMs.
+  // GEMMs: the peak and the curve from those whose dimensions suit the tensor-core kernels;
+  // the others (an unpadded vocabulary's) as one factor on that curve.
+  const bool any_aligned =
+      std::any_of(measured.gemms.begin(), measured.gemms.end(), [&](const GemmSample& sample) {
+        return costmodels::gemm_dimensions_aligned(measured.precision, sample.m, sample.n,
+                                                   sample.k);
+      });
+  const auto aligned = [&](const GemmSample& sample) {
+    return !any_aligned ||
+           costmodels::gemm_dimensions_aligned(measured.precision, sample.m, sample.n, sample.k);
+  };
   double peak = 0;
   std::vector<double> gemm_spreads;
   for (const GemmSample& sample : measured.gemms) {
-    peak = std::max(peak, sample.flops() / sample.timing.median_s);
+    if (aligned(sample)) peak = std::max(peak, sample.flops() / sample.timing.median_s);
     gemm_spreads.push_back(sample.timing.spread);
   }
   std::vector<std::pair<double, double>> fractions;
   for (const GemmSample& sample : measured.gemms) {
+    if (!aligned(sample)) continue;
     fractions.emplace_back(sample.flops(), sample.flops() / sample.timing.median_s / peak);
   }
-  gpu.peak_dense_tflops = {{schemas::Dtype::fp32, peak / 1e12}};
+  gpu.peak_dense_tflops = {{measured.precision, peak / 1e12}};
   gpu.gemm_efficiency_by_flops = banded_curve(std::move(fractions), 2.0);
   spread["gemm"] = median(gemm_spreads);
+  std::vector<double> unaligned_ratios;
+  for (const GemmSample& sample : measured.gemms) {
+    if (aligned(sample)) continue;
+    const double expected =
+        peak * costmodels::interpolate_efficiency(gpu.gemm_efficiency_by_flops, sample.flops());
+    unaligned_ratios.push_back(sample.flops() / sample.timing.median_s / expected);
+  }
+  gpu.unaligned_gemm_efficiency.reset();
+  if (!unaligned_ratios.empty()) {
+    gpu.unaligned_gemm_efficiency = std::clamp(median(unaligned_ratios), 1e-6, 1.0);
+  }
 
-  // Memory-bound kernels, those bound by their special functions, and dropout's random numbers
-  // (their time whole: the generator is what a CPU spends it on; the bytes are a few percent).
-  double plain_bytes = 0, plain_s = 0, special = 0, special_s = 0, random = 0, random_s = 0;
+  // Memory-bound kernels, those bound by their special functions, and dropout's random numbers.
+  double plain_bytes = 0, plain_s = 0, special = 0, special_s = 0;
   std::vector<double> plain_spreads, special_spreads, random_spreads;
   for (const ElementwiseSample& sample : measured.elementwise) {
-    if (sample.random_numbers > 0) {
-      random += sample.random_numbers;
-      random_s += sample.timing.median_s;
-      random_spreads.push_back(sample.timing.spread);
-    } else if (sample.special_functions > 0) {
+    if (sample.random_numbers > 0) continue;
+    if (sample.special_functions > 0) {
       special += sample.special_functions;
       special_s += sample.timing.median_s;
       special_spreads.push_back(sample.timing.spread);
@@ -125,6 +143,18 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
   if (special_s > 0) {
     gpu.special_function_tops = special / special_s / 1e12;
     spread["special_functions"] = median(special_spreads);
+  }
+  // The cost models charge dropout's random numbers on top of the bytes of the kernel they are
+  // fused into: the rate is what a dropout kernel takes beyond moving its bytes. On a CPU core
+  // the generator is nearly all of it; on a GPU the bytes are most, and the rest is small (kept
+  // at no less than a tenth of the kernel, so a kernel at the bandwidth does not read as free).
+  double random = 0, random_s = 0;
+  for (const ElementwiseSample& sample : measured.elementwise) {
+    if (sample.random_numbers <= 0) continue;
+    const double bytes_s = sample.bytes / (gpu.hbm_bandwidth_gb_per_s * 1e9);
+    random += sample.random_numbers;
+    random_s += std::max(sample.timing.median_s - bytes_s, 0.1 * sample.timing.median_s);
+    random_spreads.push_back(sample.timing.spread);
   }
   if (random_s > 0) {
     gpu.random_number_tops = random / random_s / 1e12;
@@ -147,11 +177,11 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
                                              .head_dim = sample.head_dim};
       // time = products / (peak · efficiency) + exponentials: split the model's time at peak.
       const costmodels::AttentionTime whole = costmodels::attention_time(
-          at_peak, schemas::Dtype::fp32, schemas::AttentionKernel::flash, shape);
+          at_peak, measured.precision, schemas::AttentionKernel::flash, shape);
       schemas::GpuProfile no_exponentials = at_peak;
       no_exponentials.special_function_tops.reset();
       const costmodels::AttentionTime products = costmodels::attention_time(
-          no_exponentials, schemas::Dtype::fp32, schemas::AttentionKernel::flash, shape);
+          no_exponentials, measured.precision, schemas::AttentionKernel::flash, shape);
       const double exponentials_s =
           (whole.forward_s - products.forward_s) + (whole.backward_s - products.backward_s);
       products_at_peak_s += products.forward_s + products.backward_s;

@@ -40,8 +40,9 @@ ComputeMeasurements measurements_of(const schemas::GpuProfile& gpu) {
   measured.elementwise.push_back({"residual forward", 1.2e7, 0, 0, exactly(1.2e7 / 20e9)});
   measured.elementwise.push_back({"layer_norm forward", 8e6, 0, 0, exactly(8e6 / 20e9)});
   measured.elementwise.push_back({"gelu forward", 8e6, 1e6, 0, exactly(1e6 / 1e9)});
-  // Dropout: its time is its random numbers' (the generator, not the bytes, bounds it).
-  measured.elementwise.push_back({"dropout forward", 8e6, 0, 1e6, exactly(1e6 / 1e8)});
+  // Dropout: its bytes at the bandwidth and its random numbers beyond them, as the cost models
+  // charge a dropout fused into a kernel.
+  measured.elementwise.push_back({"dropout forward", 8e6, 0, 1e6, exactly(8e6 / 20e9 + 1e6 / 1e8)});
   for (const double seq : {256.0, 1024.0}) {
     const costmodels::AttentionShape shape{
         .batch = 1, .heads = 4, .query_tokens = seq, .key_tokens = seq, .head_dim = 64};
@@ -203,6 +204,70 @@ TEST(PresetComparison, APresetIsClosestToItself) {
   const PresetComparison comparison = compare_with_presets(cluster);
   EXPECT_EQ(comparison.preset, "cpu-local");
   EXPECT_EQ(comparison.rows.front().measured, comparison.rows.front().preset);
+}
+
+// A GPU's profile of one rank: its GEMMs ran in bf16 (its peak names only that dtype) and its
+// network tier is a placeholder. It is compared with the presets at their bf16 peak and by its
+// device alone, not by the placeholder tier.
+TEST(PresetComparison, AOneGpuProfileIsComparedInItsPrecisionByItsDevice) {
+  schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h200");
+  const double bf16_peak = cluster.gpu.peak_dense_tflops.at(schemas::Dtype::bf16);
+  cluster.gpu.peak_dense_tflops = {{schemas::Dtype::bf16, 0.8 * bf16_peak}};
+  cluster.gpu.hbm_bandwidth_gb_per_s *= 0.85;
+  cluster.network_tiers = schemas::cluster_preset("cpu-local").network_tiers;
+  cluster.sources = schemas::MeasuredSources{};
+  cluster.sources->ranks = 1;
+  cluster.sources->backend = "cuda";
+  const PresetComparison comparison = compare_with_presets(cluster);
+  EXPECT_EQ(comparison.preset, "dgx-h200");
+  EXPECT_EQ(comparison.rows.front().quantity, "peak bf16 TFLOP/s");
+  EXPECT_NEAR(comparison.rows.front().measured / comparison.rows.front().preset, 0.8, 1e-12);
+  for (const ComparedQuantity& row : comparison.rows) {
+    EXPECT_EQ(row.quantity.find("tier"), std::string::npos) << row.quantity;
+  }
+}
+
+// GEMMs with a dimension off the 16-byte grid (an unpadded vocabulary) ran at 0.3 of the curve:
+// the curve and peak come from the others, the 0.3 is the unaligned factor, and the cost models
+// give each measured time back.
+TEST(ProfileFit, UnalignedGemmsGetTheirOwnFactor) {
+  const schemas::GpuProfile known = known_device();
+  ComputeMeasurements measured = measurements_of(known);
+  for (const double n : {50257.0, 25129.0}) {
+    const double flops = costmodels::gemm_flops(512, n, 256);
+    const double time =
+        flops /
+        (0.08e12 * 0.3 * costmodels::interpolate_efficiency(known.gemm_efficiency_by_flops, flops));
+    measured.gemms.push_back({512, n, 256, exactly(time)});
+  }
+  schemas::GpuProfile fitted;
+  std::map<std::string, double> spread;
+  fit_compute(measured, fitted, spread);
+  EXPECT_NEAR(fitted.peak_dense_tflops.at(schemas::Dtype::fp32), 0.08 * 0.9, 1e-6);
+  ASSERT_TRUE(fitted.unaligned_gemm_efficiency.has_value());
+  EXPECT_NEAR(*fitted.unaligned_gemm_efficiency, 0.3, 0.01);
+  for (const GemmSample& sample : measured.gemms) {
+    EXPECT_NEAR(
+        costmodels::gemm_time_s(fitted, schemas::Dtype::fp32, sample.m, sample.n, sample.k) /
+            sample.timing.median_s,
+        1.0, 0.05)
+        << sample.m << "×" << sample.n << "×" << sample.k;
+  }
+  // Every GEMM aligned: no factor is written.
+  schemas::GpuProfile aligned_only;
+  fit_compute(measurements_of(known), aligned_only, spread);
+  EXPECT_FALSE(aligned_only.unaligned_gemm_efficiency.has_value());
+}
+
+// A GPU's measurements in bf16 give a bf16 peak (what a bf16 plan is priced at), not an fp32 one.
+TEST(ProfileFit, TheFittedPeakIsInTheMeasuredPrecision) {
+  ComputeMeasurements measured = measurements_of(known_device());
+  measured.precision = schemas::Dtype::bf16;
+  schemas::GpuProfile fitted;
+  std::map<std::string, double> spread;
+  fit_compute(measured, fitted, spread);
+  EXPECT_EQ(fitted.peak_dense_tflops.size(), 1u);
+  EXPECT_NEAR(fitted.peak_dense_tflops.at(schemas::Dtype::bf16), 0.08 * 0.9, 1e-6);
 }
 
 }  // namespace

@@ -188,6 +188,30 @@ TEST_F(ProfileCli, AnUnwritableOutputIsRefusedBeforeMeasuring) {
   EXPECT_EQ(run.out, "");
 }
 
+// A GPU profile where it cannot run is refused before measuring, in one line: bf16 on the CPU
+// backend, cuda under mpirun (one GPU's compute is what it measures), cuda without a GPU.
+TEST_F(ProfileCli, AProfileTheBackendCannotMeasureIsRefusedBeforeMeasuring) {
+  const std::string out = (directory / "c.json").string();
+  const CommandResult bf16_on_cpu = strata("profile --quick --precision bf16 --out " + out);
+  EXPECT_EQ(bf16_on_cpu.exit_code, 1);
+  EXPECT_EQ(bf16_on_cpu.err,
+            "strata: --precision: bf16: the CPU backend computes in fp32 (bf16 is --device "
+            "cuda's)\n");
+  const CommandResult two_ranks = mpirun(2, "profile --quick --device cuda --out " + out);
+  EXPECT_EQ(two_ranks.exit_code, 1);
+  EXPECT_THAT(two_ranks.err,
+              HasSubstr("strata: --device: cuda: a GPU profile measures one GPU; run it without "
+                        "mpirun (this job has 2 ranks)"));
+  // No GPU visible (on a machine with one as well): the reason is the backend's, in parentheses.
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  const CommandResult no_gpu = strata("profile --quick --device cuda --out " + out);
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(no_gpu.exit_code, 1);
+  EXPECT_THAT(no_gpu.err, StartsWith("strata: --device: cuda: no GPU to profile ("));
+  EXPECT_EQ(std::count(no_gpu.err.begin(), no_gpu.err.end(), '\n'), 1);
+  EXPECT_TRUE(files().empty());
+}
+
 TEST_F(ProfileCli, NodesTheWorldCannotFormEndEveryRankWithOneLine) {
   const CommandResult run =
       mpirun(3, "profile --quick --gpus-per-node 2 --out " + (directory / "c.json").string());

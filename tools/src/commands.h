@@ -134,6 +134,8 @@ int run_sample(const SampleOptions& options);
 struct ProfileOptions {
   std::string out = "cluster.json";
   bool quick = false;
+  std::string device = "cpu";            // cpu or cuda: the backend whose ops are measured
+  std::optional<std::string> precision;  // fp32 or bf16 (cuda only; default bf16 there)
   std::optional<std::string> name;
   std::optional<std::int64_t> gpus_per_node;
   LogFormat log_format = LogFormat::text;

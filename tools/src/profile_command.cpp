@@ -17,6 +17,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "job_phase.h"
+#include "strata/executor/cuda/cuda_device.h"
 #include "strata/profiler/machine_profile.h"
 #include "strata/profiler/preset_comparison.h"
 #include "strata/profiler/profile_fit.h"
@@ -86,12 +87,16 @@ std::string format_value(double value) {
 void print_text(const profiler::MachineProfile& profile, const profiler::PresetComparison& closest,
                 const std::string& out, double seconds) {
   const schemas::ClusterConfig& cluster = profile.cluster;
-  fmt::print(
-      "measured {} rank(s) ({} node(s) of {}, {} GEMM thread(s) each) in {:.1f} s; "
-      "wrote {}\n",
-      cluster.world_size(), cluster.nodes, cluster.gpus_per_node, cluster.sources->threads_per_rank,
-      seconds, out);
-  if (!profile.network_measured) {
+  if (cluster.sources->backend == "cuda") {
+    fmt::print("measured one GPU ({}) in {:.1f} s; wrote {}\n", cluster.gpu.name, seconds, out);
+  } else {
+    fmt::print(
+        "measured {} rank(s) ({} node(s) of {}, {} GEMM thread(s) each) in {:.1f} s; "
+        "wrote {}\n",
+        cluster.world_size(), cluster.nodes, cluster.gpus_per_node,
+        cluster.sources->threads_per_rank, seconds, out);
+  }
+  if (!profile.network_measured && cluster.sources->backend != "cuda") {
     fmt::print("network not measured (one rank): run under mpirun -np N to measure it\n");
   }
   // A second profile agrees with this one within the spreads below only if the machine holds
@@ -187,6 +192,18 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options) {
       "cluster file");
   command->add_option("--out", options.out, "The cluster file to write")->capture_default_str();
   command->add_flag("--quick", options.quick, "A coarse profile in about a minute");
+  command
+      ->add_option("--device", options.device,
+                   "cpu (the CPU backend's ops, every rank of an mpirun job) or cuda (the CUDA "
+                   "backend's ops on this process's GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  command
+      ->add_option("--precision", options.precision,
+                   "The GEMMs' and activations' type: fp32, or bf16 mixed precision on cuda "
+                   "(default there)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->option_text("fp32|bf16");
   command->add_option("--name", options.name, "The cluster's name (default: measured-HOST)");
   command
       ->add_option("--gpus-per-node", options.gpus_per_node,
@@ -217,11 +234,37 @@ int run_profile(const ProfileOptions& options, const std::string& command_line) 
                      ? std::optional<int>(static_cast<int>(*options.gpus_per_node))
                      : std::nullopt);
       if (logs) check_writable(options.out);
+      if (options.device == "cuda") {
+        // The network between GPUs is measured through NCCL, which the executor does not use
+        // yet: a GPU profile is one GPU's compute.
+        if (world.size() > 1) {
+          throw schemas::InputError(
+              "--device", "",
+              fmt::format("cuda: a GPU profile measures one GPU; run it without mpirun (this "
+                          "job has {} ranks)",
+                          world.size()));
+        }
+        std::string why_not;
+        if (!executor::cuda_device_info(&why_not)) {
+          throw schemas::InputError("--device", "",
+                                    fmt::format("cuda: no GPU to profile ({})", why_not));
+        }
+      } else if (options.precision == std::string("bf16")) {
+        throw schemas::InputError("--precision", "",
+                                  "bf16: the CPU backend computes in fp32 (bf16 is --device "
+                                  "cuda's)");
+      }
     });
     InterruptWatch watch;
     profiler::ProfileSettings settings;
     settings.quick = options.quick;
     settings.repeats = options.quick ? 3 : 5;
+    if (options.device == "cuda") {
+      settings.device = executor::Device::cuda;
+      settings.activation_type = options.precision == std::string("fp32")
+                                     ? executor::ScalarType::float32
+                                     : executor::ScalarType::bfloat16;
+    }
     if (logs && isatty(STDERR_FILENO)) {
       settings.progress = [](const std::string& line) {
         std::fprintf(stderr, "\r\033[K%s", line.c_str());

@@ -74,9 +74,16 @@ executor::Device parse_device(const std::string& name) {
   return name == "cuda" ? executor::Device::cuda : executor::Device::cpu;
 }
 
-// One GPU of a cluster preset's node: what a --model plan on cuda is planned for.
-schemas::ClusterConfig one_gpu_of(const std::string& preset) {
-  schemas::ClusterConfig cluster = schemas::cluster_preset(preset);
+// One GPU of a GPU cluster's node (a preset, or a file `strata profile --device cuda` measured):
+// what a --model plan on cuda is planned for.
+schemas::ClusterConfig one_gpu_of(const std::string& spec) {
+  schemas::ClusterConfig cluster = schemas::resolve_cluster(spec);
+  if (is_cpu_cluster(cluster)) {
+    throw schemas::InputError("--cluster", "",
+                              fmt::format("{} is a cluster of CPU ranks: on cuda give a GPU "
+                                          "preset or a file strata profile --device cuda wrote",
+                                          spec));
+  }
   cluster.nodes = 1;
   cluster.gpus_per_node = 1;
   cluster.name += " (one GPU)";
@@ -526,9 +533,9 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->excludes(plan);
   command
       ->add_option("--cluster", options.cluster,
-                   "The cluster a --model plan is made for: on cuda a GPU preset, whose one GPU "
-                   "it uses (default dgx-h100); on the CPU a file strata profile measured (default "
-                   "the cpu-local preset)")
+                   "The cluster a --model plan is made for: on cuda a GPU preset or a file strata "
+                   "profile --device cuda measured, whose one GPU it uses (default dgx-h100); on "
+                   "the CPU a file strata profile measured (default the cpu-local preset)")
       ->excludes(plan);
   command
       ->add_option_function<std::string>(

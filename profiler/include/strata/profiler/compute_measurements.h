@@ -9,10 +9,12 @@
 
 #include "strata/profiler/profile_settings.h"
 #include "strata/profiler/repeated_timing.h"
+#include "strata/schemas/dtype.h"
 
 namespace strata::profiler {
 
-// C[m×n] = A[m×k]·B[k×n] in fp32, as a linear layer's forward, input gradient or weight gradient.
+// C[m×n] = A[m×k]·B[k×n] in the profile's precision, as a linear layer's forward, input gradient or
+// weight gradient.
 struct GemmSample {
   double m = 0, n = 0, k = 0;
   Timing timing;
@@ -39,7 +41,10 @@ struct ComputeMeasurements {
   std::vector<ElementwiseSample> elementwise;
   std::vector<AttentionSample> attention;
   Timing smallest_op;  // a one-element op: the fixed cost of any kernel
-  int threads = 1;     // the threads the backend's GEMMs use
+  int threads = 1;     // the threads the backend's GEMMs use (the CPU's)
+  executor::Device device = executor::Device::cpu;
+  // The activations' and GEMMs' type: the peak the fit writes is this dtype's.
+  schemas::Dtype precision = schemas::Dtype::fp32;
 };
 
 ComputeMeasurements measure_compute(const ProfileSettings& settings);

@@ -14,14 +14,19 @@
 namespace strata::profiler {
 
 // The compute half of a GPU profile (name, memory and description are the caller's):
-//   peak fp32     the fastest GEMM measured; gemm_efficiency: the median fraction of it per
-//                 factor-of-two band of FLOPs
+//   peak          the fastest GEMM measured, in the measurements' precision (fp32 on a CPU, the
+//                 training precision on a GPU); gemm_efficiency: the median fraction of it per
+//                 factor-of-two band of FLOPs (wave quantization included: a measured profile
+//                 names no SM count, so the cost models add none on top), from the GEMMs whose
+//                 dimensions are 16-byte multiples; unaligned_gemm_efficiency: the median of the
+//                 others' rates over that curve's (absent when every GEMM was aligned)
 //   HBM bandwidth bytes over time of the kernels without special functions (norms, residuals,
 //                 AdamW): what the backend's memory-bound kernels reach, not a copy loop's peak
 //   special functions  evaluations over time of the kernels bound by them (GELU, SwiGLU's
 //                 sigmoid, the loss's exponentials): the rate costmodels charge them at
 //   attention     the efficiency whose flash-attention time, with those exponentials, gives the
 //                 measured forward + backward time
+//   random numbers  dropout's time beyond its bytes at that bandwidth, per keep decision
 //   launch        the one-element op
 // `spread` gets one relative noise figure per fitted quantity.
 void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,

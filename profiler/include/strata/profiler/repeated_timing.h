@@ -13,8 +13,11 @@ struct Timing {
 };
 
 // Runs `run` once to warm caches and page in buffers, then `repeats` times; each timed run is
-// repeated until it has taken at least `least_s` (short kernels are timed in batches).
-Timing time_repeated(const std::function<void()>& run, int repeats, double least_s = 2e-3);
+// repeated until it has taken at least `least_s` (short kernels are timed in batches). `finish`,
+// where given, is called before each clock reading: on a GPU it waits for the queued kernels, so
+// a batch is timed by when its last kernel ended, not when it was launched.
+Timing time_repeated(const std::function<void()>& run, int repeats, double least_s = 2e-3,
+                     const std::function<void()>& finish = nullptr);
 
 // The median and relative half-range of samples (not empty).
 Timing summarise(std::vector<double> samples);
