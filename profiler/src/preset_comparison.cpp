@@ -18,10 +18,6 @@ schemas::Dtype measured_precision(const schemas::ClusterConfig& measured) {
                                                 : measured.gpu.peak_dense_tflops.begin()->first;
 }
 
-double peak_of(const schemas::GpuProfile& gpu, schemas::Dtype dtype) {
-  return costmodels::peak_tflops(gpu, dtype);
-}
-
 // A profile of one rank measured no network (its tier is a placeholder): only its device counts.
 bool network_measured(const schemas::ClusterConfig& measured) {
   return !measured.sources || measured.sources->ranks > 1;
@@ -32,7 +28,7 @@ double distance(const schemas::ClusterConfig& a, const schemas::ClusterConfig& b
   const auto term = [](double x, double y) {
     return x > 0 && y > 0 ? std::abs(std::log(x / y)) : 0.0;
   };
-  return term(peak_of(a.gpu, dtype), peak_of(b.gpu, dtype)) +
+  return term(costmodels::peak_tflops(a.gpu, dtype), costmodels::peak_tflops(b.gpu, dtype)) +
          term(a.gpu.hbm_bandwidth_gb_per_s, b.gpu.hbm_bandwidth_gb_per_s) +
          (network_measured(a) ? term(a.network_tiers.front().bandwidth_gb_per_s,
                                      b.network_tiers.front().bandwidth_gb_per_s)
@@ -64,7 +60,8 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
   const schemas::GpuProfile& p = closest.gpu;
   comparison.rows.push_back(
       {fmt::format("peak {} TFLOP/s", schemas::name_of(dtype, schemas::kDtypeNames)),
-       peak_of(m, dtype), spread_of(measured, "gemm"), peak_of(p, dtype)});
+       costmodels::peak_tflops(m, dtype), spread_of(measured, "gemm"),
+       costmodels::peak_tflops(p, dtype)});
   if (m.unaligned_gemm_efficiency) {
     comparison.rows.push_back({"unaligned GEMM efficiency", *m.unaligned_gemm_efficiency,
                                spread_of(measured, "gemm"),

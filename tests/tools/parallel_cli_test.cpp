@@ -90,6 +90,27 @@ struct ParallelCli : ::testing::Test {
   CommandResult mpirun(int ranks, const std::string& arguments) const {
     return strata_under_mpirun(ranks, arguments, directory);
   }
+  // A dp-2 run of 100,000 steps started in the background, returned (the launcher's pid) once it
+  // has logged its first step; -1 if it logged none within two minutes.
+  pid_t start_long_run(const std::string& extra, const fs::path& out, const fs::path& err) const {
+    const std::string command = std::string(STRATA_MPIEXEC) + " -np 2 --oversubscribe " +
+                                STRATA_BINARY + " " + train("--dp 2 --steps 100000 " + extra) +
+                                " > " + out.string() + " 2> " + err.string() + " < /dev/null";
+    const pid_t launcher = ::fork();
+    if (launcher == 0) {
+      ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const auto started = std::chrono::steady_clock::now();
+    while (slurp(out).find("/100000 | loss") == std::string::npos) {
+      if (std::chrono::steady_clock::now() - started > std::chrono::seconds(120)) {
+        ADD_FAILURE() << "no step logged: " << slurp(err);
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return launcher;
+  }
   fs::path directory;
   std::string tokens;
 };
@@ -424,22 +445,9 @@ TEST_F(ParallelCli, KillingOneRankMidStepEndsTheJob) {
   // A long run; once it logs its first step, one rank is killed. mpirun must end the others.
   const fs::path out = directory / "long.out", err = directory / "long.err";
   const std::string marker = (directory / "long-run").string();
-  const std::string command = std::string(STRATA_MPIEXEC) + " -np 2 --oversubscribe " +
-                              STRATA_BINARY + " " +
-                              train("--dp 2 --steps 100000 --checkpoint-dir " + marker) + " > " +
-                              out.string() + " 2> " + err.string() + " < /dev/null";
-  const pid_t launcher = ::fork();
-  ASSERT_GE(launcher, 0);
-  if (launcher == 0) {
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   const auto started = std::chrono::steady_clock::now();
-  while (slurp(out).find("/100000 | loss") == std::string::npos) {
-    ASSERT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(120))
-        << "no step logged: " << slurp(err);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const pid_t launcher = start_long_run("--checkpoint-dir " + marker, out, err);
+  ASSERT_GT(launcher, 0);
   const std::vector<pid_t> ranks = strata_processes_with(marker);
   ASSERT_EQ(ranks.size(), 2u);
   ASSERT_EQ(::kill(ranks.back(), SIGKILL), 0);
@@ -448,6 +456,43 @@ TEST_F(ParallelCli, KillingOneRankMidStepEndsTheJob) {
   EXPECT_TRUE(WIFEXITED(status));
   EXPECT_NE(WEXITSTATUS(status), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(150));
+}
+
+// A rank that stops without dying (SIGSTOP: MPI notices nothing) would leave the other waiting in
+// its next all-reduce forever. With --stall-timeout 5 the waiting rank ends the job within
+// seconds, in one line naming what it waited in, with whom, and during which step.
+TEST_F(ParallelCli, ARankStoppedMidRunEndsTheJobAfterTheStallTimeout) {
+  const fs::path out = directory / "stall.out", err = directory / "stall.err";
+  const std::string marker = (directory / "stalled-run").string();
+  const pid_t launcher = start_long_run("--stall-timeout 5 --checkpoint-dir " + marker, out, err);
+  ASSERT_GT(launcher, 0);
+  const std::vector<pid_t> ranks = strata_processes_with(marker);
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t ended = 0;
+  while ((ended = ::waitpid(launcher, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - stopped < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  ::kill(ranks.back(), SIGKILL);  // whatever happened, no stopped process outlives the test
+  if (ended == 0) {
+    ::kill(launcher, SIGKILL);
+    ::waitpid(launcher, &status, 0);
+  }
+  ASSERT_EQ(ended, launcher) << "the job still hung 60 s after a rank stopped";
+  EXPECT_LT(waited_s, 40);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 0);
+  const std::vector<std::string> messages = strata_lines(slurp(err));
+  ASSERT_EQ(messages.size(), 1u) << slurp(err);
+  EXPECT_THAT(messages[0], ::testing::StartsWith("strata: rank "));
+  EXPECT_THAT(messages[0], HasSubstr(": stalled: waited "));
+  EXPECT_THAT(messages[0], HasSubstr("with world ranks 0-1 during step "));
+  EXPECT_THAT(messages[0], HasSubstr("(--stall-timeout 5 s)"));
 }
 
 }  // namespace

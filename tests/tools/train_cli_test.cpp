@@ -1,7 +1,10 @@
 // `strata data` and `strata train` as users run them: logs, plans, checkpoints, llm.c files and
 // one-line errors.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
@@ -297,6 +300,83 @@ TEST_F(TrainCli, CheckpointsResumeAndRefuseAnotherSeed) {
   EXPECT_EQ(other_seed.err,
             "strata: --seed: 5 differs from the checkpoint's seed 1234; a resumed "
             "run keeps its seed\n");
+}
+
+// A run owns its checkpoint directory: a new run into one holding another run's checkpoints is
+// refused (a later --resume would continue, or declare finished, the other run), unless
+// --overwrite-checkpoints removes them; a resumed run keeps the run id its checkpoints carry.
+TEST_F(TrainCli, ANewRunDoesNotMixItsCheckpointsWithAnotherRuns) {
+  const fs::path checkpoints = directory / "ckpt";
+  const std::string flags = " --checkpoint-dir " + checkpoints.string();
+  const auto run_id = [&](const char* step) {
+    return nlohmann::json::parse(slurp(checkpoints / step / "state.json")).at("run_id");
+  };
+  ASSERT_EQ(strata(small_run("--steps 4 --checkpoint-every 2" + flags)).exit_code, 0);
+  const nlohmann::json first_run = run_id("step_00000004");
+  EXPECT_EQ(run_id("step_00000002"), first_run);
+  EXPECT_EQ(first_run.get<std::string>().size(), 16u);
+
+  const CommandResult again = strata(small_run("--steps 2" + flags));
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(again.err, "strata: " + checkpoints.string() +
+                           ": holds 2 checkpoint(s) of another run (steps 2 to 4): --resume "
+                           "continues that run, --overwrite-checkpoints removes them for this "
+                           "one\n");
+  EXPECT_EQ(again.out, "");
+
+  const CommandResult overwritten = strata(small_run("--steps 2 --overwrite-checkpoints" + flags));
+  ASSERT_EQ(overwritten.exit_code, 0) << overwritten.err;
+  EXPECT_FALSE(fs::exists(checkpoints / "step_00000004"));  // the other run's later step is gone
+  const nlohmann::json second_run = run_id("step_00000002");
+  EXPECT_NE(second_run, first_run);
+
+  ASSERT_EQ(strata(small_run("--steps 3 --resume" + flags)).exit_code, 0);
+  EXPECT_EQ(run_id("step_00000003"), second_run);
+  EXPECT_EQ(strata(small_run("--steps 3 --resume --overwrite-checkpoints" + flags)).exit_code, 2);
+}
+
+// A second job on a directory another job holds is refused with the holder's host and pid; the
+// test holds the lock as a job would (flock on DIR/.strata-lock).
+TEST_F(TrainCli, ASecondJobOnALockedCheckpointDirectoryIsRefused) {
+  const fs::path checkpoints = directory / "ckpt";
+  fs::create_directories(checkpoints);
+  const std::string lock = (checkpoints / ".strata-lock").string();
+  const int descriptor = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(descriptor, 0);
+  ASSERT_EQ(::flock(descriptor, LOCK_EX | LOCK_NB), 0);
+  const std::string holder = "host trainer-7, pid 4242, since 2026-11-26T04:00:00Z\n";
+  ASSERT_EQ(::write(descriptor, holder.data(), holder.size()), static_cast<ssize_t>(holder.size()));
+  const CommandResult refused =
+      strata(small_run("--steps 1 --checkpoint-dir " + checkpoints.string()));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.err, "strata: " + checkpoints.string() +
+                             ": in use by another job (host trainer-7, pid 4242, since "
+                             "2026-11-26T04:00:00Z); two jobs in one checkpoint directory would "
+                             "replace each other's checkpoints\n");
+  // Once the holder is gone (its process ended: the kernel releases the lock), the directory
+  // is free again.
+  ::close(descriptor);
+  EXPECT_EQ(strata(small_run("--steps 1 --checkpoint-dir " + checkpoints.string())).exit_code, 0);
+}
+
+// Files written after the last step are checked before the first: nothing trains for nothing.
+TEST_F(TrainCli, OutputsWrittenAtTheEndAreCheckedBeforeTheFirstStep) {
+  const std::string missing = (directory / "nodir" / "x.bin").string();
+  for (const auto& [flag, message] :
+       {std::pair{"--save-llmc", "--save-llmc"}, std::pair{"--trace", "--trace"}}) {
+    const CommandResult run = strata(small_run("--steps 3 " + std::string(flag) + " " + missing));
+    EXPECT_EQ(run.exit_code, 1) << flag;
+    EXPECT_EQ(run.err, "strata: " + std::string(message) + ": cannot write " + missing +
+                           ": its directory does not exist\n");
+    EXPECT_EQ(run.out, "") << flag << ": no step ran";
+  }
+  // A checkpoint directory that cannot be made (its parent is a file) is refused alike.
+  std::ofstream(directory / "a-file") << "x";
+  const CommandResult run =
+      strata(small_run("--steps 3 --checkpoint-dir " + (directory / "a-file" / "ckpt").string()));
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("cannot create"));
+  EXPECT_EQ(run.out, "");
 }
 
 TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {

@@ -169,6 +169,8 @@ struct TrainOptions {
   std::int64_t checkpoint_every = 0;
   bool resume = false;
   bool resume_with_changes = false;
+  bool overwrite_checkpoints = false;
+  double stall_timeout_s = 600;  // 0: wait for a peer forever
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
   std::optional<std::string> val_data;  // validation token file

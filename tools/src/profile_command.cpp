@@ -10,13 +10,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli_checks.h"
 #include "commands.h"
 #include "job_phase.h"
+#include "output_check.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/profiler/machine_profile.h"
 #include "strata/profiler/preset_comparison.h"
@@ -54,28 +54,6 @@ class InterruptWatch {
   struct sigaction previous_interrupt_ {};
   struct sigaction previous_terminate_ {};
 };
-
-// Refuses an output that cannot be written before minutes of measuring, by creating and removing
-// a file beside it (the file itself is written atomically at the end).
-void check_writable(const std::filesystem::path& out) {
-  if (std::filesystem::is_directory(out)) {
-    throw schemas::InputError("--out", "", fmt::format("{} is a directory", out.string()));
-  }
-  const std::filesystem::path probe =
-      out.parent_path() / fmt::format(".{}.probe-{}", out.filename().string(), getpid());
-  {
-    std::ofstream file(probe);
-    if (!file) {
-      throw schemas::InputError(
-          "--out", "",
-          fmt::format("cannot write {}: {}", out.string(),
-                      out.has_parent_path() && !std::filesystem::exists(out.parent_path())
-                          ? "its directory does not exist"
-                          : "its directory is not writable"));
-    }
-  }
-  std::filesystem::remove(probe);
-}
 
 std::string format_value(double value) {
   if (value == 0) return "-";
@@ -233,7 +211,7 @@ int run_profile(const ProfileOptions& options, const std::string& command_line) 
           world, options.gpus_per_node
                      ? std::optional<int>(static_cast<int>(*options.gpus_per_node))
                      : std::nullopt);
-      if (logs) check_writable(options.out);
+      if (logs) check_output_file(options.out, "--out");
       if (options.device == "cuda") {
         // The network between GPUs is measured through NCCL, which the executor does not use
         // yet: a GPU profile is one GPU's compute.

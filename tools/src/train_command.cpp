@@ -19,8 +19,10 @@
 #include "commands.h"
 #include "failure_report.h"
 #include "job_phase.h"
+#include "output_check.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
+#include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
@@ -500,6 +502,17 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->check(whole_number_from(0, kMaxTrainingSteps));
   command->add_flag("--resume", options.resume,
                     "Continue from the newest checkpoint in --checkpoint-dir");
+  command
+      ->add_flag("--overwrite-checkpoints", options.overwrite_checkpoints,
+                 "A new run into a --checkpoint-dir that holds checkpoints removes them (without "
+                 "it, such a run is refused: --resume continues the run they belong to)")
+      ->excludes("--resume");
+  command
+      ->add_option("--stall-timeout", options.stall_timeout_s,
+                   "Seconds a rank may wait in one collective or receive before the job ends "
+                   "naming what it waited for (a stopped or stuck peer); 0: wait forever")
+      ->check(number_from(0, 1e7))
+      ->capture_default_str();
   command->add_flag("--resume-with-changes", options.resume_with_changes,
                     "With --resume: continue although the global batch, sequence length, "
                     "precision or data file differs from the checkpoint's run");
@@ -562,6 +575,9 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   executor::TrainingOptions training;
   Prediction prediction;
   std::vector<std::string> notes;  // said first in the log, and in the JSON summary
+  // A job of several ranks never waits forever on one that stopped (one rank has no peer to
+  // wait for).
+  if (world.size() > 1) executor::set_stall_timeout(options.stall_timeout_s);
   // Phase 1, on each rank alone: the plan, the checks, the data.
   run_phase(world, [&] {
     if (options.plan) {
@@ -611,6 +627,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     training.checkpoint_every = options.checkpoint_every;
     training.resume = options.resume;
     training.resume_with_changes = options.resume_with_changes;
+    training.overwrite_checkpoints = options.overwrite_checkpoints;
     if (options.init_llmc) training.init_llmc = *options.init_llmc;
     training.device = device;
     training.bucket_elements = options.bucket_size.value_or(0);
@@ -627,6 +644,9 @@ int train(const TrainOptions& options, executor::Communicator& world) {
       // At 1 the moment never forgets and Adam's bias correction divides by zero.
       if (beta >= 1) throw schemas::InputError(flag, "", fmt::format("{} must be below 1", beta));
     }
+    // Files written after the last step are checked now, not after hours of training.
+    if (logs && options.save_llmc) check_output_file(*options.save_llmc, "--save-llmc");
+    if (logs && options.trace) check_output_file(*options.trace, "--trace");
     if (options.trace_step && *options.trace_step > options.steps) {
       throw schemas::InputError(
           "--trace-step", "",

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <regex>
 #include <string>
 
@@ -185,6 +186,7 @@ json state_document(const schemas::ModelConfig& model, const ParameterStore& par
                 {"files", std::move(files)}};
   if (!parallel.is_null()) document["parallel"] = std::move(parallel);
   if (state.run) document["run"] = run_to_json(*state.run);
+  if (!state.run_id.empty()) document["run_id"] = state.run_id;
   document[kCheckpointStateChecksumKey] = checkpoint_state_checksum(document);
   return document;
 }
@@ -245,8 +247,9 @@ json verified_state(const fs::path& checkpoint, const schemas::ModelConfig& mode
 
 TrainingState training_state_of(const json& state) {
   TrainingState result{state.at("step").get<std::int64_t>(), state.at("seed").get<std::uint64_t>(),
-                       state.at("tokens_seen").get<std::int64_t>(), std::nullopt};
+                       state.at("tokens_seen").get<std::int64_t>(), std::nullopt, ""};
   if (state.contains("run")) result.run = run_from_json(state.at("run"));
+  if (state.contains("run_id")) result.run_id = state.at("run_id").get<std::string>();
   return result;
 }
 
@@ -292,24 +295,32 @@ void remove_abandoned_checkpoints(const fs::path& directory) {
   }
 }
 
-std::optional<fs::path> latest_checkpoint(const fs::path& directory) {
-  if (!fs::is_directory(directory)) return std::nullopt;
+std::vector<std::pair<std::int64_t, fs::path>> checkpoints_in(const fs::path& directory) {
+  std::vector<std::pair<std::int64_t, fs::path>> found;
+  if (!fs::is_directory(directory)) return found;
   // Eight digits or more: step 100,000,000 is step_100000000, which sorts after step_99999999 by
   // its number, not its name.
   static const std::regex kName("step_([0-9]{8,18})");
-  std::optional<fs::path> latest;
-  std::int64_t latest_step = -1;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
     std::smatch match;
     if (!entry.is_directory() || !std::regex_match(name, match, kName)) continue;
-    const std::int64_t step = std::stoll(match[1].str());
-    if (step > latest_step) {
-      latest_step = step;
-      latest = entry.path();
-    }
+    found.emplace_back(std::stoll(match[1].str()), entry.path());
   }
-  return latest;
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& directory) {
+  const std::vector<std::pair<std::int64_t, fs::path>> found = checkpoints_in(directory);
+  if (found.empty()) return std::nullopt;
+  return found.back().second;
+}
+
+std::string new_run_id() {
+  std::random_device source;
+  const std::uint64_t id = (static_cast<std::uint64_t>(source()) << 32) ^ source();
+  return fmt::format("{:016x}", id);
 }
 
 TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelConfig& model,

@@ -148,6 +148,13 @@ void check_checkpoint_state(const json& state, const std::string& source) {
   if (!state.contains("seed") || !state.at("seed").is_number_unsigned()) {
     (root / "seed").fail("missing or not a non-negative integer");
   }
+  if (state.contains("run_id")) {
+    const json& run_id = state.at("run_id");
+    static const std::regex kRunId("[0-9a-f]{16}");
+    if (!run_id.is_string() || !std::regex_match(run_id.get<std::string>(), kRunId)) {
+      (root / "run_id").fail("must be 16 lowercase hex digits (the run that wrote it)");
+    }
+  }
   if (!state.contains("files")) (root / "files").fail("missing");
   check_file_entries(state.at("files"), root / "files");
   if (state.contains("parallel")) check_parallel_block(state.at("parallel"), root / "parallel");

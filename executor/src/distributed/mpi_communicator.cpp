@@ -1,5 +1,6 @@
 // The Open MPI backend: host tensors, one MPI communicator per group. The only file of the
 // executor that calls MPI (ARCHITECTURE.md "Communicator").
+#include <fmt/format.h>
 #include <mpi.h>
 #include <omp.h>
 #include <sched.h>
@@ -10,8 +11,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "strata/executor/distributed/communicator.h"
+#include "strata/executor/distributed/stall_watchdog.h"
 
 namespace strata::executor {
 namespace {
@@ -59,10 +62,12 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
-// Adds the time from construction to destruction to communication_seconds().
+// A blocking communication: its time from construction to destruction is added to
+// communication_seconds(), and the stall watchdog watches it meanwhile.
 class BlockedInterval {
  public:
-  BlockedInterval() : started_(std::chrono::steady_clock::now()) {}
+  BlockedInterval(const char* operation, std::int64_t elements, const std::string& group)
+      : watched_(operation, elements, group), started_(std::chrono::steady_clock::now()) {}
   BlockedInterval(const BlockedInterval&) = delete;
   BlockedInterval& operator=(const BlockedInterval&) = delete;
   ~BlockedInterval() {
@@ -71,19 +76,53 @@ class BlockedInterval {
   }
 
  private:
+  BlockedCommunication watched_;
   std::chrono::steady_clock::time_point started_;
 };
 
-CommunicationRequest request_of(MPI_Request request) {
+// What a wait on `request` is, for the stall watchdog: the operation, its elements and the
+// world ranks it involves (kept with the request, which may outlive the call that made it).
+CommunicationRequest request_of(MPI_Request request, const char* operation, std::int64_t elements,
+                                std::string group) {
   // One MPI_Request shared by the wait and the test: after a successful MPI_Test it is
   // MPI_REQUEST_NULL, on which MPI_Wait returns at once.
   auto shared = std::make_shared<MPI_Request>(request);
-  return CommunicationRequest([shared] { MPI_Wait(shared.get(), MPI_STATUS_IGNORE); },
-                              [shared] {
-                                int done = 0;
-                                MPI_Test(shared.get(), &done, MPI_STATUS_IGNORE);
-                                return done != 0;
-                              });
+  auto described = std::make_shared<const std::string>(std::move(group));
+  return CommunicationRequest(
+      [shared, described, operation, elements] {
+        const BlockedCommunication watched(operation, elements, *described);
+        MPI_Wait(shared.get(), MPI_STATUS_IGNORE);
+      },
+      [shared] {
+        int done = 0;
+        MPI_Test(shared.get(), &done, MPI_STATUS_IGNORE);
+        return done != 0;
+      });
+}
+
+// "world ranks 0-3", "world ranks 0, 2, 4 and 2 more": who a communicator's members are.
+std::string world_ranks_of(MPI_Comm communicator, int size) {
+  MPI_Group group, world_group;
+  MPI_Comm_group(communicator, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+  std::vector<int> ranks(static_cast<std::size_t>(size)), world(ranks.size());
+  for (int i = 0; i < size; ++i) ranks[static_cast<std::size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, ranks.data(), world_group, world.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  bool consecutive = true;
+  for (int i = 1; i < size; ++i) {
+    consecutive = consecutive && world[static_cast<std::size_t>(i)] == world[0] + i;
+  }
+  if (size == 1) return fmt::format("world rank {}", world[0]);
+  if (consecutive) return fmt::format("world ranks {}-{}", world[0], world.back());
+  constexpr int kShown = 8;
+  std::string text = "world ranks ";
+  for (int i = 0; i < std::min(size, kShown); ++i) {
+    text += fmt::format("{}{}", i == 0 ? "" : ", ", world[static_cast<std::size_t>(i)]);
+  }
+  if (size > kShown) text += fmt::format(" and {} more", size - kShown);
+  return text;
 }
 
 class MpiCommunicator final : public Communicator {
@@ -92,6 +131,7 @@ class MpiCommunicator final : public Communicator {
   explicit MpiCommunicator(MPI_Comm communicator) : communicator_(communicator) {
     MPI_Comm_rank(communicator_, &rank_);
     MPI_Comm_size(communicator_, &size_);
+    members_ = world_ranks_of(communicator_, size_);
   }
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
@@ -105,7 +145,7 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(Tensor& values, ReduceOp op) override {
     if (size_ == 1) return;
-    const BlockedInterval blocked;
+    const BlockedInterval blocked("all_reduce", values.numel(), members_);
     MPI_Allreduce(MPI_IN_PLACE, values.raw(), mpi_count(values.numel(), "all_reduce"),
                   mpi_type(values, "all_reduce"), mpi_op(op), communicator_);
   }
@@ -115,7 +155,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, values.raw(), mpi_count(values.numel(), "all_reduce"),
                    mpi_type(values, "all_reduce"), mpi_op(op), communicator_, &request);
-    return request_of(request);
+    return request_of(request, "all_reduce", values.numel(), members_);
   }
 
   void all_gather(const Tensor& part, Tensor& whole) override {
@@ -123,22 +163,22 @@ class MpiCommunicator final : public Communicator {
     const MPI_Datatype type = mpi_type(part, "all_gather");
     const int count = mpi_count(part.numel(), "all_gather");
     // MPI forbids a send buffer inside the receive buffer; this member's own slot is MPI_IN_PLACE.
-    const auto* own_slot = static_cast<const char*>(whole.raw()) +
-                           static_cast<std::size_t>(rank_) * part.bytes();
+    const auto* own_slot =
+        static_cast<const char*>(whole.raw()) + static_cast<std::size_t>(rank_) * part.bytes();
     const void* send = part.raw() == own_slot ? MPI_IN_PLACE : part.raw();
-    const BlockedInterval blocked;
+    const BlockedInterval blocked("all_gather", whole.numel(), members_);
     MPI_Allgather(send, count, type, whole.raw(), count, type, communicator_);
   }
 
   void reduce_scatter(const Tensor& whole, Tensor& part) override {
     check_parts("reduce_scatter", part, whole);
-    const BlockedInterval blocked;
+    const BlockedInterval blocked("reduce_scatter", whole.numel(), members_);
     MPI_Reduce_scatter_block(whole.raw(), part.raw(), mpi_count(part.numel(), "reduce_scatter"),
                              mpi_type(part, "reduce_scatter"), MPI_SUM, communicator_);
   }
 
   void broadcast(Tensor& values, int root) override {
-    const BlockedInterval blocked;
+    const BlockedInterval blocked("broadcast", values.numel(), members_);
     MPI_Bcast(values.raw(), mpi_count(values.numel(), "broadcast"), mpi_type(values, "broadcast"),
               root, communicator_);
   }
@@ -147,18 +187,18 @@ class MpiCommunicator final : public Communicator {
     MPI_Request request;
     MPI_Isend(values.raw(), mpi_count(values.numel(), "send"), mpi_type(values, "send"), peer, tag,
               communicator_, &request);
-    return request_of(request);
+    return request_of(request, "send", values.numel(), world_rank_of(peer));
   }
 
   CommunicationRequest receive_async(Tensor& values, int peer, int tag) override {
     MPI_Request request;
     MPI_Irecv(values.raw(), mpi_count(values.numel(), "receive"), mpi_type(values, "receive"), peer,
               tag, communicator_, &request);
-    return request_of(request);
+    return request_of(request, "receive", values.numel(), world_rank_of(peer));
   }
 
   void barrier() override {
-    const BlockedInterval blocked;
+    const BlockedInterval blocked("barrier", 0, members_);
     MPI_Barrier(communicator_);
   }
 
@@ -178,9 +218,27 @@ class MpiCommunicator final : public Communicator {
                  part.numel());
   }
 
+  // "world rank P" for a member of this communicator (looked up once per peer).
+  const std::string& world_rank_of(int peer) {
+    if (peer_names_.empty()) peer_names_.resize(static_cast<std::size_t>(size_));
+    std::string& name = peer_names_.at(static_cast<std::size_t>(peer));
+    if (!name.empty()) return name;
+    MPI_Group group, world_group;
+    MPI_Comm_group(communicator_, &group);
+    MPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    int world = 0;
+    MPI_Group_translate_ranks(group, 1, &peer, world_group, &world);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world_group);
+    name = fmt::format("world rank {}", world);
+    return name;
+  }
+
   MPI_Comm communicator_;
   int rank_ = 0;
   int size_ = 1;
+  std::string members_;  // the world ranks of the members, for the stall watchdog
+  std::vector<std::string> peer_names_;
 };
 
 // MPI's lifetime: initialised on first use, finalised when the program exits normally.
@@ -192,6 +250,7 @@ struct MpiSession {
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+    set_stall_world_rank(world->rank());
     share_cores_between_local_ranks();
   }
   ~MpiSession() {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/schedule/plan_program_check.h"
 #include "strata/schedule/schedule_check.h"
 #include "strata/schemas/input_error.h"
@@ -397,6 +398,8 @@ PipelineStepResult PipelineRuntime::run_step(const PipelineStep& step) {
       optimizer_.arm_reductions(model_.stage_units(chunk_of(action.stage)));
     }
     const double begin = step.record_timeline ? seconds_since_start() : 0;
+    const StallContext stall_context(
+        fmt::format("step {}, action {}", step.step + 1, schedule::to_string(action)));
     execute(action, step);
     if (step.record_timeline) result.executed.push_back({action, begin, seconds_since_start()});
   }

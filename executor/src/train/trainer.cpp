@@ -10,6 +10,7 @@
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
+#include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/input_error.h"
@@ -190,7 +191,14 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (error) {
       throw InputError(options_.checkpoint_dir->string(), "", "cannot create: " + error.message());
     }
-    if (!world_ || world_->rank() == 0) remove_abandoned_checkpoints(*options_.checkpoint_dir);
+    if (!world_ || world_->rank() == 0) {
+      // Rank 0 writes state.json: it holds the directory for the job, and decides what a new run
+      // does with checkpoints it finds. A refusal here is rank 0's alone; no rank communicates
+      // again before the job's phases agree on it.
+      checkpoint_lock_ = hold_checkpoint_directory(*options_.checkpoint_dir);
+      remove_abandoned_checkpoints(*options_.checkpoint_dir);
+      if (!options_.resume) claim_checkpoint_directory();
+    }
   }
   run_identity_ = RunIdentity{plan_.batch.global_batch_size,
                               plan_.batch.seq_length,
@@ -202,6 +210,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
                               std::string(schemas::name_of(options_.data_order, kDataOrderNames))};
   if (!sharded_) moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
+  state_.run_id = new_run_id();  // only rank 0's is written (with state.json)
   if (options_.init_llmc) {
     if (sharded_) {
       ParameterStore whole(transformer_parameters(plan_.model), ScalarType::float32);
@@ -221,6 +230,8 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     }
     state_ = read_latest_checkpoint(*latest);
     if (state_.run) check_resumed_run(*state_.run, *latest);
+    // A resumed run is the same run: its checkpoints keep the id (one written before ids, a new).
+    if (state_.run_id.empty()) state_.run_id = new_run_id();
     sampler_.set_seed(state_.seed);
   }
   inputs_ =
@@ -228,6 +239,20 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
   targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
   device_inputs_ = options_.device == Device::cpu ? inputs_ : inputs_.to(options_.device);
   device_targets_ = options_.device == Device::cpu ? targets_ : targets_.to(options_.device);
+}
+
+void Trainer::claim_checkpoint_directory() {
+  const std::vector<std::pair<std::int64_t, std::filesystem::path>> found =
+      checkpoints_in(*options_.checkpoint_dir);
+  if (found.empty()) return;
+  if (!options_.overwrite_checkpoints) {
+    throw InputError(
+        options_.checkpoint_dir->string(), "",
+        fmt::format("holds {} checkpoint(s) of another run (steps {} to {}): --resume continues "
+                    "that run, --overwrite-checkpoints removes them for this one",
+                    found.size(), found.front().first, found.back().first));
+  }
+  for (const auto& [step, path] : found) std::filesystem::remove_all(path);
 }
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
@@ -258,6 +283,7 @@ TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& check
 }
 
 std::filesystem::path Trainer::write_checkpoint_now() {
+  const StallContext stall_context(fmt::format("the checkpoint of step {}", state_.step));
   state_.run = run_identity_;
   if (!sharded_) {
     return write_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(), moments_,
@@ -388,6 +414,7 @@ double Trainer::mean_micro_batch_loss(double loss_sum, std::int64_t micro_batche
 }
 
 StepRecord Trainer::train_step() {
+  const StallContext stall_context(fmt::format("step {}", state_.step + 1));
   const bool cuda = options_.device == Device::cuda;
   if (cuda) reset_cuda_peak_memory();
   // A traced step starts on every rank together, so that their timelines line up.
@@ -466,6 +493,7 @@ double Trainer::validation_loss_sum(std::int64_t batch) {
 }
 
 EvaluationRecord Trainer::evaluate() {
+  const StallContext stall_context(fmt::format("the evaluation after step {}", state_.step));
   STRATA_CHECK(validation_sampler_ != nullptr, "evaluate() needs set_validation_data()");
   const auto start = std::chrono::steady_clock::now();
   EvaluationRecord record;

@@ -71,7 +71,7 @@ struct CheckpointFixture : ::testing::Test {
   OptimizerMoments written_moments = moments_for(written.parameters(), 3);
   fs::path directory = fresh_directory("checkpoints");
   fs::path saved = write_checkpoint(directory, model, written.parameters(), written_moments,
-                                    TrainingState{12, 7, 12 * 64, run_identity()});
+                                    TrainingState{12, 7, 12 * 64, run_identity(), ""});
   Transformer loaded{model, ScalarType::float32, 8};
   OptimizerMoments loaded_moments = moments_for(loaded.parameters(), 9);
 };
@@ -91,7 +91,7 @@ TEST_F(CheckpointFixture, RoundTripsParametersMomentsAndState) {
 
 TEST_F(CheckpointFixture, LatestIsTheHighestCompleteStepAndTemporariesAreIgnored) {
   write_checkpoint(directory, model, written.parameters(), written_moments,
-                   TrainingState{3, 7, 0, std::nullopt});
+                   TrainingState{3, 7, 0, std::nullopt, ""});
   fs::create_directory(directory / ".step_00000099.tmp.123");  // a crash mid-write
   EXPECT_EQ(latest_checkpoint(directory), directory / "step_00000012");
   EXPECT_EQ(latest_checkpoint(directory / "missing"), std::nullopt);
@@ -117,7 +117,7 @@ TEST_F(CheckpointFixture, EditedStateIsRefused) {
   EXPECT_THAT(error_of([&] { read_checkpoint(saved, model, loaded.parameters(), loaded_moments); }),
               HasSubstr("state.json: /state_crc32: CRC-32"));
   const fs::path other = write_checkpoint(directory, model, written.parameters(), written_moments,
-                                          TrainingState{20, 7, 0, std::nullopt});
+                                          TrainingState{20, 7, 0, std::nullopt, ""});
   fs::rename(other, directory / "step_00000021");
   EXPECT_THAT(error_of([&] {
                 read_checkpoint(directory / "step_00000021", model, loaded.parameters(),
@@ -250,10 +250,10 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
 // clean-up still find, in numeric order.
 TEST_F(CheckpointFixture, StepsPastEightDigitsAreFoundInNumericOrder) {
   write_checkpoint(directory, model, written.parameters(), written_moments,
-                   TrainingState{99'999'999, 7, 0, std::nullopt});
+                   TrainingState{99'999'999, 7, 0, std::nullopt, ""});
   const fs::path nine_digits =
       write_checkpoint(directory, model, written.parameters(), written_moments,
-                       TrainingState{100'000'000, 7, 0, std::nullopt});
+                       TrainingState{100'000'000, 7, 0, std::nullopt, ""});
   EXPECT_EQ(nine_digits, directory / "step_100000000");
   EXPECT_EQ(latest_checkpoint(directory), nine_digits);
   EXPECT_EQ(read_checkpoint(nine_digits, model, loaded.parameters(), loaded_moments).step,

@@ -60,7 +60,13 @@ struct TrainingState {
   std::uint64_t seed = 0;
   std::int64_t tokens_seen = 0;
   std::optional<RunIdentity> run;  // absent in version 1 checkpoints
+  // Which run wrote it: 16 hex digits drawn when a run starts, kept by every run that resumes it
+  // (empty in checkpoints written before run ids).
+  std::string run_id;
 };
+
+// A fresh run id: 16 hex digits from the system's random source.
+std::string new_run_id();
 
 // Writes DIR/step_<step> atomically and returns its path.
 std::filesystem::path write_checkpoint(const std::filesystem::path& directory,
@@ -74,6 +80,10 @@ void remove_abandoned_checkpoints(const std::filesystem::path& directory);
 
 // The complete checkpoint with the highest step in `directory`, if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& directory);
+
+// Every complete checkpoint in `directory` (DIR/step_N, any number of digits), by step.
+std::vector<std::pair<std::int64_t, std::filesystem::path>> checkpoints_in(
+    const std::filesystem::path& directory);
 
 // Loads a checkpoint into `parameters` and `moments`, refusing (schemas::InputError naming the
 // file and the reason) a missing file, a size or CRC-32 that differs from state.json (truncated

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/checkpoint/checkpoint_directory_lock.h"
 #include "strata/executor/data/batch_sampler.h"
 #include "strata/executor/distributed/process_groups.h"
 #include "strata/executor/distributed/sharded_optimizer.h"
@@ -44,6 +45,9 @@ struct TrainingOptions {
   std::optional<std::filesystem::path> checkpoint_dir;
   std::int64_t checkpoint_every = 0;  // 0: only after the last step
   bool resume = false;
+  // A new run (no resume) into a directory holding checkpoints removes them first; without it
+  // such a run is refused (it would leave the other run's later steps for --resume to pick up).
+  bool overwrite_checkpoints = false;
   // Resume although the checkpoint's run differs (another global batch, sequence length,
   // precision or data file): without it such a resume is refused, naming both values.
   bool resume_with_changes = false;
@@ -166,6 +170,9 @@ class Trainer {
   double validation_loss_sum(std::int64_t batch);
   void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
   std::filesystem::path write_checkpoint_now();
+  // A new run's checkpoint directory: refused if it holds checkpoints, unless
+  // overwrite_checkpoints, which removes them (rank 0).
+  void claim_checkpoint_directory();
   TrainingState read_latest_checkpoint(const std::filesystem::path& checkpoint);
   ShardedCheckpointPart checkpoint_part();
 
@@ -184,6 +191,8 @@ class Trainer {
   OptimizerMoments moments_;
   TrainingState state_;
   RunIdentity run_identity_;  // of this run, recorded in its checkpoints
+  // Rank 0's hold on the checkpoint directory while the job runs.
+  std::shared_ptr<CheckpointDirectoryLock> checkpoint_lock_;
   std::vector<std::string> resume_changes_;
   Tensor inputs_, targets_;                // host: the sampler fills them
   Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
