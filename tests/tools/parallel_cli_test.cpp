@@ -441,6 +441,20 @@ TEST_F(ParallelCli, ACheckpointThatCannotBeWrittenStopsTheJobWithTheRanksMessage
   EXPECT_THAT(messages[0], HasSubstr("not-a-directory"));
 }
 
+// The ranks sharing a host are admitted together: two ranks of a job that does not fit are
+// refused in one line that counts both.
+TEST_F(ParallelCli, TheRanksOfAHostAreAdmittedTogether) {
+  const CommandResult run = mpirun(2, "train --model gpt2-124m --data " + tokens +
+                                          " --micro-batch 256 --global-batch 512 --seq-len 1024 "
+                                          "--dp 2 --steps 1");
+  EXPECT_EQ(run.exit_code, 1);
+  const std::vector<std::string> messages = strata_lines(run.err);
+  ASSERT_EQ(messages.size(), 1u) << run.err;
+  EXPECT_THAT(messages[0],
+              ::testing::StartsWith("strata: --memory-check: this host's 2 rank(s) need "));
+  EXPECT_EQ(run.out, "");
+}
+
 TEST_F(ParallelCli, KillingOneRankMidStepEndsTheJob) {
   // A long run; once it logs its first step, one rank is killed. mpirun must end the others.
   const fs::path out = directory / "long.out", err = directory / "long.err";

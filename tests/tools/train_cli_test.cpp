@@ -379,6 +379,24 @@ TEST_F(TrainCli, OutputsWrittenAtTheEndAreCheckedBeforeTheFirstStep) {
   EXPECT_EQ(run.out, "");
 }
 
+// A job whose memory cannot fit is refused before it allocates, with the numbers and the fields
+// to change (GPT-2 124M at 512 × 1,024 tokens: the simulator predicts hundreds of GiB of
+// activations); a job that fits runs with the check on or off.
+TEST_F(TrainCli, AJobThatCannotFitIsRefusedBeforeItAllocates) {
+  const CommandResult run = strata("train --model gpt2-124m --data " + tokens +
+                                   " --micro-batch 512 --seq-len 1024 --steps 1");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, StartsWith("strata: --memory-check: this host's 1 rank(s) need "));
+  EXPECT_THAT(run.err, HasSubstr(" GiB are available ("));
+  EXPECT_THAT(run.err, HasSubstr("(the simulator's peak for the plan) + this process "));
+  EXPECT_THAT(run.err, HasSubstr("Lower batch.micro_batch_size or seq_length"));
+  EXPECT_EQ(lines(run.err), 1u);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(strata(small_run("--steps 1 --memory-check on")).exit_code, 0);
+  EXPECT_EQ(strata(small_run("--steps 1 --memory-check off")).exit_code, 0);
+  EXPECT_EQ(strata(small_run("--steps 1 --memory-check maybe")).exit_code, 2);
+}
+
 TEST_F(TrainCli, BadInputIsOneLineAndExitOne) {
   const CommandResult missing = strata(
       small_run("--steps 1")

@@ -171,6 +171,7 @@ struct TrainOptions {
   bool resume_with_changes = false;
   bool overwrite_checkpoints = false;
   double stall_timeout_s = 600;  // 0: wait for a peer forever
+  bool memory_check = true;      // --memory-check on|off
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
   std::optional<std::string> val_data;  // validation token file

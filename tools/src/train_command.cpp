@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "failure_report.h"
 #include "job_phase.h"
+#include "memory_admission.h"
 #include "output_check.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
@@ -170,13 +171,15 @@ std::vector<std::string> llmc_setting_notes(const schemas::ModelConfig& model,
 // What the simulator predicts for the plan on the cluster it names, for the log.
 struct Prediction {
   double step_time_s = 0;
-  double peak_bytes = 0;  // the largest of any rank
+  double peak_bytes = 0;          // the largest of any rank
+  simulator::RankMemory largest;  // that rank's memory, part by part
 };
 
 Prediction predict(const schemas::Plan& plan, const std::filesystem::path& plan_directory) {
   const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, plan_directory);
-  Prediction prediction{simulation.metrics.step_time_s, 0};
+  Prediction prediction{simulation.metrics.step_time_s, 0, {}};
   for (const simulator::RankMemory& memory : simulation.result.memory) {
+    if (memory.peak_bytes >= prediction.peak_bytes) prediction.largest = memory;
     prediction.peak_bytes = std::max(prediction.peak_bytes, memory.peak_bytes);
   }
   return prediction;
@@ -508,6 +511,14 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
                  "it, such a run is refused: --resume continues the run they belong to)")
       ->excludes("--resume");
   command
+      ->add_option_function<std::string>(
+          "--memory-check",
+          [&options](const std::string& value) { options.memory_check = value == "on"; },
+          "on (default): refuse a job whose ranks would need more memory than their host has "
+          "available (the simulator's peak per rank); off: start it anyway")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->option_text("on|off");
+  command
       ->add_option("--stall-timeout", options.stall_timeout_s,
                    "Seconds a rank may wait in one collective or receive before the job ends "
                    "naming what it waited for (a stopped or stuck peer); 0: wait forever")
@@ -653,6 +664,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
           fmt::format("{} is past the run's last step {}", *options.trace_step, options.steps));
     }
   });
+  // Admission: the ranks of each host together must fit in what it has (on the CPU, where the
+  // model lives in host memory; every rank is charged the largest pipeline stage's peak).
+  if (options.memory_check && device == executor::Device::cpu) {
+    run_phase(world, [&] { check_host_memory(prediction.largest, world); });
+  }
   // Phase 2: the trainer — the process groups (collective), then each rank's own model, shards
   // and checkpoint.
   std::unique_ptr<executor::Trainer> trainer;
