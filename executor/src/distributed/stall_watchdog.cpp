@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -51,11 +52,20 @@ WatchState& state() {
 
 void watch() {
   WatchState& watched = state();
+  Clock::time_point last_look = Clock::now();
   for (;;) {
     double period_s = 0.5;
     {
       const std::lock_guard<std::mutex> lock(watched.guard);
       if (watched.timeout_s > 0) period_s = std::min(0.5, watched.timeout_s / 4);
+      const Clock::time_point now = Clock::now();
+      // A look far later than its period means this process itself was frozen (SIGSTOP, a
+      // suspended machine): the stopped rank, woken by the launcher's SIGCONT on its way out,
+      // must not report its peers for the time it stood still. Its wait starts again now.
+      if (std::chrono::duration<double>(now - last_look).count() > std::max(2.0, 4 * period_s)) {
+        watched.since = now;
+      }
+      last_look = now;
       if (watched.blocked && watched.timeout_s > 0) {
         const double waited_s = std::chrono::duration<double>(Clock::now() - watched.since).count();
         if (waited_s > watched.timeout_s) end_stalled_job(watched, waited_s);
