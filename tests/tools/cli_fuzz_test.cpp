@@ -1,9 +1,12 @@
 // The command line's contract under fuzzing: every fixture and preset, mutated (keys deleted or
 // duplicated, types swapped, extreme numbers, truncated, bytes flipped), is fed to validate,
-// describe, simulate, plan (clusters) and validate-sim, and random flag combinations to every
-// subcommand. Each case must end with exit 0, 1 or 2 — no crash, sanitizer report, hang or
-// internal error —, a failure must be exactly one `strata:` line on stderr (success: nothing
-// there), and a success prints no inf or NaN (every prediction finite).
+// describe, simulate, plan (clusters) and validate-sim; checkpoints (one rank's and a ZeRO-1 dp 2
+// layout's) with a mutated state.json — half of them re-signed with a valid CRC-32, so that the
+// forged values reach the range and layout checks behind it — to train --resume, sample and
+// reshard; and random flag combinations to every subcommand. Each case must end with exit 0, 1 or 2
+// — no crash, sanitizer report, hang or internal error —, a failure must be exactly one `strata:`
+// line on stderr (success: nothing there), and a success prints no inf or NaN (every prediction
+// finite).
 //
 // Cases run `strata`'s run_cli in forked children (no exec: thousands fit in a minute), seeded
 // (STRATA_FUZZ_SEED) and bounded by a case count and a time budget (STRATA_FUZZ_SECONDS); the
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "strata/executor/checkpoint/checkpoint_state_check.h"
 #include "strata/schemas/presets.h"
 #include "strata_command.h"
 
@@ -415,6 +419,68 @@ std::vector<std::string> random_flags(Mutator& random, const std::string& data_f
   }
 }
 
+// The checkpoints a checkpoint case starts from: DIR/step_00000001 of a one-rank run and of its
+// ZeRO-1 dp 2 reshard, each as written.
+struct CheckpointSeeds {
+  std::vector<fs::path> steps;
+  fs::path dp2_plan;
+};
+
+// A copy of a seed checkpoint at `directory`/ckpt-fuzz/step_00000001 whose state.json is mutated
+// (re-signed half the time); the mutated text is returned for the failure report.
+std::string mutated_checkpoint(Mutator& random, const CheckpointSeeds& seeds,
+                               const fs::path& directory) {
+  const fs::path seed = random.choose(seeds.steps);
+  const fs::path copy = directory / "ckpt-fuzz" / "step_00000001";
+  fs::remove_all(directory / "ckpt-fuzz");
+  fs::remove_all(directory / "reshard-out");
+  fs::create_directories(copy.parent_path());
+  fs::copy(seed, copy, fs::copy_options::recursive);
+  std::string text = random.mutate(nlohmann::json::parse(testing::slurp(seed / "state.json")));
+  if (random.pick(2) == 0) {
+    // A forger who recomputes the checksum: what is behind it must still hold.
+    nlohmann::json state = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (state.is_object()) {
+      state[executor::kCheckpointStateChecksumKey] = executor::checkpoint_state_checksum(state);
+      text = state.dump(2);
+    }
+  }
+  std::ofstream(copy / "state.json") << text;
+  return text;
+}
+
+std::vector<std::vector<std::string>> checkpoint_commands(const CheckpointSeeds& seeds) {
+  return {{"train", "--model", STRATA_FIXTURES_DIR "/executor/gpt-micro.json", "--data",
+           "tokens.bin", "--steps", "2", "--checkpoint-dir", "ckpt-fuzz", "--resume"},
+          {"sample", "--checkpoint", "ckpt-fuzz/step_00000001", "--prompt-tokens", "1,2",
+           "--tokens", "2"},
+          {"reshard", "--from", "ckpt-fuzz/step_00000001", "--to-plan", seeds.dp2_plan.string(),
+           "--out", "reshard-out"}};
+}
+
+// Trains the micro model one step into seeds/one, writes its dp 2 ZeRO-1 plan and reshards the
+// checkpoint for it into seeds/dp2.
+CheckpointSeeds make_checkpoint_seeds(const fs::path& directory) {
+  const std::string micro = STRATA_FIXTURES_DIR "/executor/gpt-micro.json";
+  const Outcome trained = run_strata(
+      {"train", "--model", micro, "--data", "tokens.bin", "--steps", "1", "--micro-batch", "2",
+       "--global-batch", "4", "--checkpoint-every", "1", "--checkpoint-dir", "seeds/one"},
+      directory);
+  EXPECT_EQ(trained.code, 0) << trained.err;
+  // One process writes the plan --write-plan asks for before it refuses to run two ranks' plan.
+  const Outcome planned = run_strata(
+      {"train", "--model", micro, "--data", "tokens.bin", "--steps", "1", "--micro-batch", "2",
+       "--global-batch", "4", "--dp", "2", "--zero", "1", "--write-plan", "dp2.json"},
+      directory);
+  EXPECT_TRUE(fs::exists(directory / "dp2.json")) << planned.err;
+  const Outcome resharded = run_strata({"reshard", "--from", "seeds/one/step_00000001", "--to-plan",
+                                        "dp2.json", "--out", "seeds/dp2", "--bucket-size", "1000"},
+                                       directory);
+  EXPECT_EQ(resharded.code, 0) << resharded.err;
+  return {{directory / "seeds/one/step_00000001", directory / "seeds/dp2/step_00000001"},
+          directory / "dp2.json"};
+}
+
 std::string joined(const std::vector<std::string>& words) {
   std::string line;
   for (const std::string& word : words) line += (line.empty() ? "" : " ") + word.substr(0, 80);
@@ -439,6 +505,9 @@ TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
   }
   ASSERT_EQ(run_strata({"data", "--text", "text.txt", "--out", "tokens.bin"}, directory).code, 0);
 
+  const CheckpointSeeds checkpoints = make_checkpoint_seeds(directory);
+  if (::testing::Test::HasFailure()) return;
+
   Mutator mutator(seed);
   const std::vector<Document> documents = seed_documents();
   const auto started = std::chrono::steady_clock::now();
@@ -449,11 +518,15 @@ TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
   while (cases < kMaxCases && elapsed() < budget_s) {
     std::vector<std::vector<std::string>> commands;
     std::string mutated;
-    if (mutator.pick(4) != 0) {
+    const std::size_t kind = mutator.pick(8);
+    if (kind >= 3) {
       const Document& document = mutator.choose(documents);
       mutated = mutator.mutate(document.content);
       std::ofstream(directory / document.name) << mutated << (document.kind == "row" ? "\n" : "");
       commands = commands_for(document.kind, document.name);
+    } else if (kind == 2) {
+      mutated = mutated_checkpoint(mutator, checkpoints, directory);
+      commands = checkpoint_commands(checkpoints);
     } else {
       commands = {random_flags(mutator, "tokens.bin")};
     }

@@ -38,8 +38,9 @@ TEST(Cli, VersionAndHelp) {
 }
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
-  for (const char* arguments : {"", "bogus", "describe --format xml", "validate",
-                                "describe --seq-len 0", "presets --show"}) {
+  for (const char* arguments :
+       {"", "bogus", "describe --format xml", "validate", "describe --seq-len 0", "presets --show",
+        "profile --stall-timeout -1"}) {
     const CommandResult run = strata(arguments);
     EXPECT_EQ(run.exit_code, 2) << arguments;
     EXPECT_EQ(lines(run.err), 1u) << arguments << ": " << run.err;
@@ -48,6 +49,9 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
   }
   EXPECT_EQ(strata("describe --format xml").err,
             "strata: --format: xml not in {table,json} (see strata --help)\n");
+  // Every command that runs ranks together takes the stall timeout.
+  EXPECT_THAT(strata("profile --stall-timeout -1").err, HasSubstr("--stall-timeout"));
+  EXPECT_THAT(strata("profile --help").out, HasSubstr("--stall-timeout"));
 }
 
 TEST(Cli, InvalidInputExitsOneWithTheReason) {

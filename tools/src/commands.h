@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "output_format.h"
+#include "stall_timeout_option.h"
 
 namespace strata::tools {
 
@@ -139,6 +140,7 @@ struct ProfileOptions {
   std::optional<std::string> name;
   std::optional<std::int64_t> gpus_per_node;
   LogFormat log_format = LogFormat::text;
+  double stall_timeout_s = kDefaultStallTimeoutSeconds;  // 0: wait for a peer forever
 };
 CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options);
 // `command_line` is recorded in the cluster file's sources.
@@ -170,8 +172,8 @@ struct TrainOptions {
   bool resume = false;
   bool resume_with_changes = false;
   bool overwrite_checkpoints = false;
-  double stall_timeout_s = 600;  // 0: wait for a peer forever
-  bool memory_check = true;      // --memory-check on|off
+  double stall_timeout_s = kDefaultStallTimeoutSeconds;  // 0: wait for a peer forever
+  bool memory_check = true;                              // --memory-check on|off
   std::optional<std::string> init_llmc;
   std::optional<std::string> save_llmc;
   std::optional<std::string> val_data;  // validation token file

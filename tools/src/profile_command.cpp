@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "job_phase.h"
 #include "output_check.h"
+#include "stall_timeout_option.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/profiler/machine_profile.h"
 #include "strata/profiler/preset_comparison.h"
@@ -196,12 +197,15 @@ CLI::App* add_profile_command(CLI::App& app, ProfileOptions& options) {
           "text (default: a table) or json (one object)")
       ->check(CLI::IsMember({"text", "json"}))
       ->option_text("text|json");
+  add_stall_timeout_option(*command, options.stall_timeout_s);
   return command;
 }
 
 int run_profile(const ProfileOptions& options, const std::string& command_line) {
   executor::Communicator& world = executor::world_communicator();
   const bool logs = world.rank() == 0;
+  // The network measurement waits on every peer: one that stopped ends the job, not hangs it.
+  arm_stall_timeout(world, options.stall_timeout_s);
   try {
     // Refusals every rank must agree on before any rank starts measuring.
     profiler::MachineLayout layout;

@@ -40,6 +40,22 @@ void check_file_entries(const json& files, const JsonLocation& where) {
   }
 }
 
+// The run a checkpoint belongs to (version 2): what a resume compares with its own.
+void check_run_block(const json& run, const JsonLocation& where) {
+  const schemas::ObjectReader reader(
+      run, where, {"global_batch_size", "seq_length", "precision", "data", "plan_hash"});
+  reader.integer("global_batch_size", {1, std::numeric_limits<std::int64_t>::max()});
+  reader.integer("seq_length", {1, std::numeric_limits<std::int64_t>::max()});
+  reader.string("precision");
+  reader.string("plan_hash");
+  const schemas::ObjectReader data(reader.object("data"), reader.at("data"),
+                                   {"file", "tokens", "crc32", "order"});
+  data.string("file");
+  data.integer("tokens", {0, std::numeric_limits<std::int64_t>::max()});
+  data.string("crc32");
+  data.optional_string("order");
+}
+
 void check_parallel_block(const json& parallel, const JsonLocation& where) {
   const schemas::ObjectReader reader(parallel, where,
                                      {"mesh", "zero_stage", "bucket_elements", "stages"});
@@ -155,7 +171,17 @@ void check_checkpoint_state(const json& state, const std::string& source) {
       (root / "run_id").fail("must be 16 lowercase hex digits (the run that wrote it)");
     }
   }
-  if (!state.contains("files")) (root / "files").fail("missing");
+  for (const char* key : {"model", "parameters", "files"}) {
+    if (!state.contains(key)) (root / key).fail("missing");
+  }
+  // The model is compared with the one to train, field by field, after these checks.
+  schemas::require_object(state.at("model"), root / "model");
+  const schemas::ObjectReader parameters(state.at("parameters"), root / "parameters",
+                                         {"count", "dtype", "layout"});
+  parameters.integer("count", {0, std::numeric_limits<std::int64_t>::max()});
+  parameters.string("dtype");
+  parameters.array("layout", 0);
+  if (state.contains("run")) check_run_block(state.at("run"), root / "run");
   check_file_entries(state.at("files"), root / "files");
   if (state.contains("parallel")) check_parallel_block(state.at("parallel"), root / "parallel");
 }

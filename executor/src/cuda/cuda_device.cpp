@@ -37,6 +37,13 @@ std::optional<CudaDeviceInfo> cuda_device_info(std::string* why_not) {
 
 DeviceMemoryStats cuda_memory_stats() { return cuda::device_allocator().stats(); }
 
+std::optional<DeviceMemoryAvailable> cuda_memory_available() {
+  if (!cuda_device_info()) return std::nullopt;
+  DeviceMemoryAvailable available;
+  STRATA_CUDA_CHECK(cudaMemGetInfo(&available.free_bytes, &available.total_bytes));
+  return available;
+}
+
 void reset_cuda_peak_memory() { cuda::device_allocator().reset_peak(); }
 
 void release_cached_cuda_memory() { cuda::device_allocator().release_cache(); }
@@ -55,6 +62,8 @@ std::optional<CudaDeviceInfo> cuda_device_info(std::string* why_not) {
 }
 
 DeviceMemoryStats cuda_memory_stats() { return {}; }
+
+std::optional<DeviceMemoryAvailable> cuda_memory_available() { return std::nullopt; }
 
 void reset_cuda_peak_memory() {}
 

@@ -43,6 +43,14 @@ struct DeviceMemoryStats {
   std::size_t reserved_bytes = 0;        // taken from the driver (live + cached for reuse)
 };
 DeviceMemoryStats cuda_memory_stats();
+
+// What the driver can still give this process now (cudaMemGetInfo: other processes' and this
+// context's memory already taken out), or nothing without a usable GPU.
+struct DeviceMemoryAvailable {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+};
+std::optional<DeviceMemoryAvailable> cuda_memory_available();
 void reset_cuda_peak_memory();
 // Gives the allocator's cached free blocks back to the driver (for another process's turn).
 void release_cached_cuda_memory();
