@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "strata/executor/cuda/cuda_device.h"
+#include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schemas/input_error.h"
 
@@ -63,16 +66,16 @@ void check_host_memory(const simulator::RankMemory& rank, executor::Communicator
   // What this process already holds (the program, MPI, the data file) beside what the plan adds.
   const double process_bytes = static_cast<double>(executor::current_resident_bytes());
   const double need = rank.peak_bytes + process_bytes;
-  executor::Tensor mine = executor::Tensor::zeros({2}, executor::ScalarType::float64);
-  mine.data<double>()[0] = host_key();
-  mine.data<double>()[1] = need;
-  executor::Tensor all = executor::Tensor::zeros({2 * world.size()}, executor::ScalarType::float64);
-  world.all_gather(mine, all);
+  struct RankNeed {
+    double host = 0;   // host_key() of the rank's host
+    double bytes = 0;  // what the rank needs
+  };
+  const RankNeed mine{host_key(), need};
   double host_need = 0;
   int host_ranks = 0;
-  for (int other = 0; other < world.size(); ++other) {
-    if (all.data<double>()[2 * other] != mine.data<double>()[0]) continue;
-    host_need += all.data<double>()[2 * other + 1];
+  for (const RankNeed& other : executor::all_gather_records(world, mine)) {
+    if (other.host != mine.host) continue;
+    host_need += other.bytes;
     ++host_ranks;
   }
   const AvailableMemory available = available_host_memory();
@@ -89,6 +92,33 @@ void check_host_memory(const simulator::RankMemory& rank, executor::Communicator
           rank.weights_bytes / kGiB, rank.gradients_bytes / kGiB, rank.optimizer_bytes / kGiB,
           rank.activations_peak_bytes / kGiB, rank.communicator_bytes / kGiB,
           process_bytes / kGiB));
+}
+
+void check_device_memory(const simulator::RankMemory& rank, double free_bytes, double total_bytes,
+                         const std::string& device_name) {
+  if (rank.peak_bytes <= free_bytes) return;
+  throw schemas::InputError(
+      "--memory-check", "",
+      fmt::format("the GPU ({}) has {:.1f} GiB free of {:.1f} GiB but a rank needs {:.2f} GiB = "
+                  "weights {:.2f} + gradients {:.2f} + optimizer {:.2f} + activations {:.2f} + "
+                  "communicator {:.2f} (the simulator's peak for the plan). Lower "
+                  "batch.micro_batch_size or seq_length, raise zero_stage, tp or pp, free the "
+                  "GPU of other processes, or pass --memory-check off",
+                  device_name, free_bytes / kGiB, total_bytes / kGiB, rank.peak_bytes / kGiB,
+                  rank.weights_bytes / kGiB, rank.gradients_bytes / kGiB,
+                  rank.optimizer_bytes / kGiB, rank.activations_peak_bytes / kGiB,
+                  rank.communicator_bytes / kGiB));
+}
+
+void check_gpu_memory(const simulator::RankMemory& rank) {
+  std::string why_not;
+  const std::optional<executor::CudaDeviceInfo> device = executor::cuda_device_info(&why_not);
+  const std::optional<executor::DeviceMemoryAvailable> available =
+      executor::cuda_memory_available();
+  // Without a GPU the trainer refuses with the reason; there is nothing to admit against.
+  if (!device || !available) return;
+  check_device_memory(rank, static_cast<double>(available->free_bytes),
+                      static_cast<double>(available->total_bytes), device->name);
 }
 
 }  // namespace strata::tools

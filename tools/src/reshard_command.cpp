@@ -10,8 +10,8 @@
 #include "commands.h"
 #include "strata/executor/checkpoint/checkpoint.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
-#include "strata/executor/distributed/sharded_optimizer.h"
 #include "strata/executor/train/trainer.h"
+#include "strata/executor/zero/sharded_optimizer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 
@@ -34,12 +34,8 @@ CLI::App* add_reshard_command(CLI::App& app, ReshardOptions& options) {
 int run_reshard(const ReshardOptions& options) {
   const schemas::Plan plan = schemas::load_plan_file(options.to_plan);
   executor::check_plan_runs(plan, options.to_plan, executor::Device::cpu, plan.mesh.world_size());
-  const nlohmann::json target =
-      plan.mesh.world_size() == 1
-          ? nlohmann::json()
-          : executor::checkpoint_layout_of(
-                plan,
-                options.bucket_size.value_or(executor::default_bucket_elements(plan.mesh.dp)));
+  const nlohmann::json target = executor::checkpoint_layout_of(
+      plan, options.bucket_size.value_or(executor::default_bucket_elements(plan.mesh.dp)));
   const std::filesystem::path written =
       executor::reshard_checkpoint(options.from, plan.model, target, options.out);
   fmt::print("wrote {} for {} rank{} (tp {} × dp {} × pp {}, ZeRO-{})\n", written.string(),

@@ -21,9 +21,9 @@
 #include "job_phase.h"
 #include "memory_admission.h"
 #include "output_check.h"
+#include "stall_timeout_option.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
-#include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
@@ -514,16 +514,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->add_option_function<std::string>(
           "--memory-check",
           [&options](const std::string& value) { options.memory_check = value == "on"; },
-          "on (default): refuse a job whose ranks would need more memory than their host has "
-          "available (the simulator's peak per rank); off: start it anyway")
+          "on (default): refuse a job whose ranks would need more memory than their host "
+          "(on a GPU: their device) has available (the simulator's peak per rank); off: start "
+          "it anyway")
       ->check(CLI::IsMember({"on", "off"}))
       ->option_text("on|off");
-  command
-      ->add_option("--stall-timeout", options.stall_timeout_s,
-                   "Seconds a rank may wait in one collective or receive before the job ends "
-                   "naming what it waited for (a stopped or stuck peer); 0: wait forever")
-      ->check(number_from(0, 1e7))
-      ->capture_default_str();
+  add_stall_timeout_option(*command, options.stall_timeout_s);
   command->add_flag("--resume-with-changes", options.resume_with_changes,
                     "With --resume: continue although the global batch, sequence length, "
                     "precision or data file differs from the checkpoint's run");
@@ -586,9 +582,8 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   executor::TrainingOptions training;
   Prediction prediction;
   std::vector<std::string> notes;  // said first in the log, and in the JSON summary
-  // A job of several ranks never waits forever on one that stopped (one rank has no peer to
-  // wait for).
-  if (world.size() > 1) executor::set_stall_timeout(options.stall_timeout_s);
+  // A job of several ranks never waits forever on one that stopped.
+  arm_stall_timeout(world, options.stall_timeout_s);
   // Phase 1, on each rank alone: the plan, the checks, the data.
   run_phase(world, [&] {
     if (options.plan) {
@@ -664,10 +659,17 @@ int train(const TrainOptions& options, executor::Communicator& world) {
           fmt::format("{} is past the run's last step {}", *options.trace_step, options.steps));
     }
   });
-  // Admission: the ranks of each host together must fit in what it has (on the CPU, where the
-  // model lives in host memory; every rank is charged the largest pipeline stage's peak).
-  if (options.memory_check && device == executor::Device::cpu) {
-    run_phase(world, [&] { check_host_memory(prediction.largest, world); });
+  // Admission: on the CPU the ranks of each host together must fit in what it has (every rank is
+  // charged the largest pipeline stage's peak); on a GPU the rank must fit in what its device
+  // has free.
+  if (options.memory_check) {
+    run_phase(world, [&] {
+      if (device == executor::Device::cpu) {
+        check_host_memory(prediction.largest, world);
+      } else {
+        check_gpu_memory(prediction.largest);
+      }
+    });
   }
   // Phase 2: the trainer — the process groups (collective), then each rank's own model, shards
   // and checkpoint.
@@ -754,11 +756,8 @@ int train(const TrainOptions& options, executor::Communicator& world) {
           write_train_trace(*options.trace, plan, plan_directory, trainer->traced_actions()),
           *options.trace, training.trace_step, options.log_format);
     }
-    if (options.save_llmc && !trainer->parallel()) {
-      // One device holds the whole model: written from its own store, not a copy of it.
-      executor::write_llmc_checkpoint(*options.save_llmc, plan.model,
-                                      trainer->model().parameters());
-    } else if (options.save_llmc) {
+    if (options.save_llmc) {
+      // Every rank's slices and shards assembled (on one device: its own values, on the host).
       executor::ParameterStore whole(executor::transformer_parameters(plan.model),
                                      executor::ScalarType::float32);
       trainer->gather_parameters(whole);

@@ -18,6 +18,7 @@
 
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/checkpoint_state_check.h"
+#include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
@@ -370,63 +371,81 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   return part;
 }
 
+ShardedCheckpointPart checkpoint_part_of(const json& layout, std::int64_t rank) {
+  if (layout.is_null()) {
+    ShardedCheckpointPart part;
+    part.values_file = "model.bin";
+    part.moments_file = "optimizer.bin";
+    part.writes_values = part.writes_moments = true;
+    return part;
+  }
+  ShardedCheckpointPart part = sharded_checkpoint_files(
+      layout.at("mesh"), layout.at("zero_stage").get<std::int64_t>(), rank);
+  part.layout = layout;
+  return part;
+}
+
 fs::path write_sharded_checkpoint(const fs::path& directory, const schemas::ModelConfig& model,
                                   const ParameterStore& parameters,
                                   const ShardedCheckpointPart& part, const TrainingState& state,
                                   Communicator& world) {
   // Rank 0 makes the temporary directory and tells everyone its name (its PID).
-  Tensor writer = Tensor::zeros({1}, ScalarType::float64);
-  fs::path temporary;
+  long writer_pid = 0;
   if (world.rank() == 0) {
-    temporary = create_temporary(directory, state.step, ::getpid());
-    writer.data<double>()[0] = static_cast<double>(::getpid());
+    create_temporary(directory, state.step, ::getpid());
+    writer_pid = static_cast<long>(::getpid());
   }
-  world.broadcast(writer, 0);
-  temporary = directory / fmt::format(".{}.tmp.{}", checkpoint_name(state.step).string(),
-                                      static_cast<long>(writer.data<double>()[0]));
-  // Each rank writes its pieces and reports (written?, bytes, CRC-32) for each of the two.
-  Tensor record = Tensor::zeros({6}, ScalarType::float64);
-  double* mine = record.data<double>();
-  const auto write = [&](const std::string& name, const std::vector<Tensor>& tensors,
-                         double* slot) {
-    std::vector<const Tensor*> pointers;
-    for (const Tensor& tensor : tensors) pointers.push_back(&tensor);
-    const json entry = write_binary(temporary / name, pointers);
-    slot[0] = 1;
-    slot[1] = static_cast<double>(entry.at("bytes").get<std::size_t>());
-    slot[2] = static_cast<double>(std::stoul(entry.at("crc32").get<std::string>(), nullptr, 16));
+  writer_pid = broadcast_record(world, writer_pid, 0);
+  const fs::path temporary =
+      directory / fmt::format(".{}.tmp.{}", checkpoint_name(state.step).string(), writer_pid);
+  // Each rank writes its pieces and reports, for each of the two, whether it wrote it and what.
+  struct WrittenFile {
+    bool written = false;
+    std::uint64_t bytes = 0;
+    std::uint32_t crc32 = 0;
   };
-  if (part.writes_values) write(part.values_file, part.values, mine);
-  if (part.writes_moments) write(part.moments_file, part.moments, mine + 3);
-  Tensor records = Tensor::zeros({6 * world.size()}, ScalarType::float64);
-  world.all_gather(record, records);
-  Tensor renamed = Tensor::zeros({1}, ScalarType::float64);
+  struct WrittenFiles {
+    WrittenFile values, moments;
+  };
+  WrittenFiles mine;
+  const auto write = [&](const std::string& name, const std::vector<Tensor>& tensors,
+                         WrittenFile& written) {
+    std::vector<Tensor> host;
+    for (const Tensor& tensor : tensors) host.push_back(on_host(tensor));
+    std::vector<const Tensor*> pointers;
+    for (const Tensor& tensor : host) pointers.push_back(&tensor);
+    const json entry = write_binary(temporary / name, pointers);
+    written = {
+        true, entry.at("bytes").get<std::uint64_t>(),
+        static_cast<std::uint32_t>(std::stoul(entry.at("crc32").get<std::string>(), nullptr, 16))};
+  };
+  if (part.writes_values) write(part.values_file, part.values, mine.values);
+  if (part.writes_moments) write(part.moments_file, part.moments, mine.moments);
+  const std::vector<WrittenFiles> everyone = all_gather_records(world, mine);
+  int renamed = 0;
   std::string failure;
   if (world.rank() == 0) {
     json files = json::object();
     for (int rank = 0; rank < world.size(); ++rank) {
-      const ShardedCheckpointPart names =
-          sharded_checkpoint_files(part.layout.at("mesh"), part.layout.at("zero_stage"), rank);
-      const double* theirs = records.data<double>() + 6 * rank;
-      const auto add = [&](const std::string& name, const double* slot) {
-        if (slot[0] == 0) return;
-        files[name] = json{{"bytes", static_cast<std::size_t>(slot[1])},
-                           {"crc32", hex(static_cast<std::uint32_t>(slot[2]))}};
+      const ShardedCheckpointPart names = checkpoint_part_of(part.layout, rank);
+      const auto add = [&](const std::string& name, const WrittenFile& file) {
+        if (!file.written) return;
+        files[name] = json{{"bytes", file.bytes}, {"crc32", hex(file.crc32)}};
       };
-      add(names.values_file, theirs);
-      add(names.moments_file, theirs + 3);
+      add(names.values_file, everyone[static_cast<std::size_t>(rank)].values);
+      add(names.moments_file, everyone[static_cast<std::size_t>(rank)].moments);
     }
     try {
       finish_checkpoint(directory, temporary, state.step,
                         state_document(model, parameters, state, std::move(files), part.layout));
-      renamed.data<double>()[0] = 1;
+      renamed = 1;
     } catch (const schemas::InputError& error) {
       failure = error.what();
     }
   }
-  world.broadcast(renamed, 0);
+  renamed = broadcast_record(world, renamed, 0);
   const fs::path final_path = directory / checkpoint_name(state.step);
-  if (renamed.data<double>()[0] == 0) {
+  if (renamed == 0) {
     throw schemas::InputError(
         final_path.string(), "",
         failure.empty() ? "rank 0 could not complete the checkpoint" : failure);
@@ -445,7 +464,7 @@ TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas:
     if (recorded_checkpoint_layout(checkpoint) != part.layout) {
       return read_resharded_checkpoint(checkpoint, model, part.layout, part.rank, values, moments);
     }
-    const json state = verified_state(checkpoint, model, parameters, true);
+    const json state = verified_state(checkpoint, model, parameters, !part.layout.is_null());
     read_binary(checkpoint, state, part.values_file, values);
     read_binary(checkpoint, state, part.moments_file, moments);
     return training_state_of(state);

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "strata/executor/checkpoint/checkpoint.h"
-#include "strata/executor/distributed/bucket_layout.h"
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/transformer.h"
+#include "strata/executor/zero/bucket_layout.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
@@ -47,6 +47,7 @@ void add_store_range(const ParameterStore& store, const std::vector<std::size_t>
 
 nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements) {
   const schemas::Mesh& mesh = plan.mesh;
+  if (mesh.world_size() == 1) return nlohmann::json();
   nlohmann::json layout{{"mesh",
                          {{"tp", mesh.tp},
                           {"cp", mesh.cp},

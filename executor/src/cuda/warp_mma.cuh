@@ -117,12 +117,8 @@ __device__ __forceinline__ FragmentA a_from_c_pair(const FragmentC& first,
   return a;
 }
 
-// 16 bytes from global to shared memory without passing through registers (sm_80 cp.async).
-__device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address(shared)),
-               "l"(global));
-}
-// The same, writing zeros when `valid` is false (rows past the end of the sequence).
+// 16 bytes from global to shared memory without passing through registers (sm_80 cp.async),
+// writing zeros when `valid` is false (rows past the end of the sequence).
 __device__ __forceinline__ void copy_async_16_or_zero(void* shared, const void* global,
                                                       bool valid) {
   const int source_bytes = valid ? 16 : 0;

@@ -6,8 +6,9 @@
 
 namespace strata::executor {
 namespace {
-// Communication is issued from one thread per process (MPI_THREAD_FUNNELED), so a plain total.
-double blocked_seconds = 0;
+// Communication is issued from one thread per rank (MPI_THREAD_FUNNELED): a total per thread,
+// which is the process's under MPI and each rank's in a test that runs ranks as threads.
+thread_local double blocked_seconds = 0;
 }  // namespace
 
 double communication_seconds() { return blocked_seconds; }

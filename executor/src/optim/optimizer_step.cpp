@@ -82,14 +82,21 @@ double optimizer_step(ParameterStore& parameters, OptimizerMoments& moments, dou
   gradients.reserve(parameters.entries().size());
   for (ParameterEntry& entry : parameters.entries()) gradients.push_back(entry.gradient);
   const double norm = global_gradient_norm(gradients);
-  const double scale = clipping_scale(norm, max_gradient_norm);
+  apply_adamw(parameters, moments, learning_rate, step, config,
+              clipping_scale(norm, max_gradient_norm));
+  return norm;
+}
+
+void apply_adamw(ParameterStore& parameters, OptimizerMoments& moments, double learning_rate,
+                 std::int64_t step, const AdamWConfig& config, double gradient_scale) {
+  STRATA_CHECK(parameters.device() == Device::cpu, "apply_adamw updates a host store");
   for (ParameterEntry& entry : parameters.entries()) {
     Tensor first = moments.first.view(entry.offset, entry.shape);
     Tensor second = moments.second.view(entry.offset, entry.shape);
     adamw_update(entry.value, entry.gradient, first, second, learning_rate,
-                 entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config, scale);
+                 entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config,
+                 gradient_scale);
   }
-  return norm;
 }
 
 }  // namespace strata::executor

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "strata/executor/data/sample_ownership.h"
 #include "strata/executor/distributed/stall_watchdog.h"
+#include "strata/executor/distributed/typed_collectives.h"
 #include "strata/schedule/plan_program_check.h"
 #include "strata/schedule/schedule_check.h"
 #include "strata/schemas/input_error.h"
@@ -22,45 +24,6 @@ bool gives_gradients(ActionType type) {
 }
 
 }  // namespace
-
-std::vector<std::vector<ExecutedAction>> gather_executed_actions(
-    const std::vector<ExecutedAction>& mine, Communicator* world) {
-  if (world == nullptr || world->size() == 1) return {mine};
-  // Packed as (type, stage, micro-batch, start, end) per action, padded to the longest list.
-  constexpr std::int64_t kFields = 5;
-  Tensor longest = Tensor::zeros({1}, ScalarType::float64);
-  longest.data<double>()[0] = static_cast<double>(mine.size());
-  world->all_reduce(longest, ReduceOp::max);
-  const auto count = static_cast<std::int64_t>(longest.data<double>()[0]);
-  Tensor packed = Tensor::zeros({std::max<std::int64_t>(1, count) * kFields}, ScalarType::float64);
-  double* fields = packed.data<double>();
-  for (std::int64_t i = 0; i < packed.numel(); ++i) fields[i] = -1;
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    double* at = fields + static_cast<std::int64_t>(i) * kFields;
-    at[0] = static_cast<double>(mine[i].action.type);
-    at[1] = mine[i].action.stage;
-    at[2] = mine[i].action.micro_batch;
-    at[3] = mine[i].start_s;
-    at[4] = mine[i].end_s;
-  }
-  Tensor everyone = Tensor::zeros({packed.numel() * world->size()}, ScalarType::float64);
-  world->all_gather(packed, everyone);
-  if (world->rank() != 0) return {};
-  std::vector<std::vector<ExecutedAction>> by_rank(static_cast<std::size_t>(world->size()));
-  const double* all = everyone.data<double>();
-  for (int rank = 0; rank < world->size(); ++rank) {
-    for (std::int64_t i = 0; i < std::max<std::int64_t>(1, count); ++i) {
-      const double* at = all + (rank * std::max<std::int64_t>(1, count) + i) * kFields;
-      if (at[0] < 0) continue;
-      by_rank[static_cast<std::size_t>(rank)].push_back(
-          {{static_cast<ActionType>(static_cast<int>(at[0])), static_cast<int>(at[1]),
-            static_cast<int>(at[2])},
-           at[3],
-           at[4]});
-    }
-  }
-  return by_rank;
-}
 
 PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& plan_source,
                                  schedule::PipelineSchedule schedule, Transformer& model,
@@ -112,12 +75,12 @@ PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& p
   free_.resize(static_cast<std::size_t>(model_.stage_count()));
   ids_ = Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
   targets_ = Tensor::zeros(ids_.shape(), ScalarType::int32);
+  device_ids_ = model_.device() == Device::cpu ? ids_ : ids_.to(model_.device());
 }
 
 std::int64_t PipelineRuntime::first_sample(int micro_batch) const {
-  const std::int64_t dp_rank = groups_.coordinate(schemas::MeshAxis::dp);
-  return dp_rank * (plan_.batch.global_batch_size / plan_.mesh.dp) +
-         micro_batch * plan_.batch.micro_batch_size;
+  return first_sample_of(plan_.batch, plan_.mesh.dp, groups_.coordinate(schemas::MeshAxis::dp),
+                         micro_batch);
 }
 
 DropoutContext PipelineRuntime::dropout_of(const PipelineStep& step, int micro_batch) const {
@@ -207,7 +170,8 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
   const Tensor* targets = nullptr;
   if (stage.embedding) {
     reading_->fill(step.step, first_sample(action.micro_batch), ids_, targets_);
-    input = &ids_;
+    if (device_ids_.raw() != ids_.raw()) device_ids_.copy_from(ids_);
+    input = &device_ids_;
     // The pass-through tensors start here (the data loader made them).
     flight.received.assign(1, Tensor());
     for (const PassThroughTensor& tensor : pass_through_) {
@@ -404,10 +368,7 @@ PipelineStepResult PipelineRuntime::run_step(const PipelineStep& step) {
     if (step.record_timeline) result.executed.push_back({action, begin, seconds_since_start()});
   }
   // The loss lives on the last stage: a sum over the pipeline gives it to every stage.
-  Tensor loss = Tensor::zeros({1}, ScalarType::float64);
-  loss.data<double>()[0] = loss_sum_;
-  groups_.pipeline_parallel().all_reduce(loss, ReduceOp::sum);
-  result.loss_sum = loss.data<double>()[0];
+  result.loss_sum = all_reduce_value(groups_.pipeline_parallel(), loss_sum_, ReduceOp::sum);
   result.gradient_norm = gradient_norm_;
   return result;
 }
@@ -430,10 +391,7 @@ double PipelineRuntime::evaluate(const BatchSampler& validation, std::int64_t ba
   STRATA_CHECK(in_flight_.empty(), "evaluation left {} micro-batch stage(s) unfinished",
                in_flight_.size());
   drain();
-  Tensor loss = Tensor::zeros({1}, ScalarType::float64);
-  loss.data<double>()[0] = loss_sum_;
-  groups_.pipeline_parallel().all_reduce(loss, ReduceOp::sum);
-  return loss.data<double>()[0];
+  return all_reduce_value(groups_.pipeline_parallel(), loss_sum_, ReduceOp::sum);
 }
 
 }  // namespace strata::executor

@@ -11,6 +11,7 @@
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/executor/distributed/stall_watchdog.h"
+#include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/input_error.h"
@@ -66,6 +67,14 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                                  cuda ? "CUDA" : "CPU", cuda ? "fp32 or bf16" : "fp32",
                                  schemas::name_of(plan.precision, schemas::kDtypeNames)));
   }
+  if (cuda && plan.zero_stage > 0) {
+    // The sharded optimizer keeps ZeRO's shards in host memory; on one GPU there is no
+    // data-parallel rank to shard over, so stage 0 holds the same state.
+    throw InputError(plan_source, "/zero_stage",
+                     fmt::format("{}: ZeRO shards optimizer state over data-parallel ranks and "
+                                 "the CUDA backend trains on one GPU: set it to 0",
+                                 plan.zero_stage));
+  }
   if (cuda) {
     std::string why_not;
     if (!cuda_device_info(&why_not)) {
@@ -107,19 +116,17 @@ bool values_are_loaded(const TrainingOptions& options) {
 
 // The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute,
 // whether it draws its initial values.
-TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* groups,
+TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& groups,
                                  const TrainingOptions& training) {
   TransformerOptions options;
   options.initialize_values = !values_are_loaded(training);
-  if (groups != nullptr) {
-    options.tensor_parallel.group = &groups->tensor_parallel();
-    options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
-    options.tensor_parallel.replicas = [groups](std::int64_t replicas) -> Communicator& {
-      return groups->tensor_parallel_replicas(replicas);
-    };
-    options.own_values = plan.zero_stage < 3;
-    options.own_gradients = plan.zero_stage < 2;
-  }
+  options.tensor_parallel.group = &groups.tensor_parallel();
+  options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
+  options.tensor_parallel.replicas = [&groups](std::int64_t replicas) -> Communicator& {
+    return groups.tensor_parallel_replicas(replicas);
+  };
+  options.own_values = plan.zero_stage < 3;
+  options.own_gradients = plan.zero_stage < 2;
   // Full recomputation: all layers, or each stage's first N (Megatron's block method).
   // Selective recomputation needs nothing more: our attention never stores the probabilities.
   if (plan.recompute.granularity == schemas::RecomputeGranularity::full) {
@@ -134,22 +141,25 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups* group
       }
     }
   }
-  // This rank's pipeline stages: stage s lives on pipeline rank s mod pp as its chunk s / pp.
-  if (plan.mesh.pp > 1 && groups != nullptr) {
-    const std::int64_t pp_rank = groups->coordinate(schemas::MeshAxis::pp);
-    for (std::size_t s = static_cast<std::size_t>(pp_rank); s < plan.stages.size();
-         s += static_cast<std::size_t>(plan.mesh.pp)) {
-      options.stages.push_back(plan.stages[s]);
-    }
+  // This rank's pipeline stages: stage s lives on pipeline rank s mod pp as its chunk s / pp
+  // (without a pipeline, the one stage that holds the whole model).
+  const std::int64_t pp_rank = groups.coordinate(schemas::MeshAxis::pp);
+  for (std::size_t s = static_cast<std::size_t>(pp_rank); s < plan.stages.size();
+       s += static_cast<std::size_t>(plan.mesh.pp)) {
+    options.stages.push_back(plan.stages[s]);
   }
   return options;
 }
 
 std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::string& plan_source,
-                                          Device device, Communicator* world) {
-  check_plan_runs(plan, plan_source, device, world ? world->size() : 1);
-  if (plan.mesh.world_size() == 1) return nullptr;
-  return std::make_unique<ProcessGroups>(*world, plan.mesh);
+                                          Device device, Communicator& world) {
+  check_plan_runs(plan, plan_source, device, world.size());
+  return std::make_unique<ProcessGroups>(world, plan.mesh);
+}
+
+std::int64_t bucket_elements_of(const schemas::Plan& plan, const TrainingOptions& options) {
+  return options.bucket_elements > 0 ? options.bucket_elements
+                                     : default_bucket_elements(plan.mesh.dp);
 }
 
 }  // namespace
@@ -159,31 +169,24 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     : resident_before_model_bytes_(current_resident_bytes()),
       plan_(plan),
       options_(std::move(options)),
-      world_(world),
-      groups_(groups_for(plan, plan_source, options_.device, world)),
+      own_world_(world == nullptr ? solo_communicator() : nullptr),
+      world_(world != nullptr ? *world : *own_world_),
+      groups_(groups_for(plan, plan_source, options_.device, world_)),
       model_(plan.model, compute_type_of(plan), options_.seed, options_.device,
-             model_options(plan, groups_.get(), options_)),
+             model_options(plan, *groups_, options_)),
+      optimizer_(std::make_unique<ShardedOptimizer>(
+          model_, *groups_,
+          ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce,
+                          bucket_elements_of(plan_, options_), !values_are_loaded(options_)},
+          options_.seed)),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed,
                options_.data_order, plan.batch.global_batch_size),
+      runtime_(std::make_unique<PipelineRuntime>(
+          plan_, plan_source, schedule::build_plan_schedule(plan_, options_.plan_directory), model_,
+          *optimizer_, *groups_, sampler_)),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {
-  if (groups_) {
-    const std::int64_t bucket = options_.bucket_elements > 0
-                                    ? options_.bucket_elements
-                                    : default_bucket_elements(plan_.mesh.dp);
-    const bool pipelined = plan_.mesh.pp > 1;
-    sharded_ = std::make_unique<ShardedOptimizer>(
-        model_, *groups_,
-        ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce, bucket, pipelined,
-                        !values_are_loaded(options_)},
-        options_.seed);
-    if (pipelined) {
-      pipeline_ = std::make_unique<PipelineRuntime>(
-          plan_, plan_source, schedule::build_plan_schedule(plan_, options_.plan_directory), model_,
-          *sharded_, *groups_, sampler_);
-    }
-  }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
     std::error_code error;
@@ -191,7 +194,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (error) {
       throw InputError(options_.checkpoint_dir->string(), "", "cannot create: " + error.message());
     }
-    if (!world_ || world_->rank() == 0) {
+    if (world_.rank() == 0) {
       // Rank 0 writes state.json: it holds the directory for the job, and decides what a new run
       // does with checkpoints it finds. A refusal here is rank 0's alone; no rank communicates
       // again before the job's phases agree on it.
@@ -208,17 +211,12 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
                               data.path.string(),
                               schemas::plan_content_hash(plan_.model, plan_.cluster),
                               std::string(schemas::name_of(options_.data_order, kDataOrderNames))};
-  if (!sharded_) moments_ = OptimizerMoments::zeros_like(model_.parameters());
   state_.seed = options_.seed;
   state_.run_id = new_run_id();  // only rank 0's is written (with state.json)
   if (options_.init_llmc) {
-    if (sharded_) {
-      ParameterStore whole(transformer_parameters(plan_.model), ScalarType::float32);
-      read_llmc_parameters(*options_.init_llmc, plan_.model, whole);
-      sharded_->scatter_values(whole);
-    } else {
-      read_llmc_parameters(*options_.init_llmc, plan_.model, model_.parameters());
-    }
+    ParameterStore whole(transformer_parameters(plan_.model), ScalarType::float32);
+    read_llmc_parameters(*options_.init_llmc, plan_.model, whole);
+    optimizer_->scatter_values(whole);
   }
   if (options_.resume) {
     if (!options_.checkpoint_dir) {
@@ -234,11 +232,6 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (state_.run_id.empty()) state_.run_id = new_run_id();
     sampler_.set_seed(state_.seed);
   }
-  inputs_ =
-      Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
-  targets_ = Tensor::zeros(inputs_.shape(), ScalarType::int32);
-  device_inputs_ = options_.device == Device::cpu ? inputs_ : inputs_.to(options_.device);
-  device_targets_ = options_.device == Device::cpu ? targets_ : targets_.to(options_.device);
 }
 
 void Trainer::claim_checkpoint_directory() {
@@ -256,51 +249,37 @@ void Trainer::claim_checkpoint_directory() {
 }
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
-  const std::int64_t bucket = options_.bucket_elements > 0 ? options_.bucket_elements
-                                                           : default_bucket_elements(plan_.mesh.dp);
-  const nlohmann::json layout = checkpoint_layout_of(plan_, bucket);
-  ShardedCheckpointPart part =
-      sharded_checkpoint_files(layout.at("mesh"), plan_.zero_stage, world_->rank());
-  part.layout = layout;
-  part.values = sharded_->values_state();
-  part.moments = sharded_->moments_state();
+  ShardedCheckpointPart part = checkpoint_part_of(
+      checkpoint_layout_of(plan_, bucket_elements_of(plan_, options_)), world_.rank());
+  part.values = optimizer_->values_state();
+  part.moments = optimizer_->moments_state();
   return part;
 }
 
 TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& checkpoint) {
-  std::optional<ShardedCheckpointPart> part;
-  if (sharded_) part = checkpoint_part();
-  const nlohmann::json own = part ? part->layout : nlohmann::json();
+  ShardedCheckpointPart part = checkpoint_part();
   const nlohmann::json recorded = recorded_checkpoint_layout(checkpoint);
-  if (recorded != own) {
+  if (recorded != part.layout) {
     // Another plan's checkpoint: each rank reads its own elements from the files holding them.
     resume_changes_.push_back(fmt::format("layout {} → {} (resharded on load)",
                                           checkpoint_layout_text(recorded),
-                                          checkpoint_layout_text(own)));
+                                          checkpoint_layout_text(part.layout)));
   }
-  if (!part) return read_checkpoint(checkpoint, plan_.model, model_.parameters(), moments_);
-  return read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), *part);
+  const TrainingState state =
+      read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), part);
+  // A 16-bit working copy follows the values read (ZeRO-3 gathers its values when they run).
+  if (plan_.zero_stage < 3) model_.parameters().refresh_compute_values();
+  return state;
 }
 
 std::filesystem::path Trainer::write_checkpoint_now() {
   const StallContext stall_context(fmt::format("the checkpoint of step {}", state_.step));
   state_.run = run_identity_;
-  if (!sharded_) {
-    return write_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(), moments_,
-                            state_);
-  }
   return write_sharded_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(),
-                                  checkpoint_part(), state_, *world_);
+                                  checkpoint_part(), state_, world_);
 }
 
-void Trainer::gather_parameters(ParameterStore& whole) {
-  if (sharded_) {
-    sharded_->gather_values(whole);
-    return;
-  }
-  whole.values().copy_from(model_.parameters().values());
-  whole.refresh_compute_values();
-}
+void Trainer::gather_parameters(ParameterStore& whole) { optimizer_->gather_values(whole); }
 
 void Trainer::check_resumed_run(const RunIdentity& recorded,
                                 const std::filesystem::path& checkpoint) {
@@ -343,74 +322,10 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
   }
 }
 
-PipelineStepResult Trainer::step_without_pipeline(double rate, bool traced,
-                                                  std::chrono::steady_clock::time_point start) {
-  const bool cuda = options_.device == Device::cuda;
-  const schemas::BatchConfig& batch = plan_.batch;
-  const std::int64_t step = state_.step;
-  // Each token's loss weighs 1 / (tokens in the global batch): the step's loss is their mean,
-  // and the gradients summed over dp ranks are the one-device gradients.
-  const double loss_scale = 1.0 / static_cast<double>(batch.global_batch_size * batch.seq_length);
-  // This dp rank's samples: the contiguous d-th 1/dp of the global batch.
-  const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
-  const std::int64_t first_rank_sample = dp_rank * (batch.global_batch_size / plan_.mesh.dp);
-  const auto since_start = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  PipelineStepResult result;
-  if (sharded_) {
-    sharded_->begin_step();
-  } else {
-    model_.parameters().zero_gradients();
-  }
-  for (std::int64_t micro = 0; micro < batch.num_micro_batches; ++micro) {
-    const std::int64_t first_sample = first_rank_sample + micro * batch.micro_batch_size;
-    sampler_.fill(step, first_sample, inputs_, targets_);
-    if (cuda) {
-      device_inputs_.copy_from(inputs_);
-      device_targets_.copy_from(targets_);
-    }
-    const DropoutContext dropout{state_.seed, static_cast<std::uint64_t>(step),
-                                 first_sample * batch.seq_length};
-    if (sharded_) sharded_->begin_micro_batch(micro + 1 == batch.num_micro_batches);
-    const double begin = traced ? since_start() : 0;
-    result.loss_sum +=
-        model_.forward_backward(device_inputs_, device_targets_, loss_scale, dropout);
-    if (traced) {
-      // One micro-batch's forward and backward, split where the forward ended.
-      const double middle = begin + model_.last_forward_seconds();
-      const int mb = static_cast<int>(micro);
-      result.executed.push_back({{schedule::ActionType::forward, 0, mb}, begin, middle});
-      result.executed.push_back({{schedule::ActionType::backward, 0, mb}, middle, since_start()});
-    }
-  }
-  const double step_begin = traced ? since_start() : 0;
-  if (sharded_) {
-    sharded_->finish_gradients();
-    result.gradient_norm = sharded_->step(rate, step, options_.adamw, options_.max_gradient_norm);
-  } else {
-    // On CUDA the norm's read-back waits for the step's last kernel: the time below is the GPU's.
-    result.gradient_norm = optimizer_step(model_.parameters(), moments_, rate, step, options_.adamw,
-                                          options_.max_gradient_norm);
-  }
-  if (traced) {
-    result.executed.push_back(
-        {{schedule::ActionType::optimizer_step, -1, -1}, step_begin, since_start()});
-  }
-  return result;
-}
-
 double Trainer::mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches) {
-  double count = static_cast<double>(micro_batches);
-  if (sharded_) {
-    // Over every dp rank's micro-batches (tp ranks already agree on theirs).
-    Tensor sum = Tensor::zeros({1}, ScalarType::float64);
-    sum.data<double>()[0] = loss_sum;
-    groups_->data_parallel().all_reduce(sum, ReduceOp::sum);
-    loss_sum = sum.data<double>()[0];
-    count *= static_cast<double>(plan_.mesh.dp);
-  }
-  return loss_sum / count;
+  // Over every dp rank's micro-batches (tp ranks already agree on theirs).
+  return all_reduce_value(groups_->data_parallel(), loss_sum, ReduceOp::sum) /
+         (static_cast<double>(micro_batches) * static_cast<double>(plan_.mesh.dp));
 }
 
 StepRecord Trainer::train_step() {
@@ -418,7 +333,7 @@ StepRecord Trainer::train_step() {
   const bool cuda = options_.device == Device::cuda;
   if (cuda) reset_cuda_peak_memory();
   // A traced step starts on every rank together, so that their timelines line up.
-  if (options_.trace_step == state_.step + 1 && world_ != nullptr) world_->barrier();
+  if (options_.trace_step == state_.step + 1) world_.barrier();
   const auto start = std::chrono::steady_clock::now();
   const double communication_before = communication_seconds();
   const schemas::BatchConfig& batch = plan_.batch;
@@ -428,32 +343,22 @@ StepRecord Trainer::train_step() {
   const bool traced = options_.trace_step == step + 1;
   // The loss sum over this rank's micro-batches (its pipeline's, with one), the gradient norm,
   // and what ran when, if traced.
-  const PipelineStepResult result =
-      pipeline_ ? pipeline_->run_step(PipelineStep{step, state_.seed, rate, options_.adamw,
-                                                   options_.max_gradient_norm, traced})
-                : step_without_pipeline(rate, traced, start);
+  const PipelineStepResult result = runtime_->run_step(
+      PipelineStep{step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, traced});
   const double loss = mean_micro_batch_loss(result.loss_sum, batch.num_micro_batches);
   state_.step += 1;
   state_.tokens_seen += step_tokens;
 
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  double communication = communication_seconds() - communication_before;
-  std::size_t peak_host = cuda ? 0 : peak_resident_bytes();
-  std::size_t model_host = cuda ? 0 : peak_host - std::min(peak_host, resident_before_model_bytes_);
-  if (sharded_) {
-    // The step is as long as its slowest rank; the memory the largest any rank holds.
-    Tensor slowest = Tensor::zeros({4}, ScalarType::float64);
-    slowest.data<double>()[0] = seconds;
-    slowest.data<double>()[1] = static_cast<double>(peak_host);
-    slowest.data<double>()[2] = communication;
-    slowest.data<double>()[3] = static_cast<double>(model_host);
-    groups_->world().all_reduce(slowest, ReduceOp::max);
-    seconds = slowest.data<double>()[0];
-    peak_host = static_cast<std::size_t>(slowest.data<double>()[1]);
-    communication = slowest.data<double>()[2];
-    model_host = static_cast<std::size_t>(slowest.data<double>()[3]);
-  }
-  if (traced) traced_ = gather_executed_actions(result.executed, world_);
+  const std::size_t peak_host = cuda ? 0 : peak_resident_bytes();
+  // The step is as long as its slowest rank; the memory the largest any rank holds.
+  const auto [seconds, largest_peak_host, communication, largest_model_host] = all_reduce_values<4>(
+      world_,
+      {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+       static_cast<double>(peak_host), communication_seconds() - communication_before,
+       static_cast<double>(cuda ? 0
+                                : peak_host - std::min(peak_host, resident_before_model_bytes_))},
+      ReduceOp::max);
+  if (traced) traced_ = gather_executed_actions(result.executed, &world_);
   return StepRecord{state_.step,
                     loss,
                     rate,
@@ -461,8 +366,8 @@ StepRecord Trainer::train_step() {
                     static_cast<double>(step_tokens) / seconds,
                     seconds,
                     cuda ? cuda_memory_stats().peak_allocated_bytes : 0,
-                    peak_host,
-                    model_host,
+                    static_cast<std::size_t>(largest_peak_host),
+                    static_cast<std::size_t>(largest_model_host),
                     communication};
 }
 
@@ -470,26 +375,6 @@ void Trainer::set_validation_data(const TokenFile& file) {
   validation_sampler_ = std::make_unique<BatchSampler>(
       file, plan_.batch.seq_length, plan_.model.vocab_size, options_.seed, DataOrder::sequential,
       plan_.batch.global_batch_size);
-}
-
-double Trainer::validation_loss_sum(std::int64_t batch) {
-  if (pipeline_) return pipeline_->evaluate(*validation_sampler_, batch);
-  const schemas::BatchConfig& shape = plan_.batch;
-  const std::int64_t dp_rank = groups_ ? groups_->coordinate(schemas::MeshAxis::dp) : 0;
-  const std::int64_t first_rank_sample = dp_rank * (shape.global_batch_size / plan_.mesh.dp);
-  double loss_sum = 0;
-  for (std::int64_t micro = 0; micro < shape.num_micro_batches; ++micro) {
-    const std::int64_t first_sample = first_rank_sample + micro * shape.micro_batch_size;
-    validation_sampler_->fill(batch, first_sample, inputs_, targets_);
-    if (options_.device == Device::cuda) {
-      device_inputs_.copy_from(inputs_);
-      device_targets_.copy_from(targets_);
-    }
-    const DropoutContext no_dropout{state_.seed, static_cast<std::uint64_t>(batch),
-                                    first_sample * shape.seq_length, false};
-    loss_sum += model_.forward_loss(device_inputs_, device_targets_, no_dropout);
-  }
-  return loss_sum;
 }
 
 EvaluationRecord Trainer::evaluate() {
@@ -503,17 +388,12 @@ EvaluationRecord Trainer::evaluate() {
       std::min(options_.eval_batches, validation_sampler_->batches_per_epoch().value_or(1));
   double loss_sum = 0;
   for (std::int64_t batch = 0; batch < record.batches; ++batch) {
-    loss_sum += validation_loss_sum(batch);
+    loss_sum += runtime_->evaluate(*validation_sampler_, batch);
   }
   record.loss = mean_micro_batch_loss(loss_sum, record.batches * plan_.batch.num_micro_batches);
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (sharded_) {
-    Tensor slowest = Tensor::zeros({1}, ScalarType::float64);
-    slowest.data<double>()[0] = seconds;
-    groups_->world().all_reduce(slowest, ReduceOp::max);
-    seconds = slowest.data<double>()[0];
-  }
-  record.seconds = seconds;
+  record.seconds = all_reduce_value(
+      world_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+      ReduceOp::max);
   return record;
 }
 

@@ -344,7 +344,7 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
 
   const schemas::Plan plan = plan_of(model, layout);
   Trainer trainer(plan, layout.name, data, options, &world);
-  ASSERT_TRUE(trainer.parallel());
+  ASSERT_EQ(trainer.groups().world().size(), plan.mesh.world_size());
   trainer.set_validation_data(validation);
   const RunRecord parallel = train(trainer);
   ParameterStore gathered(transformer_parameters(model), ScalarType::float32);
@@ -614,7 +614,7 @@ TEST(PipelineActivations, NoMoreSetsThanMicroBatchesInFlight) {
     const TokenFile data = token_data();  // the trainer reads it, it does not copy it
     Trainer trainer(plan_of(model, layout), layout.name, data, options, &world);
     train(trainer);
-    const schedule::PipelineSchedule& schedule = *trainer.pipeline_schedule();
+    const schedule::PipelineSchedule& schedule = trainer.pipeline_schedule();
     // This rank's actions (a pipeline over the whole job: world rank = pipeline rank).
     std::vector<int> in_flight(static_cast<std::size_t>(schedule.vpp), 0);
     std::vector<int> most(in_flight.size(), 0);

@@ -102,10 +102,11 @@ schemas::ModelConfig read_checkpoint_model(const std::filesystem::path& checkpoi
 TrainingState read_checkpoint_values(const std::filesystem::path& checkpoint,
                                      const schemas::ModelConfig& model, ParameterStore& parameters);
 
-// One rank's part of a parallel run's checkpoint: its state tensors (host memory, in file order)
-// and whether it is the rank that writes each piece.
+// One rank's part of a run's checkpoint: its state tensors (in file order, on any device) and
+// whether it is the rank that writes each piece. A run of one rank is the part of a null layout:
+// model.bin and optimizer.bin, one device's files.
 struct ShardedCheckpointPart {
-  nlohmann::json layout;  // the "parallel" block of the run reading or writing it
+  nlohmann::json layout;  // the "parallel" block of the run reading or writing it (null: one rank)
   std::int64_t rank = 0;  // in the world of that layout
   std::vector<Tensor> values;
   std::vector<Tensor> moments;
@@ -119,9 +120,13 @@ struct ShardedCheckpointPart {
 // slice, and per dp rank at ZeRO-3; moments likewise per dp rank from ZeRO-1 on.
 ShardedCheckpointPart sharded_checkpoint_files(const nlohmann::json& mesh, std::int64_t zero_stage,
                                                std::int64_t rank);
+// The files and writers of `rank` under a "parallel" block (null: one rank, one device's files),
+// with the block recorded in the part.
+ShardedCheckpointPart checkpoint_part_of(const nlohmann::json& layout, std::int64_t rank);
 
-// Collective over `world`: writes DIR/step_<step> of a parallel run atomically; returns its path
-// on every rank. `parameters` gives the parameter layout (names and whole shapes) for state.json.
+// Collective over `world`: writes DIR/step_<step> of a run atomically (of one rank: one device's
+// format); returns its path on every rank. `parameters` gives the parameter layout (names and whole
+// shapes) for state.json.
 std::filesystem::path write_sharded_checkpoint(const std::filesystem::path& directory,
                                                const schemas::ModelConfig& model,
                                                const ParameterStore& parameters,

@@ -22,4 +22,10 @@ struct OptimizerMoments {
 double optimizer_step(ParameterStore& parameters, OptimizerMoments& moments, double learning_rate,
                       std::int64_t step, const AdamWConfig& config, double max_gradient_norm);
 
+// AdamW step t = step + 1 over every parameter of a host store whose gradients read as
+// `gradient_scale` × themselves (clipping's factor, applied as they are read: they stay unscaled).
+// What optimizer_step does after the norm, for a caller that summed the norm over ranks itself.
+void apply_adamw(ParameterStore& parameters, OptimizerMoments& moments, double learning_rate,
+                 std::int64_t step, const AdamWConfig& config, double gradient_scale);
+
 }  // namespace strata::executor

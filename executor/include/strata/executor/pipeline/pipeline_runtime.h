@@ -1,5 +1,5 @@
-// PipelineRuntime: one training step of a pipeline-parallel plan, run by executing this rank's
-// action list from schedule/ — the same lists the simulator times — one action after another:
+// PipelineRuntime: one training step of any plan, run by executing this rank's action list from
+// schedule/ — the same lists the simulator times — one action after another:
 //
 //   F, B       the forward / full backward of one micro-batch on one of this rank's stages
 //   I, W       a split backward (zero-bubble schedules): I computes the input gradient (what goes
@@ -13,8 +13,9 @@
 //   STEP       wait for the sends, finish the reductions, clip and update (the optimizer step)
 //
 // GPipe, 1F1B, interleaved 1F1B, ZB-H1 and custom CSV schedules differ only in their lists: no
-// schedule has code here. Every tp, cp and dp replica of a pipeline rank runs the same list.
-// Used by the trainer for plans with pp > 1.
+// schedule has code here. Every tp, cp and dp replica of a pipeline rank runs the same list. A
+// plan without a pipeline is a list of one stage (F and B per micro-batch, its reductions, STEP),
+// one device a mesh of one rank: the trainer runs every plan here, as the simulator does.
 #pragma once
 
 #include <cstdint>
@@ -26,25 +27,15 @@
 
 #include "strata/executor/data/batch_sampler.h"
 #include "strata/executor/distributed/process_groups.h"
-#include "strata/executor/distributed/sharded_optimizer.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
+#include "strata/executor/pipeline/executed_action.h"
 #include "strata/executor/pipeline/stage_message.h"
+#include "strata/executor/zero/sharded_optimizer.h"
 #include "strata/schedule/pipeline_schedule.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
-
-// When one action ran on this rank, in seconds from the step's start.
-struct ExecutedAction {
-  schedule::Action action;
-  double start_s = 0, end_s = 0;
-};
-
-// Every rank's executed actions, by world rank, on rank 0 of `world` (null: this rank's alone);
-// other ranks get an empty list. Collective over `world`.
-std::vector<std::vector<ExecutedAction>> gather_executed_actions(
-    const std::vector<ExecutedAction>& mine, Communicator* world);
 
 struct PipelineStepResult {
   double loss_sum = 0;  // Σ micro-batch mean losses of this pipeline (its last stage's)
@@ -132,6 +123,7 @@ class PipelineRuntime {
   std::vector<std::vector<StageActivations*>> free_;                  // per chunk: free ones
   std::vector<InFlight> draining_;  // retired, with sends still in flight
   Tensor ids_, targets_;            // the first stage's micro-batch, from the sampler
+  Tensor device_ids_;               // ids_ on the model's device (ids_ itself on the CPU)
   double loss_sum_ = 0;
   double gradient_norm_ = 0;
 };

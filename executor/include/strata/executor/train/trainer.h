@@ -1,9 +1,11 @@
 // Trainer: the training loop of `strata train` — batches from the token file, gradient
 // accumulation over the plan's micro-batches, global-norm clipping, AdamW with the learning-rate
 // schedule, checkpoints and resume — on one device (the CPU, or one GPU with the CUDA backend) or,
-// for a plan of several ranks, as one rank of an MPI job running the plan's tensor, sequence and
-// data parallelism with its ZeRO stage (distributed/sharded_optimizer.h) and its pipeline, whose
-// steps the pipeline runtime runs from the plan's schedule (pipeline/pipeline_runtime.h).
+// for a plan of several ranks, as one rank of an MPI job. Every plan runs one program: the plan's
+// process groups (of one rank each on one device), its tensor, sequence and data parallelism with
+// its ZeRO stage (zero/sharded_optimizer.h), and each step the pipeline runtime executing
+// this rank's action list from the plan's schedule (pipeline/pipeline_runtime.h) — the lists the
+// simulator times; without a pipeline, a list of one stage.
 //
 // Every layout computes what one device computes: dp rank d takes the contiguous d-th 1/dp of
 // the global batch's samples (sample i of a step is the same window of the data whoever reads it),
@@ -23,11 +25,11 @@
 #include "strata/executor/checkpoint/checkpoint_directory_lock.h"
 #include "strata/executor/data/batch_sampler.h"
 #include "strata/executor/distributed/process_groups.h"
-#include "strata/executor/distributed/sharded_optimizer.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
 #include "strata/executor/optim/learning_rate_schedule.h"
 #include "strata/executor/pipeline/pipeline_runtime.h"
+#include "strata/executor/zero/sharded_optimizer.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
@@ -114,7 +116,7 @@ ScalarType compute_type_of(const schemas::Plan& plan);
 class Trainer {
  public:
   // `world` is the job's communicator for a plan of more than one rank (every rank constructs
-  // its Trainer together); a one-device plan needs none.
+  // its Trainer together); a one-device plan needs none (it runs over a communicator of one).
   Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
           TrainingOptions options, Communicator* world = nullptr);
 
@@ -129,11 +131,12 @@ class Trainer {
   // The validation loss of the model as it is now (collective in a parallel run).
   EvaluationRecord evaluate();
   Transformer& model() { return model_; }
-  bool parallel() const { return sharded_ != nullptr; }
   // The whole parameters, assembled from every rank's slices and shards into `whole` (a store
   // of transformer_parameters()); collective over the job in a parallel run.
   void gather_parameters(ParameterStore& whole);
-  ProcessGroups* groups() { return groups_.get(); }
+  ProcessGroups& groups() { return *groups_; }
+  // How many gradient buckets this rank's parameters form (the simulator counts the same).
+  std::size_t bucket_count() const { return optimizer_->bucket_count(); }
   std::int64_t completed_steps() const { return state_.step; }
   // What differs from the checkpoint's run: the layout when it was written by another plan
   // (resharded on load), and with resume_with_changes the batch, sequence length, precision or
@@ -143,31 +146,20 @@ class Trainer {
   // Where each step's samples come from (for logs that name them).
   const BatchSampler& sampler() const { return sampler_; }
   // The actions every rank executed in options.trace_step, by world rank, each timed from the
-  // step's start (the ranks start it together, after a barrier): F and B per micro-batch and STEP
-  // for a plan without a pipeline, the whole action list with one. On rank 0, once that step ran.
+  // step's start (the ranks start it together, after a barrier): the whole action list. On rank
+  // 0, once that step ran.
   const std::vector<std::vector<ExecutedAction>>& traced_actions() const { return traced_; }
-  // The action lists this run executes (pipeline runs; null otherwise).
-  const schedule::PipelineSchedule* pipeline_schedule() const {
-    return pipeline_ ? &pipeline_->schedule() : nullptr;
-  }
-  // Per model chunk of this rank, the activation sets its pipeline has made so far (pipeline
-  // runs; empty otherwise): what the rank's activation memory is.
-  std::vector<std::size_t> pipeline_activation_sets() const {
-    return pipeline_ ? pipeline_->activation_sets() : std::vector<std::size_t>{};
-  }
+  // The action lists this run executes.
+  const schedule::PipelineSchedule& pipeline_schedule() const { return runtime_->schedule(); }
+  // Per model chunk of this rank, the activation sets its runtime has made so far: what the
+  // rank's activation memory is.
+  std::vector<std::size_t> pipeline_activation_sets() const { return runtime_->activation_sets(); }
 
  private:
   StepRecord train_step();
-  // A step of a plan without a pipeline: the micro-batches' forward and backward in turn, then
-  // the optimizer step (the pipeline runtime runs the other plans' steps from their action list).
-  PipelineStepResult step_without_pipeline(double rate, bool traced,
-                                           std::chrono::steady_clock::time_point start);
   // The mean of the micro-batch losses whose sum on this rank is `loss_sum`, over every dp
-  // replica's `micro_batches` (collective over dp in a parallel run).
+  // replica's `micro_batches` (collective over dp).
   double mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches);
-  // This rank's Σ micro-batch mean losses over validation batch `batch` (its pipeline's last
-  // stage's, summed over the pipeline, with one).
-  double validation_loss_sum(std::int64_t batch);
   void check_resumed_run(const RunIdentity& recorded, const std::filesystem::path& checkpoint);
   std::filesystem::path write_checkpoint_now();
   // A new run's checkpoint directory: refused if it holds checkpoints, unless
@@ -180,22 +172,20 @@ class Trainer {
   std::size_t resident_before_model_bytes_;
   schemas::Plan plan_;
   TrainingOptions options_;
-  Communicator* world_;
-  std::unique_ptr<ProcessGroups> groups_;  // parallel runs
+  std::unique_ptr<Communicator> own_world_;  // a job of one, when no world was given
+  Communicator& world_;
+  std::unique_ptr<ProcessGroups> groups_;
   Transformer model_;
-  std::unique_ptr<ShardedOptimizer> sharded_;  // parallel runs
-  std::unique_ptr<PipelineRuntime> pipeline_;  // pp > 1
+  std::unique_ptr<ShardedOptimizer> optimizer_;
   BatchSampler sampler_;
+  std::unique_ptr<PipelineRuntime> runtime_;
   std::unique_ptr<BatchSampler> validation_sampler_;  // with set_validation_data
   LearningRateSchedule schedule_;
-  OptimizerMoments moments_;
   TrainingState state_;
   RunIdentity run_identity_;  // of this run, recorded in its checkpoints
   // Rank 0's hold on the checkpoint directory while the job runs.
   std::shared_ptr<CheckpointDirectoryLock> checkpoint_lock_;
   std::vector<std::string> resume_changes_;
-  Tensor inputs_, targets_;                // host: the sampler fills them
-  Tensor device_inputs_, device_targets_;  // the model's device (aliases on the CPU)
   std::vector<std::vector<ExecutedAction>> traced_;
 };
 

@@ -1,6 +1,8 @@
-// ShardedOptimizer: a parallel run's gradient reduction and optimizer step — data parallelism with
-// ZeRO stage 0 to 3 over the dp group, on top of tensor parallelism — as the model's unit hooks.
-// Used by the trainer for any plan of more than one rank.
+// ShardedOptimizer: a run's gradient reduction and optimizer step — data parallelism with ZeRO
+// stage 0 to 3 over the dp group, on top of tensor parallelism — as the model's unit hooks, driven
+// by the pipeline runtime's actions. Used by the trainer for every plan: on one rank it is ZeRO-0
+// over groups of one, whose reductions are no-ops and whose step is the one-device AdamW driver
+// (optimizer_step: fused on the GPU).
 //
 // The model's parameters (this rank's tensor-parallel slices, in store order) form units — the
 // embeddings, each layer, the head — and units form buckets: consecutive units, collected from the
@@ -25,26 +27,27 @@
 // element's square exactly once: on the rank that owns it among its tp replicas and, where
 // gradients are replicated over dp (stage 0), on dp rank 0 only; then one all-reduce over the job.
 //
-// Pipelines (options.pipeline): the model holds this rank's stages; a bucket never spans two of
-// them, so that each stage's REDUCE_GRAD reduces exactly its own gradients. Stages 0 and 1 reduce
-// a bucket when the runtime says: as soon as its backward is done once arm_reductions() has been
-// called for its stage (before the stage's last backward, to overlap the rest of it), or at the
-// stage's REDUCE_GRAD (reduce_units), or at the step's end. Stages 2 and 3 reduce-scatter a
-// bucket whenever the last holder of its transient gradients lets go: after each micro-batch's
-// backward, or after a split backward's W pass when the runtime holds the units' gradients from
-// I to W. With tied embeddings split over the first and last stage, the word embedding is a
-// bucket of its own, its gradients stay whole through the step (held from begin_step) and
-// tie_embedding_gradients() all-reduces them over the embedding group before their data-parallel
-// reduction; the last stage's copy is left out of the norm.
+// The runtime's actions: the model holds this rank's stages (one without a pipeline); a bucket
+// never spans two of them, so that each stage's REDUCE_GRAD reduces exactly its own gradients.
+// Stages 0 and 1 reduce a bucket when the runtime says: as soon as its backward is done once
+// arm_reductions() has been called for its stage (before the stage's last backward, to overlap the
+// rest of it), or at the stage's REDUCE_GRAD (reduce_units), or at the step's end. Stages 2 and 3
+// reduce-scatter a bucket whenever the last holder of its transient gradients lets go: after each
+// micro-batch's backward, or after a split backward's W pass when the runtime holds the units'
+// gradients from I to W. With tied embeddings split over the first and last stage, the word
+// embedding is a bucket of its own, its gradients stay whole through the step (held from
+// begin_step) and tie_embedding_gradients() all-reduces them over the embedding group before their
+// data-parallel reduction; the last stage's copy is left out of the norm.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "strata/executor/distributed/bucket_layout.h"
 #include "strata/executor/distributed/process_groups.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/optim/adamw.h"
+#include "strata/executor/optim/optimizer_step.h"
+#include "strata/executor/zero/bucket_layout.h"
 
 namespace strata::executor {
 
@@ -52,9 +55,6 @@ struct ShardingOptions {
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
   std::int64_t bucket_elements = 40'000'000;
-  // Driven by the pipeline runtime's REDUCE_GRAD and TIED_GRAD actions instead of by micro-batch
-  // (see "Pipelines" below).
-  bool pipeline = false;
   // False when a checkpoint or an llm.c file fills the ZeRO-3 value shards right after
   // construction (see TransformerOptions::initialize_values).
   bool initialize_values = true;
@@ -73,14 +73,11 @@ class ShardedOptimizer final : public ParameterUnitHooks {
 
   // Before a step's first micro-batch: zeroes the gradients.
   void begin_step();
-  // Before each micro-batch's forward_backward; `last` is the step's last micro-batch (where the
-  // stage 0 and 1 reductions start).
-  void begin_micro_batch(bool last);
-  // After the last micro-batch: waits for reductions in flight and runs those still to run.
+  // After the last micro-batch (STEP): waits for reductions in flight and runs those still to run.
   void finish_gradients();
 
-  // Pipelines. Before a stage's last backward (B or W): its buckets reduce as their backward
-  // completes (stages 0 and 1 with overlap_grad_reduce).
+  // Before a stage's last backward (B or W): its buckets reduce as their backward completes
+  // (stages 0 and 1 with overlap_grad_reduce).
   void arm_reductions(const std::vector<std::int64_t>& units);
   // REDUCE_GRAD: starts the reduction of every bucket of these units not yet reduced (stages 0
   // and 1; stages 2 and 3 reduced them after each backward).
@@ -106,7 +103,6 @@ class ShardedOptimizer final : public ParameterUnitHooks {
 
   std::int64_t zero_stage() const { return options_.zero_stage; }
   std::size_t bucket_count() const { return buckets_.size(); }
-  std::int64_t padding_elements() const;  // over this rank's buckets: what padding adds
 
   void acquire_values(std::int64_t unit) override;
   void release_values(std::int64_t unit) override;
@@ -127,6 +123,15 @@ class ShardedOptimizer final : public ParameterUnitHooks {
     bool backward_done = false;  // in the current micro-batch
   };
 
+  // Elements [first, last) of an entry (entry-relative) that fall in this rank's share of a
+  // bucket, and where they sit in the shard buffers.
+  struct OwnedSlice {
+    std::int64_t first = 0, last = 0, shard_at = 0;
+  };
+  // Calls visit(entry, slice) for each entry's part of this rank's share of `bucket`: the walk
+  // every ZeRO ≥ 1 pass over shards (initialisation, the update, scattering values) makes.
+  template <class Visit>
+  void for_each_owned_slice(const Bucket& bucket, Visit&& visit);
   void build_buckets();
   void initialise_value_shards(std::uint64_t seed);
   void bind_values(Bucket& bucket);
@@ -145,7 +150,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   ProcessGroups& groups_;
   ShardingOptions options_;
   std::int64_t dp_size_ = 1, dp_rank_ = 0;
-  bool last_micro_batch_ = false;
+  // One rank of ZeRO-0 holds every gradient of the job once, in the store: the norm needs no sum
+  // over ranks, and the step is optimizer_step's (on any device).
+  bool one_device_step_ = false;
   // Pipelines with tied embeddings split over stages: this rank holds the word embedding (as the
   // embedding, the LM head, or both), held whole until the tie; counted in the norm only where
   // the embedding stage is.
@@ -156,7 +163,8 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   std::vector<CommunicationRequest> in_flight_;
   // From ZeRO-1 on: this rank's shares, concatenated over buckets (moments; gradients from 1,
   // values from 3). Below: full-size moments in the store's flat layout.
-  Tensor value_shards_, gradient_shards_, first_moments_, second_moments_;
+  Tensor value_shards_, gradient_shards_;
+  OptimizerMoments moments_;
   // ZeRO-2/3: where a bucket's reduce-scatter lands before it is added to its shard (one largest
   // shard, reused by every bucket and micro-batch instead of allocated per reduction).
   Tensor reduced_part_;

@@ -1,9 +1,10 @@
-#include "strata/executor/distributed/sharded_optimizer.h"
+#include "strata/executor/zero/sharded_optimizer.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "eigen_maps.h"
+#include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/model/parameter_init.h"
 #include "strata/executor/ops/dispatch.h"
 #include "strata/executor/optim/gradient_clipping.h"
@@ -60,7 +61,11 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   Communicator& dp = groups_.gradient_reduction();
   dp_size_ = dp.size();
   dp_rank_ = dp.rank();
-  if (options_.pipeline && model_.config().tied_embeddings && groups_.mesh().pp > 1 &&
+  one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
+  STRATA_CHECK(store_.device() == Device::cpu || one_device_step_,
+               "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
+               options_.zero_stage, groups_.world().size(), device_name(store_.device()));
+  if (model_.config().tied_embeddings && groups_.mesh().pp > 1 &&
       store_.contains("embedding.word")) {
     ties_embedding_ = true;
     bool embedding_stage = false;
@@ -74,11 +79,10 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   for (const Bucket& bucket : buckets_) shard_elements += bucket.shard;
   const ScalarType type = store_.scalar_type();
   if (options_.zero_stage == 0) {
-    first_moments_ = Tensor::zeros({store_.total_elements()}, type);
-    second_moments_ = Tensor::zeros({store_.total_elements()}, type);
+    moments_ = OptimizerMoments::zeros_like(store_);
   } else {
-    first_moments_ = Tensor::zeros({shard_elements}, type);
-    second_moments_ = Tensor::zeros({shard_elements}, type);
+    moments_.first = Tensor::zeros({shard_elements}, type);
+    moments_.second = Tensor::zeros({shard_elements}, type);
     gradient_shards_ = Tensor::zeros({shard_elements}, type);
     if (options_.zero_stage >= 2) {
       std::int64_t largest = 0;
@@ -109,7 +113,7 @@ void ShardedOptimizer::build_buckets() {
                                    .bucket_elements = options_.bucket_elements,
                                    .dp = dp_size_,
                                    .tp_rank = model_.tensor_parallel().rank(),
-                                   .pipeline = options_.pipeline,
+                                   .pipeline = groups_.mesh().pp > 1,
                                    .tied_word_embedding_bucket = ties_embedding_,
                                    .counts_word_embedding = counts_word_embedding_};
   for (BucketRange& range : bucket_layout(model_.config(), store_, unit_stage, layout)) {
@@ -125,20 +129,26 @@ void ShardedOptimizer::build_buckets() {
   }
 }
 
+template <class Visit>
+void ShardedOptimizer::for_each_owned_slice(const Bucket& bucket, Visit&& visit) {
+  const std::int64_t low = dp_rank_ * bucket.shard;
+  const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
+  for (std::size_t e : bucket.entries) {
+    ParameterEntry& entry = store_.entries()[e];
+    const std::int64_t entry_begin = entry.offset - bucket.begin;
+    const std::int64_t first = std::max(low, entry_begin);
+    const std::int64_t last = std::min(high, entry_begin + shape_numel(entry.shape));
+    if (first >= last) continue;
+    visit(entry,
+          OwnedSlice{first - entry_begin, last - entry_begin, bucket.shard_offset + (first - low)});
+  }
+}
+
 void ShardedOptimizer::initialise_value_shards(std::uint64_t seed) {
-  const std::vector<ParameterEntry>& entries = store_.entries();
   for (const Bucket& bucket : buckets_) {
-    const std::int64_t low = dp_rank_ * bucket.shard;
-    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
-    for (std::size_t e : bucket.entries) {
-      const ParameterEntry& entry = entries[e];
-      const std::int64_t entry_begin = entry.offset - bucket.begin;
-      const std::int64_t first = std::max(low, entry_begin);
-      const std::int64_t last = std::min(high, entry_begin + shape_numel(entry.shape));
-      if (first >= last) continue;
-      initialize_slice(value_shards_, bucket.shard_offset + (first - low), entry,
-                       first - entry_begin, last - entry_begin, seed);
-    }
+    for_each_owned_slice(bucket, [&](const ParameterEntry& entry, const OwnedSlice& slice) {
+      initialize_slice(value_shards_, slice.shard_at, entry, slice.first, slice.last, seed);
+    });
   }
 }
 
@@ -218,25 +228,20 @@ void ShardedOptimizer::release_gradients(std::int64_t unit) {
 }
 
 void ShardedOptimizer::bucket_finished(Bucket& bucket) {
-  if (options_.pipeline) {
-    if (options_.zero_stage >= 2) {
-      // The last holder let go: reduce-scatter what the buffer collected, and start afresh.
-      for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
-        if (units_[static_cast<std::size_t>(u)].gradient_references > 0) return;
-      }
-      reduce(bucket);
-      bucket.reduced = false;
-      for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
-        units_[static_cast<std::size_t>(u)].backward_done = false;
-      }
-    } else if (bucket.armed && !bucket.reduced) {
-      reduce(bucket);
+  if (options_.zero_stage >= 2) {
+    // ZeRO-2/3: the full gradients exist only while a backward holds them. The last holder let
+    // go: reduce-scatter what the buffer collected, and start afresh.
+    for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+      if (units_[static_cast<std::size_t>(u)].gradient_references > 0) return;
     }
-    return;
-  }
-  // ZeRO-2/3 reduce every micro-batch (the full gradients exist only during its backward);
-  // stages 0 and 1 accumulate locally and reduce once, here when overlapping the backward.
-  if (options_.zero_stage >= 2 || (last_micro_batch_ && options_.overlap_grad_reduce)) {
+    reduce(bucket);
+    bucket.reduced = false;
+    for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
+      units_[static_cast<std::size_t>(u)].backward_done = false;
+    }
+  } else if (bucket.armed && !bucket.reduced) {
+    // Stages 0 and 1 accumulate locally and reduce once: here, overlapping the rest of the
+    // backward, once the runtime armed the bucket's stage.
     reduce(bucket);
   }
 }
@@ -343,22 +348,11 @@ void ShardedOptimizer::begin_step() {
   if (ties_embedding_) acquire_gradients(0);
 }
 
-void ShardedOptimizer::begin_micro_batch(bool last) {
-  last_micro_batch_ = last;
-  for (UnitState& unit : units_) {
-    STRATA_CHECK(unit.gradient_references == 0, "a micro-batch began inside a backward");
-    unit.backward_done = false;
-  }
-  if (options_.zero_stage >= 2) {
-    for (Bucket& bucket : buckets_) bucket.reduced = false;
-  }
-}
-
 void ShardedOptimizer::finish_gradients() {
   // Without overlap, stages 0 and 1 reduce now, in the order the backward would have.
   for (auto bucket = buckets_.rbegin(); bucket != buckets_.rend(); ++bucket) {
     if (options_.zero_stage >= 2) {
-      STRATA_CHECK(options_.pipeline ? bucket->gradient_buffer.numel() == 0 : bucket->reduced,
+      STRATA_CHECK(bucket->gradient_buffer.numel() == 0,
                    "a ZeRO-{} bucket of units {}..{} left unreduced by the backward",
                    options_.zero_stage, bucket->first_unit, bucket->last_unit);
       continue;
@@ -397,45 +391,37 @@ double ShardedOptimizer::owned_sum_of_squares() {
 
 double ShardedOptimizer::step(double learning_rate, std::int64_t step, const AdamWConfig& config,
                               double max_gradient_norm) {
-  Tensor squares = Tensor::zeros({1}, ScalarType::float64);
-  squares.data<double>()[0] = owned_sum_of_squares();
-  groups_.world().all_reduce(squares, ReduceOp::sum);
-  const double norm = std::sqrt(squares.data<double>()[0]);
+  if (one_device_step_) {
+    // Every gradient is here once and reduced (groups of one): the one-device driver, which
+    // computes the norm and updates in one pass on a GPU.
+    return optimizer_step(store_, moments_, learning_rate, step, config, max_gradient_norm);
+  }
+  const double norm =
+      std::sqrt(all_reduce_value(groups_.world(), owned_sum_of_squares(), ReduceOp::sum));
   // Clipping's factor is applied as AdamW reads each gradient (no pass of its own).
   const double gradient_scale = clipping_scale(norm, max_gradient_norm);
   const auto decay_of = [&](const ParameterEntry& entry) {
     return entry.spec.weight_decay ? config.weight_decay : 0.0;
   };
-  std::vector<ParameterEntry>& entries = store_.entries();
   if (options_.zero_stage == 0) {
-    for (ParameterEntry& entry : entries) {
-      Tensor first = first_moments_.view(entry.offset, entry.shape);
-      Tensor second = second_moments_.view(entry.offset, entry.shape);
-      adamw_update(entry.value, entry.gradient, first, second, learning_rate, decay_of(entry),
-                   step + 1, config, gradient_scale);
-    }
+    apply_adamw(store_, moments_, learning_rate, step, config, gradient_scale);
     return norm;
   }
   Communicator& dp = groups_.gradient_reduction();
   for (Bucket& bucket : buckets_) {
     const std::int64_t low = dp_rank_ * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
-    for (std::size_t e : bucket.entries) {
-      const ParameterEntry& entry = entries[e];
-      const std::int64_t entry_begin = entry.offset - bucket.begin;
-      const std::int64_t first = std::max(low, entry_begin);
-      const std::int64_t last = std::min(high, entry_begin + shape_numel(entry.shape));
-      if (first >= last) continue;
-      const std::int64_t shard_at = bucket.shard_offset + (first - low);
-      const Shape shape{last - first};
-      Tensor value = options_.zero_stage == 3 ? value_shards_.view(shard_at, shape)
-                                              : store_.values().view(bucket.begin + first, shape);
-      Tensor gradient = gradient_shards_.view(shard_at, shape);
-      Tensor first_moment = first_moments_.view(shard_at, shape);
-      Tensor second_moment = second_moments_.view(shard_at, shape);
+    for_each_owned_slice(bucket, [&](const ParameterEntry& entry, const OwnedSlice& slice) {
+      const Shape shape{slice.last - slice.first};
+      Tensor value = options_.zero_stage == 3
+                         ? value_shards_.view(slice.shard_at, shape)
+                         : store_.values().view(entry.offset + slice.first, shape);
+      Tensor gradient = gradient_shards_.view(slice.shard_at, shape);
+      Tensor first_moment = moments_.first.view(slice.shard_at, shape);
+      Tensor second_moment = moments_.second.view(slice.shard_at, shape);
       adamw_update(value, gradient, first_moment, second_moment, learning_rate, decay_of(entry),
                    step + 1, config, gradient_scale);
-    }
+    });
     if (options_.zero_stage == 3) continue;
     // Stages 1 and 2: every dp rank gets every share of the updated values back — in place in
     // the values buffer when dp divides the bucket, through a padded copy when it does not.
@@ -494,40 +480,31 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
 }
 
 void ShardedOptimizer::scatter_values(const ParameterStore& whole) {
-  std::vector<ParameterEntry>& entries = store_.entries();
-  for (const Bucket& bucket : buckets_) {
-    const std::int64_t low = dp_rank_ * bucket.shard;
-    const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
-    for (std::size_t e : bucket.entries) {
-      ParameterEntry& entry = entries[e];
-      const Tensor source =
-          whole.entry(entry.spec.name).value.reshaped({shape_numel(entry.spec.shape)});
-      const std::int64_t count = shape_numel(entry.shape);
-      if (options_.zero_stage < 3) {
-        Tensor destination = store_.values();
-        copy_slice_from_whole(destination, entry.offset, entry, 0, count, source);
-        continue;
-      }
-      const std::int64_t entry_begin = entry.offset - bucket.begin;
-      const std::int64_t first = std::max(low, entry_begin);
-      const std::int64_t last = std::min(high, entry_begin + count);
-      if (first >= last) continue;
-      copy_slice_from_whole(value_shards_, bucket.shard_offset + (first - low), entry,
-                            first - entry_begin, last - entry_begin, source);
+  const auto source_of = [&](const ParameterEntry& entry) {
+    return whole.entry(entry.spec.name).value.reshaped({shape_numel(entry.spec.shape)});
+  };
+  if (options_.zero_stage < 3) {
+    Tensor destination = store_.values();
+    for (const ParameterEntry& entry : store_.entries()) {
+      copy_slice_from_whole(destination, entry.offset, entry, 0, shape_numel(entry.shape),
+                            source_of(entry));
     }
   }
+  for (const Bucket& bucket : buckets_) {
+    if (options_.zero_stage < 3) break;
+    for_each_owned_slice(bucket, [&](const ParameterEntry& entry, const OwnedSlice& slice) {
+      copy_slice_from_whole(value_shards_, slice.shard_at, entry, slice.first, slice.last,
+                            source_of(entry));
+    });
+  }
+  // A 16-bit working copy follows the values it was made from.
+  if (options_.zero_stage < 3) store_.refresh_compute_values();
 }
 
 std::vector<Tensor> ShardedOptimizer::values_state() {
   return {options_.zero_stage == 3 ? value_shards_ : store_.values()};
 }
 
-std::vector<Tensor> ShardedOptimizer::moments_state() { return {first_moments_, second_moments_}; }
-
-std::int64_t ShardedOptimizer::padding_elements() const {
-  std::int64_t padding = 0;
-  for (const Bucket& bucket : buckets_) padding += bucket.padded - bucket.elements;
-  return padding;
-}
+std::vector<Tensor> ShardedOptimizer::moments_state() { return {moments_.first, moments_.second}; }
 
 }  // namespace strata::executor

@@ -1,4 +1,4 @@
-#include "strata/executor/distributed/bucket_layout.h"
+#include "strata/executor/zero/bucket_layout.h"
 
 #include "strata/executor/model/parameter_units.h"
 

@@ -1,0 +1,149 @@
+// The bucket layout against an oracle, over every bucket size from one element to the whole
+// model, dp 1, 2, 3, 5 and 8, each ZeRO stage, tied and untied embeddings, and models whose sizes
+// dp does not divide (padding). The oracle states what a layout must be, not how bucket_layout
+// builds it: the buckets tile the store's elements in order at unit boundaries; walking from the
+// head, a bucket closes at the first unit that brings it to bucket_elements (every unit under
+// ZeRO-3); each is padded to the least multiple of dp, its shards lie one after another, its
+// entries are exactly those that start inside it, and one rank's owned ranges cover each element
+// once.
+#include "strata/executor/zero/bucket_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "strata/executor/model/parameter_units.h"
+#include "strata/executor/model/transformer.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::executor {
+namespace {
+
+// [begin, end) of each unit in the store's flat layout.
+std::vector<std::pair<std::int64_t, std::int64_t>> unit_ranges(const schemas::ModelConfig& model,
+                                                               const ParameterStore& store) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges(
+      static_cast<std::size_t>(parameter_unit_count(model)), {-1, -1});
+  for (const ParameterEntry& entry : store.entries()) {
+    auto& range = ranges[static_cast<std::size_t>(parameter_unit(model, entry.spec.name))];
+    const std::int64_t end = entry.offset + shape_numel(entry.shape);
+    range.first = range.first < 0 ? entry.offset : std::min(range.first, entry.offset);
+    range.second = std::max(range.second, end);
+  }
+  return ranges;
+}
+
+void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore& store,
+                         const BucketLayoutOptions& options, const std::string& where) {
+  const std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), 0);
+  const std::vector<BucketRange> buckets = bucket_layout(model, store, unit_stage, options);
+  const auto units = unit_ranges(model, store);
+  ASSERT_FALSE(buckets.empty()) << where;
+  // Tiling: forward order, contiguous, whole units, the whole store.
+  EXPECT_EQ(buckets.front().first_unit, 0) << where;
+  EXPECT_EQ(buckets.back().last_unit, parameter_unit_count(model) - 1) << where;
+  std::int64_t next_element = 0, next_unit = 0, shard_offset = 0;
+  std::vector<int> owned_count(static_cast<std::size_t>(store.total_elements()), 0);
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const BucketRange& bucket = buckets[b];
+    const std::string at = where + ", bucket " + std::to_string(b);
+    EXPECT_EQ(bucket.first_unit, next_unit) << at;
+    EXPECT_EQ(bucket.begin, next_element) << at;
+    EXPECT_EQ(bucket.begin, units[static_cast<std::size_t>(bucket.first_unit)].first) << at;
+    EXPECT_EQ(bucket.begin + bucket.elements,
+              units[static_cast<std::size_t>(bucket.last_unit)].second)
+        << at;
+    next_unit = bucket.last_unit + 1;
+    next_element = bucket.begin + bucket.elements;
+    // Closing: ZeRO-3 one unit a bucket; otherwise the first unit (walking back from the head)
+    // that reaches the size closes it, so without its lowest unit a bucket is short of it —
+    // except the one that reaches the embedding, which closes whatever it holds.
+    if (options.zero_stage == 3) {
+      EXPECT_EQ(bucket.first_unit, bucket.last_unit) << at;
+    } else {
+      const std::int64_t without_first = bucket.begin + bucket.elements -
+                                         units[static_cast<std::size_t>(bucket.first_unit)].second;
+      if (bucket.first_unit < bucket.last_unit) {
+        EXPECT_LT(without_first, options.bucket_elements) << at;
+      }
+      if (bucket.first_unit > 0) {
+        EXPECT_GE(bucket.elements, options.bucket_elements) << at;
+      }
+    }
+    // Padding: the least multiple of dp; shards one after another.
+    EXPECT_EQ(bucket.padded % options.dp, 0) << at;
+    EXPECT_GE(bucket.padded, bucket.elements) << at;
+    EXPECT_LT(bucket.padded - bucket.elements, options.dp) << at;
+    EXPECT_EQ(bucket.shard * options.dp, bucket.padded) << at;
+    EXPECT_EQ(bucket.shard_offset, shard_offset) << at;
+    shard_offset += bucket.shard;
+    // Entries: exactly those that start inside the bucket, in store order.
+    std::vector<std::size_t> expected;
+    for (std::size_t e = 0; e < store.entries().size(); ++e) {
+      const std::int64_t offset = store.entries()[e].offset;
+      if (offset >= bucket.begin && offset < bucket.begin + bucket.elements) expected.push_back(e);
+    }
+    EXPECT_EQ(bucket.entries, expected) << at;
+    for (const auto& [first, last] : bucket.owned) {
+      ASSERT_LE(0, first) << at;
+      ASSERT_LE(last, bucket.elements) << at;
+      for (std::int64_t i = first; i < last; ++i) ++owned_count[bucket.begin + i];
+    }
+  }
+  EXPECT_EQ(next_element, store.total_elements()) << where;
+  // One rank of one tp group counts every element of the norm once.
+  EXPECT_TRUE(std::all_of(owned_count.begin(), owned_count.end(), [](int n) { return n == 1; }))
+      << where;
+}
+
+schemas::ModelConfig odd_gpt(bool tied) {
+  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
+  model.num_layers = 3;
+  model.hidden_size = 36;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 4;
+  model.head_dim = 9;
+  model.ffn_hidden_size = 99;
+  model.vocab_size = 257;
+  model.max_seq_length = 32;
+  model.tied_embeddings = tied;
+  return model;
+}
+
+TEST(BucketLayout, EverySizeDpAndStageMeetsTheOracle) {
+  for (const schemas::ModelConfig& model :
+       {odd_gpt(false), odd_gpt(true), schemas::model_preset("llama-tiny")}) {
+    const ParameterStore store(transformer_parameters(model), ScalarType::float32);
+    std::vector<std::int64_t> sizes = {1,
+                                       2,
+                                       7,
+                                       store.total_elements() / 5,
+                                       store.total_elements() / 2,
+                                       store.total_elements(),
+                                       store.total_elements() + 1,
+                                       40'000'000};
+    // Each unit's size and one past it: the boundaries where a bucket closes or does not.
+    for (const auto& [begin, end] : unit_ranges(model, store)) {
+      sizes.push_back(end - begin);
+      sizes.push_back(end - begin + 1);
+    }
+    for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
+      for (std::int64_t dp : {1, 2, 3, 5, 8}) {
+        for (std::int64_t size : sizes) {
+          expect_layout_holds(model, store,
+                              {.zero_stage = zero_stage, .bucket_elements = size, .dp = dp},
+                              model.name + (model.tied_embeddings ? " tied" : "") + ", ZeRO-" +
+                                  std::to_string(zero_stage) + ", dp " + std::to_string(dp) +
+                                  ", buckets of " + std::to_string(size));
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata::executor
