@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/costmodels/attention_time.h"
+#include "strata/costmodels/framework_behaviour.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
@@ -219,9 +220,9 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .attention = plan.attention,
       .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
                              plan.mesh.dp * plan.mesh.cp > 1 &&
-                             schemas::framework_behaviour(plan.framework).zero3_gathers_per_layer,
+                             framework_behaviour(plan.framework).zero3_gathers_per_layer,
       .executor_activation_buffers =
-          schemas::framework_behaviour(plan.framework).executor_activation_buffers,
+          framework_behaviour(plan.framework).executor_activation_buffers,
       .dp_span = {},
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};

@@ -4,19 +4,18 @@
 #include <cmath>
 
 #include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/framework_behaviour.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_flops.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
+#include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::costmodels {
 namespace {
 
 using schemas::MeshAxis;
-
-constexpr double kMinBucketParameters = 40e6;
-constexpr double kBucketParametersPerDpRank = 1e6;
 
 }  // namespace
 
@@ -62,6 +61,211 @@ double gradient_bytes_per_parameter(schemas::Dtype precision) {
   return static_cast<double>(adam_model_state_bytes(precision).gradients);
 }
 
+namespace {
+
+// A stage's parameters split into buckets of `bucket_parameters`, the last one holding the rest:
+// how stacks that fill buckets parameter by parameter (Megatron-Core's DDP) cut them.
+std::vector<double> even_gradient_buckets(double parameters, double bucket_parameters) {
+  std::vector<double> buckets;
+  for (double remaining = parameters; remaining > 0; remaining -= bucket_parameters) {
+    buckets.push_back(std::min(remaining, bucket_parameters));
+  }
+  if (buckets.empty()) buckets.push_back(0);
+  return buckets;
+}
+
+// The buckets Strata's executor forms on one tp rank of `stage`, in the order its backward
+// completes them: its parameter units (the
+// embeddings, each layer, the head) grouped by the plan's rule (schemas/gradient_buckets.h); a
+// word embedding tied across a pipeline is a bucket of its own on the first and the last stage.
+std::vector<double> unit_gradient_buckets(const schemas::Plan& plan,
+                                          const ParameterBreakdown& counts,
+                                          const schemas::PipelineStage& stage) {
+  const double tp = static_cast<double>(plan.mesh.tp);
+  const double vocab_matrix =
+      static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
+  const bool tied_across_stages = plan.model.tied_embeddings && plan.mesh.pp > 1;
+  const std::int64_t bucket_elements = schemas::gradient_bucket_elements(plan);
+  const bool bucket_per_unit = plan.zero_stage == 3;
+  std::vector<double> buckets;
+  const auto add_run = [&](const std::vector<double>& units) {
+    std::vector<std::int64_t> elements;
+    for (const double unit : units) elements.push_back(std::llround(unit));
+    for (const schemas::UnitBucket& bucket :
+         schemas::group_units_into_buckets(elements, bucket_elements, bucket_per_unit)) {
+      double size = 0;
+      for (std::size_t u = bucket.first_unit; u <= bucket.last_unit; ++u) size += units[u];
+      buckets.push_back(size);
+    }
+  };
+  std::vector<double> units;
+  if (stage.embedding) {
+    const double embedding = vocab_matrix + static_cast<double>(counts.position_embedding) +
+                             static_cast<double>(counts.embedding_norm);
+    if (tied_across_stages) {
+      add_run({embedding});
+    } else {
+      units.push_back(embedding);
+    }
+  } else if (stage.lm_head && tied_across_stages) {
+    add_run({vocab_matrix});  // the last stage's copy of the word embedding
+  }
+  const double layer = static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) / tp +
+                       static_cast<double>(counts.norms_per_layer);
+  units.insert(units.end(), static_cast<std::size_t>(stage.num_layers), layer);
+  if (stage.lm_head) {
+    units.push_back(static_cast<double>(counts.final_norm) +
+                    (plan.model.tied_embeddings ? 0.0 : vocab_matrix));
+  }
+  if (!units.empty()) add_run(units);
+  if (buckets.empty()) buckets.push_back(0);
+  // The backward completes them from the head down.
+  std::reverse(buckets.begin(), buckets.end());
+  return buckets;
+}
+
+using schemas::CommunicatorOperation;
+
+// The communicator's temporaries on each pipeline rank (zero without a measured ratio): what the
+// data-parallel all-reduces hold until the step waits for them, plus the largest a blocking
+// collective holds while it runs.
+class CommunicatorTemporaries {
+ public:
+  CommunicatorTemporaries(const schemas::ClusterConfig& cluster, std::int64_t pipeline_ranks)
+      : cluster_(cluster),
+        held_until_step_(static_cast<std::size_t>(pipeline_ranks), 0.0),
+        largest_transient_(static_cast<std::size_t>(pipeline_ranks), 0.0) {}
+  void hold_until_step(std::size_t rank, CommunicatorOperation operation, double message_bytes) {
+    held_until_step_[rank] += bytes(operation, message_bytes);
+  }
+  void while_running(std::size_t rank, CommunicatorOperation operation, double message_bytes) {
+    largest_transient_[rank] = std::max(largest_transient_[rank], bytes(operation, message_bytes));
+  }
+  void while_running_on_every_rank(CommunicatorOperation operation, double message_bytes) {
+    for (std::size_t rank = 0; rank < largest_transient_.size(); ++rank) {
+      while_running(rank, operation, message_bytes);
+    }
+  }
+  double on_rank(std::size_t rank) const {
+    return held_until_step_[rank] + largest_transient_[rank];
+  }
+
+ private:
+  double bytes(CommunicatorOperation operation, double message_bytes) const {
+    return cluster_.communicator_temporary_ratio(operation) * message_bytes;
+  }
+  const schemas::ClusterConfig& cluster_;
+  std::vector<double> held_until_step_, largest_transient_;
+};
+
+// One pipeline rank's optimizer step over `parameters` (its stages' `layers`): the passes over
+// memory as Megatron and both of Strata's backends run them, per parameter of the optimizer's
+// shard — the global norm reads the gradient (g); AdamW, with clipping's factor applied as it
+// reads, reads and writes the fp32 master and both moments (4·2·3), reads the gradient (g) and,
+// in mixed precision, writes the 16-bit working copy (w; in fp32 the master is the weight); the
+// step's start zeroes the gradient buffers the backward accumulates into (the whole stage's below
+// ZeRO-2, the shard from ZeRO-1 on) — then ZeRO-1/2's all-gather of the weights (in
+// `weight_bytes` each) and fp8's weight casts.
+double optimizer_step_time_s(const schemas::Plan& plan, const ParameterBreakdown& counts,
+                             const GroupSpan& dp_span, double weight_bytes, double parameters,
+                             double layers) {
+  const schemas::ClusterConfig& cluster = plan.cluster;
+  const double dp_shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
+  const double gradient = static_cast<double>(bytes.gradients);
+  const bool mixed =
+      plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
+  const double shard = plan.zero_stage >= 1 ? parameters / dp_shards : parameters;
+  const double zeroed =
+      (plan.zero_stage < 2 ? parameters : 0.0) + (plan.zero_stage >= 1 ? shard : 0.0);
+  const double step_bytes =
+      shard * (24.0 + 2 * gradient + (mixed ? static_cast<double>(bytes.weights) : 0.0)) +
+      zeroed * gradient;
+  double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
+  if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+    step_s +=
+        collective_time_s(cluster, dp_span, Collective::all_gather, parameters * weight_bytes);
+  }
+  if (plan.precision == schemas::Dtype::fp8) {
+    // Transformer Engine casts each layer linear's weight to fp8 and fp8ᵀ once per step (the
+    // first micro-batch's forward; later ones reuse it): read 2 bytes, write 1 + 1.
+    const double linear_weights =
+        layers * static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
+        static_cast<double>(plan.mesh.tp);
+    step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights, 4 * layers);
+  }
+  return step_s;
+}
+
+// Stage `s`'s passes per micro-batch and the activations they keep: its layers (recomputed or
+// not), the embedding and the LM head where it holds them, and Strata's pipeline runtime's
+// boundary tensors.
+void add_stage_passes(const schemas::Plan& plan, const LayerContext& context,
+                      const LayerCostSet& layers, std::size_t s, StageCosts& stage_costs) {
+  const schemas::PipelineStage& stage = plan.stages[s];
+  const std::size_t num_stages = plan.stages.size();
+  const double element = context.activation_bytes();
+  std::int64_t recomputed = 0;
+  if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
+    recomputed = plan.recompute.full_layers_per_stage.empty()
+                     ? stage.num_layers
+                     : std::min(stage.num_layers, plan.recompute.full_layers_per_stage[s]);
+  }
+  const double plain_layers = static_cast<double>(stage.num_layers - recomputed);
+  const double recomputed_layers = static_cast<double>(recomputed);
+  stage_costs.passes += layers.plain.scaled(plain_layers);
+  stage_costs.passes += layers.recomputed.scaled(recomputed_layers);
+  auto add_activations = [&](const LayerActivationBytes& bytes, double count) {
+    stage_costs.activations.stored += bytes.stored * count;
+    stage_costs.activations.weight_inputs += bytes.weight_inputs * count;
+    if (count > 0) {
+      stage_costs.activations.working = std::max(stage_costs.activations.working, bytes.working);
+    }
+  };
+  add_activations(layers.plain_activations, plain_layers);
+  add_activations(layers.recomputed_activations, recomputed_layers);
+  if (stage.embedding) {
+    stage_costs.passes += layers.embedding;
+    add_activations(layers.embedding_activations, 1);
+  }
+  if (stage.lm_head) {
+    stage_costs.passes += layers.lm_head;
+    add_activations(layers.lm_head_activations, 1);
+  }
+  if (context.executor_activation_buffers && num_stages > 1) {
+    // Strata's pipeline runtime: each micro-batch in flight keeps, beside its layers' tensors,
+    // the stage's output (what SEND_F read) past the last stage's, and the received input and
+    // the input's gradient (d_input, sent upstream) past the first; the gradient received for
+    // the output is live while the stage's backward runs.
+    const double boundary = context.local_tokens() * static_cast<double>(plan.model.hidden_size) *
+                            element /
+                            (context.sequence_parallel ? static_cast<double>(plan.mesh.tp) : 1.0);
+    if (!stage.lm_head) {
+      stage_costs.activations.stored += boundary;
+      stage_costs.activations.working += boundary;
+    }
+    if (!stage.embedding) stage_costs.activations.stored += 2 * boundary;
+  }
+}
+
+// MFU's numerator is Megatron's model-FLOP count (model_flops.h: every GEMM incl. the LM head and
+// the full s×s attention products) over every token of the step; recomputation adds what the
+// stages really recompute, counted across all ranks doing the same work.
+void add_step_flops(const schemas::Plan& plan, PlanCosts& costs) {
+  const double tokens_per_step =
+      static_cast<double>(plan.batch.global_batch_size * plan.batch.seq_length);
+  costs.model_flops_per_step =
+      model_flops_per_token(plan.model, plan.batch.seq_length).training() * tokens_per_step;
+  const double replicas = static_cast<double>(plan.mesh.tp * plan.mesh.cp * plan.mesh.dp);
+  double recompute_flops = 0;
+  for (const StageCosts& stage : costs.stages) recompute_flops += stage.passes.recompute_flops;
+  costs.hardware_flops_per_step =
+      costs.model_flops_per_step +
+      recompute_flops * static_cast<double>(plan.batch.num_micro_batches) * replicas;
+}
+
+}  // namespace
+
 LayerCostSet layer_cost_set(const LayerContext& context) {
   return {.plain = transformer_layer_costs(context, schemas::RecomputeGranularity::none),
           .recomputed = transformer_layer_costs(context, context.recompute),
@@ -94,12 +298,8 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   // caches them across plans).
   const LayerCostSet computed = given_layers ? LayerCostSet{} : layer_cost_set(context);
   const LayerCostSet& layers = given_layers ? *given_layers : computed;
-  const PassCosts& layer_plain = layers.plain;
-  const PassCosts& layer_recomputed = layers.recomputed;
-  const LayerActivationBytes& activations_plain = layers.plain_activations;
-  const LayerActivationBytes& activations_recomputed = layers.recomputed_activations;
 
-  const schemas::FrameworkBehaviour framework = schemas::framework_behaviour(plan.framework);
+  const FrameworkBehaviour framework = framework_behaviour(plan.framework);
   // Activations cross a stage boundary split across tp (Megatron scatters them before the send
   // and gathers after, or they are already split under sequence parallelism) — unless the stack
   // sends the tensor each tp rank holds, which without sequence parallelism is all of it.
@@ -109,8 +309,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                                 (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
   const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
   const double gradient_bytes = gradient_bytes_per_parameter(plan.precision);
-  const double bucket_parameters =
-      std::max(kMinBucketParameters, kBucketParametersPerDpRank * dp_shards);
+  const double bucket_parameters = static_cast<double>(schemas::gradient_bucket_elements(plan));
   const bool all_reduced =
       plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
                                framework.zero1_bf16_gradients_all_reduced);
@@ -119,29 +318,21 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   const Collective reduction =
       all_reduced ? Collective::all_reduce_non_blocking : Collective::reduce_scatter;
 
-  // The communicator's temporaries (zero without a measured ratio): what the data-parallel
-  // all-reduces hold until the step, and the largest a blocking collective holds while it runs.
-  using schemas::CommunicatorOperation;
-  const auto temporary = [&](CommunicatorOperation operation, double message_bytes) {
-    return cluster.communicator_temporary_ratio(operation) * message_bytes;
-  };
-  std::vector<double> held_until_step(static_cast<std::size_t>(pp), 0.0);
-  std::vector<double> largest_transient(static_cast<std::size_t>(pp), 0.0);
+  CommunicatorTemporaries temporaries(cluster, pp);
   if (pp > 1) {
-    std::fill(largest_transient.begin(), largest_transient.end(),
-              temporary(CommunicatorOperation::send_receive, boundary_bytes));
+    temporaries.while_running_on_every_rank(CommunicatorOperation::send_receive, boundary_bytes);
   }
   if (plan.mesh.tp > 1) {
     // Each layer's activation all-reduce (or, with sequence parallelism, its reduce-scatter and
     // all-gather) over the micro-batch's tokens.
     const double activation =
         context.local_tokens() * static_cast<double>(plan.model.hidden_size) * element;
-    const double tp_temporary =
-        context.sequence_parallel
-            ? std::max(temporary(CommunicatorOperation::reduce_scatter, activation),
-                       temporary(CommunicatorOperation::all_gather, activation))
-            : temporary(CommunicatorOperation::all_reduce, activation);
-    for (double& largest : largest_transient) largest = std::max(largest, tp_temporary);
+    if (context.sequence_parallel) {
+      temporaries.while_running_on_every_rank(CommunicatorOperation::reduce_scatter, activation);
+      temporaries.while_running_on_every_rank(CommunicatorOperation::all_gather, activation);
+    } else {
+      temporaries.while_running_on_every_rank(CommunicatorOperation::all_reduce, activation);
+    }
   }
 
   const std::size_t num_stages = plan.stages.size();
@@ -153,77 +344,34 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   for (std::size_t s = 0; s < num_stages; ++s) {
     const schemas::PipelineStage& stage = plan.stages[s];
     StageCosts& stage_costs = costs.stages[s];
-    std::int64_t recomputed = 0;
-    if (plan.recompute.granularity != schemas::RecomputeGranularity::none) {
-      recomputed = plan.recompute.full_layers_per_stage.empty()
-                       ? stage.num_layers
-                       : std::min(stage.num_layers, plan.recompute.full_layers_per_stage[s]);
-    }
-    const double plain_layers = static_cast<double>(stage.num_layers - recomputed);
-    const double recomputed_layers = static_cast<double>(recomputed);
-    stage_costs.passes += layer_plain.scaled(plain_layers);
-    stage_costs.passes += layer_recomputed.scaled(recomputed_layers);
-    auto add_activations = [&](const LayerActivationBytes& bytes, double count) {
-      stage_costs.activations.stored += bytes.stored * count;
-      stage_costs.activations.weight_inputs += bytes.weight_inputs * count;
-      if (count > 0) {
-        stage_costs.activations.working = std::max(stage_costs.activations.working, bytes.working);
-      }
-    };
-    add_activations(activations_plain, plain_layers);
-    add_activations(activations_recomputed, recomputed_layers);
-    if (stage.embedding) {
-      stage_costs.passes += layers.embedding;
-      add_activations(layers.embedding_activations, 1);
-    }
-    if (stage.lm_head) {
-      stage_costs.passes += layers.lm_head;
-      add_activations(layers.lm_head_activations, 1);
-    }
-    if (context.executor_activation_buffers && num_stages > 1) {
-      // Strata's pipeline runtime: each micro-batch in flight keeps, beside its layers' tensors,
-      // the stage's output (what SEND_F read) past the last stage's, and the received input and
-      // the input's gradient (d_input, sent upstream) past the first; the gradient received for
-      // the output is live while the stage's backward runs.
-      const double boundary = context.local_tokens() * static_cast<double>(plan.model.hidden_size) *
-                              element /
-                              (context.sequence_parallel ? static_cast<double>(plan.mesh.tp) : 1.0);
-      if (!stage.lm_head) {
-        stage_costs.activations.stored += boundary;
-        stage_costs.activations.working += boundary;
-      }
-      if (!stage.embedding) stage_costs.activations.stored += 2 * boundary;
-    }
+    add_stage_passes(plan, context, layers, s, stage_costs);
     stage_costs.parameters = stage_parameters(plan.model, counts, plan.mesh.tp, stage);
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
     if (dp_shards > 1 && !context.zero3_layer_gathers) {
-      const double largest_bucket =
-          std::min(stage_costs.parameters, bucket_parameters) * gradient_bytes;
+      const std::vector<double> buckets =
+          framework.gradient_buckets_close_at_units
+              ? unit_gradient_buckets(plan, counts, stage)
+              : even_gradient_buckets(stage_costs.parameters, bucket_parameters);
+      const double largest_bucket = *std::max_element(buckets.begin(), buckets.end());
       if (all_reduced) {
         // Every bucket's non-blocking all-reduce is waited for only before the step.
-        held_until_step[rank_of_stage] += temporary(CommunicatorOperation::all_reduce_non_blocking,
-                                                    stage_costs.parameters * gradient_bytes);
+        temporaries.hold_until_step(rank_of_stage, CommunicatorOperation::all_reduce_non_blocking,
+                                    stage_costs.parameters * gradient_bytes);
       } else {
-        largest_transient[rank_of_stage] =
-            std::max(largest_transient[rank_of_stage],
-                     temporary(CommunicatorOperation::reduce_scatter, largest_bucket));
+        temporaries.while_running(rank_of_stage, CommunicatorOperation::reduce_scatter,
+                                  largest_bucket * gradient_bytes);
       }
       if (plan.zero_stage == 1 || plan.zero_stage == 2) {
         // The updated weights gathered back after the step, bucket by bucket.
-        largest_transient[rank_of_stage] =
-            std::max(largest_transient[rank_of_stage],
-                     temporary(CommunicatorOperation::all_gather,
-                               std::min(stage_costs.parameters, bucket_parameters) * element));
+        temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather,
+                                  largest_bucket * element);
       }
-      double remaining = stage_costs.parameters;
-      while (remaining > 0) {
-        const double bucket = std::min(remaining, bucket_parameters);
+      for (const double bucket : buckets) {
         stage_costs.gradient_buckets_s.push_back(
             collective_time_s(cluster, dp_span, reduction, bucket * gradient_bytes));
-        remaining -= bucket;
       }
     }
     if (context.zero3_layer_gathers) {
@@ -246,48 +394,17 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       // ZeRO-3's gathers: the stage's weights at once, or layer by layer (half of what is held).
       const double gathered =
           context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2 : stage_costs.unshard_bytes;
-      largest_transient[rank_of_stage] = std::max(
-          largest_transient[rank_of_stage], temporary(CommunicatorOperation::all_gather, gathered));
+      temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather, gathered);
     }
     rank_parameters[s % static_cast<std::size_t>(pp)] += stage_costs.parameters;
     rank_layers[s % static_cast<std::size_t>(pp)] += static_cast<double>(stage.num_layers);
   }
 
-  for (std::int64_t rank = 0; rank < pp; ++rank) {
-    const double parameters = rank_parameters[static_cast<std::size_t>(rank)];
-    costs.rank_states[static_cast<std::size_t>(rank)] =
-        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, parameters);
-    // The step's passes over memory, as Megatron and both of Strata's backends run them, per
-    // parameter of the optimizer's shard: the global norm reads the gradient (g); AdamW, with
-    // clipping's factor applied as it reads, reads and writes the fp32 master and both moments
-    // (4·2·3), reads the gradient (g) and, in mixed precision, writes the 16-bit working copy (w;
-    // in fp32 the master is the weight). The step's start zeroes the gradient buffers the
-    // backward accumulates into: the whole stage's below ZeRO-2, the shard from ZeRO-1 on.
-    const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
-    const double gradient = static_cast<double>(bytes.gradients);
-    const bool mixed =
-        plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
-    const double shard = plan.zero_stage >= 1 ? parameters / dp_shards : parameters;
-    const double zeroed =
-        (plan.zero_stage < 2 ? parameters : 0.0) + (plan.zero_stage >= 1 ? shard : 0.0);
-    const double step_bytes =
-        shard * (24.0 + 2 * gradient + (mixed ? static_cast<double>(bytes.weights) : 0.0)) +
-        zeroed * gradient;
-    double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
-    if (plan.zero_stage == 1 || plan.zero_stage == 2) {
-      step_s += collective_time_s(cluster, dp_span, Collective::all_gather, parameters * element);
-    }
-    if (plan.precision == schemas::Dtype::fp8) {
-      // Transformer Engine casts each layer linear's weight to fp8 and fp8ᵀ once per step (the
-      // first micro-batch's forward; later ones reuse it): read 2 bytes, write 1 + 1.
-      const double linear_weights =
-          rank_layers[static_cast<std::size_t>(rank)] *
-          static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
-          static_cast<double>(plan.mesh.tp);
-      step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights,
-                                    4 * rank_layers[static_cast<std::size_t>(rank)]);
-    }
-    costs.optimizer_step_s[static_cast<std::size_t>(rank)] = step_s;
+  for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
+    costs.rank_states[rank] =
+        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, rank_parameters[rank]);
+    costs.optimizer_step_s[rank] = optimizer_step_time_s(plan, counts, dp_span, element,
+                                                         rank_parameters[rank], rank_layers[rank]);
   }
 
   if (plan.model.tied_embeddings && pp > 1) {
@@ -298,27 +415,14 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     // The first and last pipeline ranks sum the word embedding's gradient (a blocking
     // all-reduce, after every backward of the step).
     for (const std::size_t rank : {std::size_t{0}, static_cast<std::size_t>(pp - 1)}) {
-      largest_transient[rank] =
-          std::max(largest_transient[rank], temporary(CommunicatorOperation::all_reduce, bytes));
+      temporaries.while_running(rank, CommunicatorOperation::all_reduce, bytes);
     }
   }
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
-    costs.rank_states[rank].communicator_bytes = held_until_step[rank] + largest_transient[rank];
+    costs.rank_states[rank].communicator_bytes = temporaries.on_rank(rank);
   }
 
-  // MFU's numerator is Megatron's model-FLOP count (model_flops.h: every GEMM incl. the LM head
-  // and the full s×s attention products) over every token of the step; recomputation adds what
-  // the stages really recompute, counted across all ranks doing the same work.
-  const double tokens_per_step =
-      static_cast<double>(plan.batch.global_batch_size * plan.batch.seq_length);
-  costs.model_flops_per_step =
-      model_flops_per_token(plan.model, plan.batch.seq_length).training() * tokens_per_step;
-  const double replicas = static_cast<double>(plan.mesh.tp * plan.mesh.cp * plan.mesh.dp);
-  double recompute_flops = 0;
-  for (const StageCosts& stage : costs.stages) recompute_flops += stage.passes.recompute_flops;
-  costs.hardware_flops_per_step =
-      costs.model_flops_per_step +
-      recompute_flops * static_cast<double>(plan.batch.num_micro_batches) * replicas;
+  add_step_flops(plan, costs);
   return costs;
 }
 

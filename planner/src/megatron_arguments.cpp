@@ -99,6 +99,9 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     flags.push_back("--overlap-grad-reduce");
     if (plan.zero_stage >= 1) flags.push_back("--overlap-param-gather");
   }
+  if (plan.gradient_bucket_elements) {
+    flags.push_back(fmt::format("--ddp-bucket-size {}", *plan.gradient_bucket_elements));
+  }
   switch (plan.recompute.granularity) {
     case schemas::RecomputeGranularity::none:
       break;

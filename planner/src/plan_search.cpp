@@ -19,8 +19,10 @@
 #include "strata/costmodels/parameter_count.h"
 #include "strata/costmodels/plan_costs.h"
 #include "strata/planner/layer_split.h"
+#include "strata/schedule/micro_batches_in_flight.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/mesh_ranks.h"
+#include "thread_shares.h"
 
 namespace strata::planner {
 namespace {
@@ -70,20 +72,6 @@ std::vector<MeshOrder> all_orders() {
     orders.push_back({order[index[0]], order[index[1]], order[index[2]], order[index[3]]});
   }
   return orders;
-}
-
-// In-flight micro-batches (model-chunk micro-batches for interleaving) a pipeline rank holds at
-// its peak under each generated schedule (schedule/ tests check these counts).
-std::int64_t in_flight(ScheduleType schedule, std::int64_t pp, std::int64_t vpp, std::int64_t m,
-                       std::int64_t rank) {
-  switch (schedule) {
-    case ScheduleType::gpipe:
-      return m * vpp;
-    case ScheduleType::interleaved_one_f_one_b:
-      return std::min(2 * (pp - rank - 1) + (vpp - 1) * pp + 1, m * vpp);
-    default:
-      return std::min(pp - rank, m);
-  }
 }
 
 class Evaluator {
@@ -156,7 +144,8 @@ class Evaluator {
       std::vector<StageShape> shapes(static_cast<std::size_t>(pp));
       for (std::int64_t s = 0; s < pp; ++s) {
         StageShape& shape = shapes[static_cast<std::size_t>(s)];
-        const double held = static_cast<double>(in_flight(knobs.schedule, pp, 1, m, s));
+        const double held = static_cast<double>(
+            schedule::peak_micro_batches_in_flight(knobs.schedule, pp, 1, m, s));
         shape.memory_per_layer_bytes =
             layer_parameters * (state_bytes + gathered) + held * activations.stored;
         shape.min_layers = (s == 0 || s == pp - 1) ? 0 : 1;
@@ -203,8 +192,9 @@ class Evaluator {
       for (std::int64_t r = 0; r < pp; ++r) {
         double bytes =
             chunk_layers * static_cast<double>(vpp) * layer_parameters * (state_bytes + gathered) +
-            static_cast<double>(in_flight(knobs.schedule, pp, vpp, m, r)) * chunk_layers *
-                activations.stored;
+            static_cast<double>(
+                schedule::peak_micro_batches_in_flight(knobs.schedule, pp, vpp, m, r)) *
+                chunk_layers * activations.stored;
         if (r == 0) bytes += embedding_parameters * (state_bytes + gathered);
         if (r == pp - 1) bytes += head_parameters * (state_bytes + gathered);
         worst = std::max(worst, bytes);
@@ -292,8 +282,8 @@ class Evaluator {
     bool any = false;
     for (std::size_t s = 0; s < plan_.stages.size(); ++s) {
       const std::int64_t n = plan_.stages[s].num_layers;
-      const double held = static_cast<double>(
-          in_flight(knobs.schedule, knobs.pp, 1, m, static_cast<std::int64_t>(s)));
+      const double held = static_cast<double>(schedule::peak_micro_batches_in_flight(
+          knobs.schedule, knobs.pp, 1, m, static_cast<std::int64_t>(s)));
       const double base = shapes[s].memory_fixed_bytes + static_cast<double>(n) * state_per_layer +
                           held * static_cast<double>(n) * plain.stored;
       const double saved_per_layer = held * (plain.stored - full.stored);
@@ -464,54 +454,41 @@ std::string describe_bottleneck(const schemas::Plan& plan, const simulator::Step
   return fmt::format("{} {:.0f}%", largest->words, 100 * largest->seconds / step);
 }
 
-SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
-                          const SearchOptions& given) {
-  const auto started = std::chrono::steady_clock::now();
-  SearchOptions options = given;
-  if (options.seq_length <= 0) options.seq_length = model.max_seq_length;
-  if (options.top_k == 0) options.top_k = 1;
-  const double capacity =
-      static_cast<double>(cluster.usable_memory_bytes()) -
-      options.memory_reserve_fraction * static_cast<double>(cluster.gpu.memory_bytes);
-  const std::vector<MeshOrder> orders = all_orders();
+namespace {
 
-  SearchResult result;
-  SearchStatistics& stats = result.statistics;
-  std::vector<Knobs> candidates =
-      enumerate(model, cluster, options, orders, &stats.pruned_by_rules);
-  stats.enumerated = static_cast<std::int64_t>(candidates.size()) + stats.pruned_by_rules;
+// What every phase of a search reads.
+struct SearchContext {
+  const schemas::ModelConfig& model;
+  const schemas::ClusterConfig& cluster;
+  const SearchOptions& options;
+  const std::vector<MeshOrder>& orders;
+  double capacity = 0;
+  unsigned threads = 1;
+};
 
-  const unsigned threads =
-      std::max(1u, options.threads > 0 ? options.threads : std::thread::hardware_concurrency());
-  // Each thread scores an interleaved share of the candidates into its own lists; merging sorts
+// Scoring every candidate: those that pass the rules and fit by the memory bounds, by (bound,
+// index); the nearest of those that do not fit, for explaining a search that finds none.
+struct Scores {
+  std::vector<Scored> scored;
+  std::vector<Deficit> deficits;
+};
+
+Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& candidates,
+                        SearchStatistics& stats) {
+  // Each share scores an interleaved part of the candidates into its own lists; merging sorts
   // by (bound, index), so the result does not depend on the number of threads.
   struct Share {
     std::vector<Scored> scored;
     std::vector<Deficit> deficits;
     std::int64_t rules = 0, duplicates = 0, model_states = 0, activations = 0;
   };
-  std::vector<Share> shares(threads);
+  std::vector<Share> shares(context.threads);
   std::atomic<std::size_t> done{0};
-  // An exception in a worker (an internal error: every plan is built by rules checked above)
-  // must reach the caller, not terminate the program: keep the first and rethrow after joining.
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  std::atomic<bool> failed{false};
-  auto guarded = [&](auto work) {
-    return [&, work](unsigned thread) {
-      try {
-        work(thread);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!failure) failure = std::current_exception();
-        failed = true;
-      }
-    };
-  };
-  auto score = [&](unsigned thread) {
-    Evaluator evaluator(model, cluster, options, orders, capacity);
+  const SearchOptions& options = context.options;
+  const auto score = [&](unsigned thread) {
+    Evaluator evaluator(context.model, context.cluster, options, context.orders, context.capacity);
     Share& share = shares[thread];
-    for (std::size_t i = thread; i < candidates.size(); i += threads) {
+    for (std::size_t i = thread; i < candidates.size(); i += context.threads) {
       double peak = 0;
       const Verdict verdict = evaluator.build(candidates[i], &peak);
       if (verdict == Verdict::ok) {
@@ -541,37 +518,36 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
       done.fetch_add(1, std::memory_order_relaxed);
     }
   };
-  {
-    // Workers score; this thread only reports progress (when asked) and waits.
-    std::vector<std::thread> workers;
-    for (unsigned t = 0; t < threads; ++t) workers.emplace_back(guarded(score), t);
-    while (options.progress && !failed && done.load() < candidates.size()) {
-      options.progress(done.load(), candidates.size());
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    for (std::thread& worker : workers) worker.join();
-    if (failure) std::rethrow_exception(failure);
-    if (options.progress) options.progress(candidates.size(), candidates.size());
-  }
-  std::vector<Scored> scored;
-  std::vector<Deficit> deficits;
+  run_thread_shares(context.threads, score,
+                    options.progress ? std::function<void()>([&] {
+                      options.progress(done.load(), candidates.size());
+                    })
+                                     : std::function<void()>());
+  Scores scores;
   for (Share& share : shares) {
-    scored.insert(scored.end(), share.scored.begin(), share.scored.end());
-    deficits.insert(deficits.end(), share.deficits.begin(), share.deficits.end());
+    scores.scored.insert(scores.scored.end(), share.scored.begin(), share.scored.end());
+    scores.deficits.insert(scores.deficits.end(), share.deficits.begin(), share.deficits.end());
     stats.pruned_by_rules += share.rules;
     stats.pruned_as_duplicates += share.duplicates;
     stats.pruned_by_model_states += share.model_states;
     stats.pruned_by_activations += share.activations;
   }
-  stats.estimated = static_cast<std::int64_t>(scored.size());
-  std::sort(scored.begin(), scored.end(), [](const Scored& a, const Scored& b) {
+  stats.estimated = static_cast<std::int64_t>(scores.scored.size());
+  std::sort(scores.scored.begin(), scores.scored.end(), [](const Scored& a, const Scored& b) {
     return std::tie(a.lower_bound_s, a.index) < std::tie(b.lower_bound_s, b.index);
   });
+  return scores;
+}
 
-  // Branch and bound: simulate in order of the bound, a batch at a time across the threads, until
-  // the next bound cannot beat the K-th best simulated step.
+// Branch and bound: simulates the scored candidates in order of their bound, a batch at a time
+// across the threads, until the next bound cannot beat the K-th best simulated step. Returns the
+// best K; candidates that overflow memory in simulation go to `over_memory`.
+std::vector<RankedPlan> simulate_best(const SearchContext& context,
+                                      const std::vector<Knobs>& candidates,
+                                      const std::vector<Scored>& scored, SearchStatistics& stats,
+                                      std::vector<NearMiss>& over_memory) {
+  const SearchOptions& options = context.options;
   std::vector<RankedPlan> kept;
-  std::vector<NearMiss> over_memory;
   // A fixed batch size (not the thread count) keeps even the statistics independent of threads.
   const std::size_t batch = 8;
   for (std::size_t next = 0; next < scored.size();) {
@@ -582,9 +558,10 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
     const std::size_t end = std::min(scored.size(), next + batch);
     std::vector<std::optional<RankedPlan>> simulated(end - next);
     std::vector<std::optional<NearMiss>> misses(end - next);
-    auto simulate_share = [&](unsigned thread) {
-      Evaluator evaluator(model, cluster, options, orders, capacity);
-      for (std::size_t i = next + thread; i < end; i += threads) {
+    run_thread_shares(context.threads, [&](unsigned thread) {
+      Evaluator evaluator(context.model, context.cluster, options, context.orders,
+                          context.capacity);
+      for (std::size_t i = next + thread; i < end; i += context.threads) {
         double peak = 0;
         if (evaluator.build(candidates[scored[i].index], &peak) != Verdict::ok) {
           evaluator.use_even_split();  // exhaustive mode: a candidate the pruning dropped
@@ -596,8 +573,8 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
         for (const simulator::RankMemory& memory : simulation.result.memory) {
           peak_bytes = std::max(peak_bytes, memory.peak_bytes);
         }
-        if (peak_bytes > capacity) {
-          misses[i - next] = NearMiss{std::move(plan), peak_bytes, capacity, "activations"};
+        if (peak_bytes > context.capacity) {
+          misses[i - next] = NearMiss{std::move(plan), peak_bytes, context.capacity, "activations"};
           continue;
         }
         plan.predicted = schemas::PredictedMetrics{simulation.metrics.step_time_s,
@@ -614,14 +591,7 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
         ranked.bottleneck = describe_bottleneck(ranked.plan, ranked.metrics);
         simulated[i - next] = std::move(ranked);
       }
-    };
-    {
-      std::vector<std::thread> workers;
-      for (unsigned t = 1; t < threads; ++t) workers.emplace_back(guarded(simulate_share), t);
-      guarded(simulate_share)(0);
-      for (std::thread& worker : workers) worker.join();
-      if (failure) std::rethrow_exception(failure);
-    }
+    });
     for (std::size_t i = 0; i < simulated.size(); ++i) {
       ++stats.simulated;
       if (simulated[i]) kept.push_back(std::move(*simulated[i]));
@@ -637,71 +607,110 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
     if (kept.size() > options.top_k) kept.resize(options.top_k);
     next = end;
   }
-  result.best = std::move(kept);
+  return kept;
+}
 
-  if (result.best.empty()) {
-    std::sort(deficits.begin(), deficits.end(), [](const Deficit& a, const Deficit& b) {
-      return std::tie(a.peak_bytes, a.index) < std::tie(b.peak_bytes, b.index);
-    });
-    Evaluator evaluator(model, cluster, options, orders, capacity);
-    for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
-    std::vector<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t>>
-        shown_states;
-    for (const Deficit& deficit : deficits) {
-      if (result.nearest.size() >= 5) break;
-      const Knobs& knobs = candidates[deficit.index];
-      if (deficit.verdict == Verdict::model_states) {
-        // Micro-batch, recomputation and schedule do not change model states: show each mesh once.
-        const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero);
-        if (std::find(shown_states.begin(), shown_states.end(), key) != shown_states.end())
-          continue;
-        shown_states.push_back(key);
-      }
-      double peak = 0;
-      evaluator.build(candidates[deficit.index], &peak);
-      schemas::Plan plan = evaluator.plan();
-      if (plan.stages.empty()) {
-        plan.stages = schemas::even_pipeline_stages(model.num_layers, plan.mesh.pp * plan.mesh.vpp);
-      }
-      result.nearest.push_back(
-          NearMiss{std::move(plan), deficit.peak_bytes, capacity,
-                   deficit.verdict == Verdict::model_states ? "model states" : "activations"});
+// When no plan fits: the nearest candidates (those that overflowed in simulation, then the
+// smallest deficits, each mesh once where model states bind) and the constraint that binds.
+void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& candidates,
+                    std::vector<Deficit> deficits, std::vector<NearMiss> over_memory,
+                    SearchResult& result) {
+  const schemas::ModelConfig& model = context.model;
+  const schemas::ClusterConfig& cluster = context.cluster;
+  const SearchOptions& options = context.options;
+  const double capacity = context.capacity;
+  const SearchStatistics& stats = result.statistics;
+  std::sort(deficits.begin(), deficits.end(), [](const Deficit& a, const Deficit& b) {
+    return std::tie(a.peak_bytes, a.index) < std::tie(b.peak_bytes, b.index);
+  });
+  Evaluator evaluator(model, cluster, options, context.orders, capacity);
+  for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
+  std::vector<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t>>
+      shown_states;
+  for (const Deficit& deficit : deficits) {
+    if (result.nearest.size() >= 5) break;
+    const Knobs& knobs = candidates[deficit.index];
+    if (deficit.verdict == Verdict::model_states) {
+      // Micro-batch, recomputation and schedule do not change model states: show each mesh once.
+      const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero);
+      if (std::find(shown_states.begin(), shown_states.end(), key) != shown_states.end()) continue;
+      shown_states.push_back(key);
     }
-    std::stable_sort(
-        result.nearest.begin(), result.nearest.end(),
-        [](const NearMiss& a, const NearMiss& b) { return a.peak_bytes < b.peak_bytes; });
-    if (result.nearest.size() > 5) result.nearest.resize(5);
-    const bool states_bind = stats.pruned_by_activations == 0 && stats.estimated == 0 &&
-                             stats.over_memory_in_simulation == 0;
-    if (candidates.empty()) {
-      result.binding_constraint =
-          "no layout satisfies the divisibility rules (heads, ffn, kv heads, sequence, global "
-          "batch against the cluster's GPU count)";
+    double peak = 0;
+    evaluator.build(candidates[deficit.index], &peak);
+    schemas::Plan plan = evaluator.plan();
+    if (plan.stages.empty()) {
+      plan.stages = schemas::even_pipeline_stages(model.num_layers, plan.mesh.pp * plan.mesh.vpp);
+    }
+    result.nearest.push_back(
+        NearMiss{std::move(plan), deficit.peak_bytes, capacity,
+                 deficit.verdict == Verdict::model_states ? "model states" : "activations"});
+  }
+  std::stable_sort(
+      result.nearest.begin(), result.nearest.end(),
+      [](const NearMiss& a, const NearMiss& b) { return a.peak_bytes < b.peak_bytes; });
+  if (result.nearest.size() > 5) result.nearest.resize(5);
+  const bool states_bind = stats.pruned_by_activations == 0 && stats.estimated == 0 &&
+                           stats.over_memory_in_simulation == 0;
+  if (candidates.empty()) {
+    result.binding_constraint =
+        "no layout satisfies the divisibility rules (heads, ffn, kv heads, sequence, global "
+        "batch against the cluster's GPU count)";
+  } else {
+    // The fewest GPUs of this kind whose memory holds the model states spread evenly over
+    // them (ZeRO-3 over all): a floor, since activations and uneven stages need more.
+    const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
+    const double bytes =
+        static_cast<double>(costmodels::adam_model_state_bytes(options.precision).total()) *
+        static_cast<double>(counts.total());
+    const double gpus = std::ceil(bytes / capacity);
+    const double nodes = std::ceil(gpus / static_cast<double>(cluster.gpus_per_node));
+    const std::string floor =
+        fmt::format("at least {:.0f} {} GPUs ({:.0f} node{} of {}) would hold them", gpus,
+                    cluster.gpu.name, nodes, nodes == 1 ? "" : "s", cluster.gpus_per_node);
+    if (states_bind) {
+      result.binding_constraint = fmt::format(
+          "memory for model states: weights, gradients and Adam state need {:.1f} GiB in all; "
+          "the best sharding still leaves the fullest GPU above its {:.1f} GiB; {}",
+          bytes / kGiB, capacity / kGiB, floor);
     } else {
-      // The fewest GPUs of this kind whose memory holds the model states spread evenly over
-      // them (ZeRO-3 over all): a floor, since activations and uneven stages need more.
-      const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
-      const double bytes =
-          static_cast<double>(costmodels::adam_model_state_bytes(options.precision).total()) *
-          static_cast<double>(counts.total());
-      const double gpus = std::ceil(bytes / capacity);
-      const double nodes = std::ceil(gpus / static_cast<double>(cluster.gpus_per_node));
-      const std::string floor =
-          fmt::format("at least {:.0f} {} GPUs ({:.0f} node{} of {}) would hold them", gpus,
-                      cluster.gpu.name, nodes, nodes == 1 ? "" : "s", cluster.gpus_per_node);
-      if (states_bind) {
-        result.binding_constraint = fmt::format(
-            "memory for model states: weights, gradients and Adam state need {:.1f} GiB in all; "
-            "the best sharding still leaves the fullest GPU above its {:.1f} GiB; {}",
-            bytes / kGiB, capacity / kGiB, floor);
-      } else {
-        result.binding_constraint = fmt::format(
-            "memory for activations: model states fit when sharded ({}), but no layout's "
-            "activations fit the {:.1f} GiB per GPU (micro-batch 1 and full recomputation "
-            "included)",
-            floor, capacity / kGiB);
-      }
+      result.binding_constraint = fmt::format(
+          "memory for activations: model states fit when sharded ({}), but no layout's "
+          "activations fit the {:.1f} GiB per GPU (micro-batch 1 and full recomputation "
+          "included)",
+          floor, capacity / kGiB);
     }
+  }
+}
+
+}  // namespace
+
+SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
+                          const SearchOptions& given) {
+  const auto started = std::chrono::steady_clock::now();
+  SearchOptions options = given;
+  if (options.seq_length <= 0) options.seq_length = model.max_seq_length;
+  if (options.top_k == 0) options.top_k = 1;
+  const std::vector<MeshOrder> orders = all_orders();
+  const SearchContext context{
+      model,
+      cluster,
+      options,
+      orders,
+      static_cast<double>(cluster.usable_memory_bytes()) -
+          options.memory_reserve_fraction * static_cast<double>(cluster.gpu.memory_bytes),
+      std::max(1u, options.threads > 0 ? options.threads : std::thread::hardware_concurrency())};
+
+  SearchResult result;
+  SearchStatistics& stats = result.statistics;
+  const std::vector<Knobs> candidates =
+      enumerate(model, cluster, options, orders, &stats.pruned_by_rules);
+  stats.enumerated = static_cast<std::int64_t>(candidates.size()) + stats.pruned_by_rules;
+  Scores scores = score_candidates(context, candidates, stats);
+  std::vector<NearMiss> over_memory;
+  result.best = simulate_best(context, candidates, scores.scored, stats, over_memory);
+  if (result.best.empty()) {
+    explain_no_fit(context, candidates, std::move(scores.deficits), std::move(over_memory), result);
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;

@@ -328,13 +328,27 @@ std::string plan_content_hash(const ModelConfig& model, const ClusterConfig& clu
 
 Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   const ObjectReader reader(document, location,
-                            {kSchemaVersionKey,   kKindKey,     kEditorSchemaKey,
-                             kDescriptionKey,     "model",      "cluster",
-                             "content_hash",      "mesh",       "batch",
-                             "sequence_parallel", "zero_stage", "overlap_grad_reduce",
-                             "tp_comm_overlap",   "framework",  "attention",
-                             "recompute",         "schedule",   "pipeline",
-                             "precision",         "predicted"});
+                            {kSchemaVersionKey,
+                             kKindKey,
+                             kEditorSchemaKey,
+                             kDescriptionKey,
+                             "model",
+                             "cluster",
+                             "content_hash",
+                             "mesh",
+                             "batch",
+                             "sequence_parallel",
+                             "zero_stage",
+                             "overlap_grad_reduce",
+                             "gradient_bucket_elements",
+                             "tp_comm_overlap",
+                             "framework",
+                             "attention",
+                             "recompute",
+                             "schedule",
+                             "pipeline",
+                             "precision",
+                             "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
   plan.description = reader.optional_string(kDescriptionKey);
@@ -359,6 +373,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.sequence_parallel = reader.boolean("sequence_parallel");
   plan.zero_stage = reader.integer("zero_stage", {0, 3});
   plan.overlap_grad_reduce = reader.optional_boolean("overlap_grad_reduce").value_or(true);
+  plan.gradient_bucket_elements =
+      reader.optional_integer("gradient_bucket_elements", {1, kMaxGradientBucketElements});
   plan.tp_comm_overlap = reader.optional_boolean("tp_comm_overlap").value_or(false);
   plan.framework = reader.optional_choice("framework", kTrainingFrameworkNames)
                        .value_or(TrainingFramework::strata);
@@ -510,6 +526,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"precision", name_of(plan.precision, kDtypeNames)}};
   // Written only when on, so plans of earlier versions read and write back unchanged.
   if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
+  if (plan.gradient_bucket_elements) {
+    document["gradient_bucket_elements"] = *plan.gradient_bucket_elements;
+  }
   if (plan.attention != AttentionKernel::flash) {
     document["attention"] = name_of(plan.attention, kAttentionKernelNames);
   }

@@ -23,6 +23,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.batch.num_micro_batches = knobs.global_batch_size / per_step;
   plan.sequence_parallel = knobs.sequence_parallel;
   plan.zero_stage = knobs.zero_stage;
+  plan.gradient_bucket_elements = knobs.gradient_bucket_elements;
   plan.overlap_grad_reduce = knobs.overlap_grad_reduce;
   plan.tp_comm_overlap = knobs.tp_comm_overlap;
   plan.framework = knobs.framework;

@@ -133,8 +133,18 @@ PlanSimulation simulate_plan(const schemas::Plan& plan, const std::filesystem::p
   return simulation;
 }
 
+std::vector<std::size_t> gradient_buckets_per_pipeline_rank(const schemas::Plan& plan,
+                                                            const PlanSimulation& simulation) {
+  std::vector<std::size_t> buckets(static_cast<std::size_t>(plan.mesh.pp), 0);
+  for (std::size_t s = 0; s < simulation.costs.stages.size(); ++s) {
+    buckets[s % buckets.size()] += simulation.costs.stages[s].gradient_buckets_s.size();
+  }
+  return buckets;
+}
+
 nlohmann::json simulation_to_json(const schemas::Plan& plan, const PlanSimulation& simulation) {
   const StepMetrics& metrics = simulation.metrics;
+  const std::vector<std::size_t> buckets = gradient_buckets_per_pipeline_rank(plan, simulation);
   nlohmann::json stages = nlohmann::json::array();
   for (std::size_t rank = 0; rank < simulation.result.memory.size(); ++rank) {
     const RankMemory& memory = simulation.result.memory[rank];
@@ -149,6 +159,7 @@ nlohmann::json simulation_to_json(const schemas::Plan& plan, const PlanSimulatio
          {"capacity_bytes", memory.capacity_bytes},
          {"fits", memory.fits()},
          {"micro_batches_in_flight", simulation.result.peak_micro_batches_in_flight[rank]},
+         {"gradient_buckets", buckets[rank % buckets.size()]},
          {"breakdown", breakdown_to_json(simulation.result.breakdown[rank])}});
   }
   return {{"model", plan.model.name},

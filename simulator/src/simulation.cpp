@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "strata/costmodels/framework_behaviour.h"
 #include "strata/schedule/action.h"
 #include "strata/schemas/mesh_ranks.h"
 
@@ -96,7 +97,7 @@ class Engine {
     micro_batches_ = schedule.num_micro_batches;
     track_overlap_ = costs.dp_overlap_slowdown > 0;
     sends_block_compute_ =
-        schemas::framework_behaviour(plan.framework).pipeline_sends_block_compute;
+        costmodels::framework_behaviour(plan.framework).pipeline_sends_block_compute;
     if (options.mode == SimulationMode::symmetric) {
       replicas_ = 1;
       for (int pipe = 0; pipe < schedule.pp; ++pipe) add_rank(pipe, pipe, 0, pipe);
@@ -104,14 +105,24 @@ class Engine {
     } else {
       const schemas::Mesh& mesh = plan.mesh;
       replicas_ = mesh.tp * mesh.cp * mesh.dp;
-      groups_.resize(static_cast<std::size_t>(mesh.tp * mesh.pp));
+      // The gradient-reduction groups are the executor's (ProcessGroups::gradient_reduction):
+      // the mesh's dp × cp groups, numbered as schemas::mesh_groups lists them.
+      const std::vector<std::vector<std::int64_t>> reduction_groups =
+          schemas::mesh_groups(mesh, {MeshAxis::dp, MeshAxis::cp});
+      std::vector<std::int64_t> group_of(static_cast<std::size_t>(mesh.world_size()), 0);
+      for (std::size_t g = 0; g < reduction_groups.size(); ++g) {
+        for (const std::int64_t member : reduction_groups[g]) {
+          group_of[static_cast<std::size_t>(member)] = static_cast<std::int64_t>(g);
+        }
+      }
+      groups_.resize(reduction_groups.size());
       for (std::int64_t world = 0; world < mesh.world_size(); ++world) {
         const schemas::MeshCoordinates c = schemas::mesh_coordinates(mesh, world);
         const auto at = [&](MeshAxis axis) { return c[static_cast<std::size_t>(axis)]; };
         const std::int64_t replica =
             at(MeshAxis::tp) + mesh.tp * (at(MeshAxis::cp) + mesh.cp * at(MeshAxis::dp));
         add_rank(world, static_cast<int>(at(MeshAxis::pp)), replica,
-                 at(MeshAxis::tp) + mesh.tp * at(MeshAxis::pp));
+                 group_of[static_cast<std::size_t>(world)]);
       }
     }
     for (std::size_t i = 0; i < ranks_.size(); ++i) {
@@ -277,7 +288,8 @@ class Engine {
         const double end = start + transfer;
         rank.send_free = end;
         if (sends_block_compute_) {
-          // The stack waits for the send before its next instruction (training_framework.h).
+          // The stack waits for the send before its next instruction
+          // (costmodels/framework_behaviour.h).
           rank.time.pp_comm_s += end - rank.compute_free;
           rank.compute_free = end;
         }

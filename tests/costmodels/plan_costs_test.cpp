@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/mesh_ranks.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -67,7 +68,7 @@ TEST(PlanCosts, DeepSpeedSendsWholeActivationsFromEveryTpRank) {
 // accumulators (Megatron's distributed optimizer), or all-reduced whole (DeepSpeed's
 // BF16_Optimizer): each bucket costs the all-reduce of the same bytes.
 TEST(PlanCosts, DeepSpeedAllReducesFp32GradientsUnderZeroOne) {
-  const schemas::Plan strata = zero1_plan(TrainingFramework::strata);
+  const schemas::Plan strata = zero1_plan(TrainingFramework::megatron_lm);
   const schemas::Plan deepspeed = zero1_plan(TrainingFramework::deepspeed);
   const GroupSpan dp_span =
       group_span(strata.cluster,
@@ -86,9 +87,9 @@ TEST(PlanCosts, DeepSpeedAllReducesFp32GradientsUnderZeroOne) {
       collective_time_s(strata.cluster, dp_span, Collective::all_reduce, bucket_bytes));
   EXPECT_GT(deepspeed_costs.stages[0].gradient_buckets_s[0],
             1.5 * strata_costs.stages[0].gradient_buckets_s[0]);
-  // Megatron-LM, NeMo and the FSDP stacks behave as Strata's own executor.
-  for (TrainingFramework same : {TrainingFramework::megatron_lm, TrainingFramework::nemo,
-                                 TrainingFramework::torchtitan, TrainingFramework::llm_foundry}) {
+  // NeMo and the FSDP stacks fill buckets as Megatron-LM does.
+  for (TrainingFramework same :
+       {TrainingFramework::nemo, TrainingFramework::torchtitan, TrainingFramework::llm_foundry}) {
     const PlanCosts costs = plan_costs(zero1_plan(same));
     EXPECT_EQ(costs.stages[0].gradient_buckets_s, strata_costs.stages[0].gradient_buckets_s);
     EXPECT_EQ(costs.stages[0].send_forward_s, strata_costs.stages[0].send_forward_s);
@@ -221,17 +222,41 @@ schemas::Plan cpu_plan(schemas::Mesh mesh, std::int64_t zero_stage, bool measure
   return schemas::build_plan(schemas::model_preset("gpt2-124m"), cluster, knobs, "test");
 }
 
+// Strata's executor groups whole parameter units (the embedding, each layer, the head) into the
+// plan's buckets, walking back from the head: GPT-2 124M at 15M parameters a bucket is the head
+// with three 7.1M-parameter layers (two are 14.2M), three more layers three times, and the
+// embedding (39.4M) on its own — 5 buckets; under ZeRO-3 every unit is one — 14. The simulator
+// prices exactly these (the executor's count is checked against it in parallel_cli_test).
+TEST(PlanCosts, StrataBucketsHoldWholeLayersAsItsExecutorFormsThem) {
+  for (const auto& [zero_stage, expected] : {std::pair{0, 5u}, std::pair{3, 14u}}) {
+    schemas::Plan plan = cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, zero_stage, false);
+    plan.gradient_bucket_elements = 15'000'000;
+    EXPECT_EQ(plan_costs(plan).stages[0].gradient_buckets_s.size(), expected)
+        << "ZeRO-" << zero_stage;
+  }
+  // Megatron-LM fills buckets parameter by parameter: the 124.4M parameters in 9 buckets.
+  schemas::Plan megatron = cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 0, false);
+  megatron.framework = TrainingFramework::megatron_lm;
+  megatron.gradient_bucket_elements = 15'000'000;
+  EXPECT_EQ(plan_costs(megatron).stages[0].gradient_buckets_s.size(), 9u);
+}
+
 // ZeRO-0's bucket all-reduces are waited for only before the step: every bucket's copy is held at
-// once, 124.4M fp32 gradients' worth. ZeRO-1 reduce-scatters one bucket at a time (40M
-// parameters at most). A pipeline's first and last ranks all-reduce the tied word embedding's
-// gradient (50257·768 fp32), blocking: half of it. NCCL's clusters measure none of it.
+// once, 124.4M fp32 gradients' worth. ZeRO-1 reduce-scatters one bucket at a time (its largest). A
+// pipeline's first and last ranks all-reduce the tied word embedding's gradient (50257·768 fp32),
+// blocking: half of it. NCCL's clusters measure none of it.
 TEST(PlanCosts, CommunicatorTemporariesFollowTheMeasuredRatios) {
+  const costmodels::ParameterBreakdown counts =
+      costmodels::count_parameters(schemas::model_preset("gpt2-124m"));
   const PlanCosts dp = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 0, true));
   EXPECT_DOUBLE_EQ(dp.rank_states[0].communicator_bytes, dp.stages[0].parameters * 4);
   EXPECT_NEAR(dp.rank_states[0].communicator_bytes, 124.4e6 * 4, 0.1e6 * 4);
 
+  // Strata's executor closes a bucket at a whole layer: walking back from the head, six of
+  // GPT-2's 7.1M-parameter layers (with the final norm) are the first to reach 40M.
   const PlanCosts zero1 = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 1, true));
-  EXPECT_DOUBLE_EQ(zero1.rank_states[0].communicator_bytes, 40e6 * 4);
+  EXPECT_DOUBLE_EQ(zero1.rank_states[0].communicator_bytes,
+                   static_cast<double>(6 * counts.per_layer() + counts.final_norm) * 4);
 
   const PlanCosts pipeline = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 1, .pp = 2}, 0, true));
   for (const RankStateMemory& rank : pipeline.rank_states) {

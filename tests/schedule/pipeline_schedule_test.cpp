@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "input_error_message.h"
+#include "strata/schedule/micro_batches_in_flight.h"
 #include "strata/schedule/schedule_check.h"
 
 namespace strata::schedule {
@@ -146,6 +147,12 @@ TEST(Schedules, OneFOneBAndZbH1Invariants) {
       for (int rank = 0; rank < shape.pp; ++rank) {
         EXPECT_EQ(stats.peak_in_flight[rank], std::min(shape.pp - rank, shape.m))
             << name << " pp=" << shape.pp << " m=" << shape.m << " rank " << rank;
+        // What the planner bounds memory with is what the schedule holds.
+        EXPECT_EQ(stats.peak_in_flight[rank],
+                  peak_micro_batches_in_flight(name == std::string("1f1b")
+                                                   ? schemas::ScheduleType::one_f_one_b
+                                                   : schemas::ScheduleType::zb_h1,
+                                               shape.pp, 1, shape.m, rank));
       }
     }
   }
@@ -155,7 +162,11 @@ TEST(Schedules, GPipeHoldsEveryMicroBatch) {
   for (const Shape& shape : shapes(false)) {
     const ScheduleStats stats =
         check_schedule(with_everything(gpipe_schedule(shape.pp, 1, shape.m)), "gpipe");
-    for (int peak : stats.peak_in_flight) EXPECT_EQ(peak, shape.m);
+    for (int peak : stats.peak_in_flight) {
+      EXPECT_EQ(peak, shape.m);
+      EXPECT_EQ(peak, peak_micro_batches_in_flight(schemas::ScheduleType::gpipe, shape.pp, 1,
+                                                   shape.m, 0));
+    }
   }
 }
 
@@ -172,6 +183,9 @@ TEST(Schedules, InterleavedInvariants) {
         const int warmup = 2 * (shape.pp - rank - 1) + (shape.vpp - 1) * shape.pp;
         EXPECT_EQ(stats.peak_in_flight[rank], std::min(warmup + 1, shape.m * shape.vpp))
             << "pp=" << shape.pp << " vpp=" << shape.vpp << " m=" << shape.m << " rank " << rank;
+        EXPECT_EQ(stats.peak_in_flight[rank],
+                  peak_micro_batches_in_flight(schemas::ScheduleType::interleaved_one_f_one_b,
+                                               shape.pp, shape.vpp, shape.m, rank));
       }
     }
   }

@@ -89,9 +89,10 @@ TEST(PlanSimulation, ZeroThreeShardsEverythingAndHoldsGatheredWeights) {
   EXPECT_GT(zero3.metrics.breakdown.dp_comm_s, 0);
 }
 
-// Without pipelining, FSDP stacks gather ZeRO-3 parameters layer by layer (training_framework.h):
-// they hold two layers' gathered weights where Strata's executor holds the whole stage, and
-// their exposed gathers are counted as data-parallel communication.
+// Without pipelining, FSDP stacks gather ZeRO-3 parameters layer by layer
+// (costmodels/framework_behaviour.h): they hold two layers' gathered weights where Strata's
+// executor holds the whole stage, and their exposed gathers are counted as data-parallel
+// communication.
 TEST(PlanSimulation, FsdpStacksHoldTwoGatheredLayersNotTheWholeModel) {
   schemas::PlanKnobs knobs;
   knobs.mesh = {.tp = 1, .cp = 1, .dp = 16, .pp = 1};

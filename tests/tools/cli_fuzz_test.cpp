@@ -468,13 +468,14 @@ CheckpointSeeds make_checkpoint_seeds(const fs::path& directory) {
       directory);
   EXPECT_EQ(trained.code, 0) << trained.err;
   // One process writes the plan --write-plan asks for before it refuses to run two ranks' plan.
-  const Outcome planned = run_strata(
-      {"train", "--model", micro, "--data", "tokens.bin", "--steps", "1", "--micro-batch", "2",
-       "--global-batch", "4", "--dp", "2", "--zero", "1", "--write-plan", "dp2.json"},
-      directory);
+  const Outcome planned =
+      run_strata({"train", "--model", micro, "--data", "tokens.bin", "--steps", "1",
+                  "--micro-batch", "2", "--global-batch", "4", "--dp", "2", "--zero", "1",
+                  "--bucket-size", "1000", "--write-plan", "dp2.json"},
+                 directory);
   EXPECT_TRUE(fs::exists(directory / "dp2.json")) << planned.err;
   const Outcome resharded = run_strata({"reshard", "--from", "seeds/one/step_00000001", "--to-plan",
-                                        "dp2.json", "--out", "seeds/dp2", "--bucket-size", "1000"},
+                                        "dp2.json", "--out", "seeds/dp2"},
                                        directory);
   EXPECT_EQ(resharded.code, 0) << resharded.err;
   return {{directory / "seeds/one/step_00000001", directory / "seeds/dp2/step_00000001"},

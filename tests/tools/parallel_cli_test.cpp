@@ -441,6 +441,42 @@ TEST_F(ParallelCli, ACheckpointThatCannotBeWrittenStopsTheJobWithTheRanksMessage
   EXPECT_THAT(messages[0], HasSubstr("not-a-directory"));
 }
 
+// The plan carries the gradient bucket size: what `strata simulate` prices for a plan with a
+// non-default size is what `strata train` of that plan reduces — the same count of buckets on
+// rank 0, with and without a pipeline (whose tied word embedding is a bucket of its own).
+TEST_F(ParallelCli, TheBucketsTrainedAreTheBucketsSimulated) {
+  struct Case {
+    int ranks;
+    std::string layout;
+  };
+  for (const Case& layout :
+       {Case{2, "--dp 2 --zero 1"}, Case{2, "--dp 2 --zero 3"}, Case{4, "--dp 2 --pp 2"}}) {
+    const std::string plan = (directory / "bucketed.json").string();
+    const CommandResult run = mpirun(layout.ranks, train(layout.layout +
+                                                         " --bucket-size 30000 --steps 1 "
+                                                         "--log-format json --write-plan " +
+                                                         plan));
+    ASSERT_EQ(run.exit_code, 0) << layout.layout << ": " << run.err;
+    nlohmann::json summary;
+    std::istringstream lines(run.out);
+    for (std::string line; std::getline(lines, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record.contains("summary")) summary = record;
+    }
+    ASSERT_TRUE(summary.contains("gradient_buckets")) << layout.layout << ": " << run.out;
+    const std::int64_t trained = summary.at("gradient_buckets").get<std::int64_t>();
+    EXPECT_GE(trained, 2) << layout.layout;
+    EXPECT_EQ(trained, summary.at("predicted_gradient_buckets").get<std::int64_t>())
+        << layout.layout;
+    EXPECT_EQ(nlohmann::json::parse(slurp(plan)).at("gradient_bucket_elements"), 30000);
+    const CommandResult simulated = strata("simulate --plan " + plan + " --format json");
+    ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+    EXPECT_EQ(nlohmann::json::parse(simulated.out).at("stages").at(0).at("gradient_buckets"),
+              trained)
+        << layout.layout;
+  }
+}
+
 // The ranks sharing a host are admitted together: two ranks of a job that does not fit are
 // refused in one line that counts both.
 TEST_F(ParallelCli, TheRanksOfAHostAreAdmittedTogether) {

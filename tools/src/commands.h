@@ -61,6 +61,7 @@ struct SimulateOptions {
   std::string recompute = "none";
   bool sequence_parallel = false;
   bool no_overlap_grad_reduce = false;
+  std::optional<std::int64_t> bucket_size;  // parameters per gradient bucket
   bool tp_comm_overlap = false;
   std::string framework = "strata";
   std::string attention = "flash";
@@ -112,7 +113,6 @@ struct ReshardOptions {
   std::string from;
   std::string to_plan;
   std::string out;
-  std::optional<std::int64_t> bucket_size;
 };
 CLI::App* add_reshard_command(CLI::App& app, ReshardOptions& options);
 int run_reshard(const ReshardOptions& options);

@@ -24,18 +24,14 @@ CLI::App* add_reshard_command(CLI::App& app, ReshardOptions& options) {
   command->add_option("--to-plan", options.to_plan, "The plan the new checkpoint is for")
       ->required();
   command->add_option("--out", options.out, "Directory to write step_N into")->required();
-  command
-      ->add_option("--bucket-size", options.bucket_size,
-                   "The new run's gradient bucket in parameters (default max(40M, 1M·dp))")
-      ->check(whole_number_from(1, std::int64_t{1} << 40));
   return command;
 }
 
 int run_reshard(const ReshardOptions& options) {
   const schemas::Plan plan = schemas::load_plan_file(options.to_plan);
   executor::check_plan_runs(plan, options.to_plan, executor::Device::cpu, plan.mesh.world_size());
-  const nlohmann::json target = executor::checkpoint_layout_of(
-      plan, options.bucket_size.value_or(executor::default_bucket_elements(plan.mesh.dp)));
+  // The plan's bucket size fixes how ZeRO shard files are laid out.
+  const nlohmann::json target = executor::checkpoint_layout_of(plan);
   const std::filesystem::path written =
       executor::reshard_checkpoint(options.from, plan.model, target, options.out);
   fmt::print("wrote {} for {} rank{} (tp {} × dp {} × pp {}, ZeRO-{})\n", written.string(),

@@ -2,6 +2,7 @@
 // on the command line — and says where the time and the memory go; `--trace` writes the
 // simulated timeline for Perfetto.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "commands.h"
 #include "precision_choice.h"
 #include "strata/schemas/document_loader.h"
+#include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/plan_builder.h"
@@ -76,6 +78,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
+  knobs.gradient_bucket_elements = options.bucket_size;
   knobs.tp_comm_overlap = options.tp_comm_overlap;
   knobs.framework = parse_choice(options.framework, schemas::kTrainingFrameworkNames);
   knobs.attention = parse_choice(options.attention, schemas::kAttentionKernelNames);
@@ -119,6 +122,12 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   out += fmt::format("  hardware TFLOP/s/GPU  {:.1f} (with recomputation)\n",
                      metrics.hardware_tflops_per_gpu);
   out += fmt::format("  pipeline bubble       {}\n", format_percent(metrics.bubble_fraction));
+  if (plan.mesh.dp * plan.mesh.cp > 1) {
+    out += fmt::format(
+        "  gradient buckets      {} per pipeline rank, at {} parameters a bucket\n",
+        fmt::join(simulator::gradient_buckets_per_pipeline_rank(plan, simulation), ", "),
+        schemas::gradient_bucket_elements(plan));
+  }
   out += "time per step (mean over pipeline ranks):\n";
   const simulator::TimeBreakdown& time = metrics.breakdown;
   TextTable breakdown({"part", "time", "share"}, {false, true, true});
@@ -193,6 +202,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
           ->check(whole_number_from(0, 3)));
   knob(command->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
                          "Reduce data-parallel gradients after the whole backward"));
+  knob(command
+           ->add_option("--bucket-size", options.bucket_size,
+                        "Parameters per data-parallel gradient bucket (default max(40M, 1M·dp·cp), "
+                        "Megatron's)")
+           ->check(whole_number_from(1, schemas::kMaxGradientBucketElements)));
   knob(command->add_flag("--tp-comm-overlap", options.tp_comm_overlap,
                          "Pipeline tp all-gathers and reduce-scatters with the GEMMs (needs "
                          "--sequence-parallel)"));

@@ -26,6 +26,7 @@
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
+#include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -120,6 +121,7 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
+  knobs.gradient_bucket_elements = options.bucket_size;
   knobs.recompute = *schemas::value_of(options.recompute, schemas::kRecomputeGranularityNames);
   const bool cuda = device == executor::Device::cuda;
   knobs.precision = options.precision == std::string("bf16") || (!options.precision && cuda)
@@ -173,11 +175,16 @@ struct Prediction {
   double step_time_s = 0;
   double peak_bytes = 0;          // the largest of any rank
   simulator::RankMemory largest;  // that rank's memory, part by part
+  // Data-parallel gradient buckets the simulator prices on rank 0 (its pipeline rank's stages);
+  // 0 without data parallelism.
+  std::size_t rank0_gradient_buckets = 0;
 };
 
 Prediction predict(const schemas::Plan& plan, const std::filesystem::path& plan_directory) {
   const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, plan_directory);
-  Prediction prediction{simulation.metrics.step_time_s, 0, {}};
+  Prediction prediction{simulation.metrics.step_time_s, 0, {}, 0};
+  prediction.rank0_gradient_buckets =
+      simulator::gradient_buckets_per_pipeline_rank(plan, simulation).front();
   for (const simulator::RankMemory& memory : simulation.result.memory) {
     if (memory.peak_bytes >= prediction.peak_bytes) prediction.largest = memory;
     prediction.peak_bytes = std::max(prediction.peak_bytes, memory.peak_bytes);
@@ -268,10 +275,15 @@ void print_evaluation(const executor::EvaluationRecord& record, std::int64_t ste
   std::fflush(stdout);
 }
 
+// Rank 0's data-parallel gradient buckets, as run and as the simulator priced them.
+struct GradientBuckets {
+  std::size_t run = 0, predicted = 0;
+};
+
 void print_summary(const executor::TrainingSummary& summary,
                    const std::vector<std::string>& resume_changes,
                    const std::vector<std::string>& notes, const executor::TrainingOptions& training,
-                   LogFormat format) {
+                   const std::optional<GradientBuckets>& buckets, LogFormat format) {
   if (format == LogFormat::json) {
     nlohmann::json line{{"summary", true},
                         // Numbered as the step records are: the run trained first..last.
@@ -289,6 +301,10 @@ void print_summary(const executor::TrainingSummary& summary,
     }
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
     if (!notes.empty()) line["notes"] = notes;
+    if (buckets) {
+      line["gradient_buckets"] = buckets->run;
+      line["predicted_gradient_buckets"] = buckets->predicted;
+    }
     // What the optimizer did, defaults included, so a log says how to repeat the run.
     line["optimizer"] = {{"learning_rate", training.learning_rate},
                          {"lr_schedule", schemas::name_of(training.learning_rate_decay,
@@ -437,9 +453,11 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options) {
       ->excludes(plan);
   command
       ->add_option("--bucket-size", options.bucket_size,
-                   "Gradient-reduction bucket of a data-parallel run, in parameters (default "
+                   "Gradient-reduction bucket of a --model plan, in parameters: its "
+                   "gradient_bucket_elements, which the prediction prices too (default "
                    "max(40M, 1M·dp), Megatron's)")
-      ->check(whole_number_from(1, std::int64_t{1} << 40));
+      ->check(whole_number_from(1, schemas::kMaxGradientBucketElements))
+      ->excludes(plan);
   command->add_option("--data", options.data, "Token file (llm.c format; see strata data)")
       ->required();
   command->add_option("--trace", options.trace,
@@ -636,7 +654,6 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     training.overwrite_checkpoints = options.overwrite_checkpoints;
     if (options.init_llmc) training.init_llmc = *options.init_llmc;
     training.device = device;
-    training.bucket_elements = options.bucket_size.value_or(0);
     training.plan_directory = plan_directory.empty() ? "." : plan_directory;
     if (options.trace_step && !options.trace) {
       throw schemas::InputError("--trace-step", "", "needs --trace FILE to write the step to");
@@ -716,6 +733,11 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     }
     return 0;
   }
+  // Rank 0's buckets beside the simulator's count of them: the same rule, the plan's size.
+  std::optional<GradientBuckets> gradient_buckets;
+  if (plan.mesh.dp * plan.mesh.cp > 1) {
+    gradient_buckets = GradientBuckets{trainer->bucket_count(), prediction.rank0_gradient_buckets};
+  }
   if (logs && options.log_format == LogFormat::text) {
     for (const std::string& note : notes) fmt::print("{}\n", note);
     for (const std::string& change : trainer->resume_changes()) {
@@ -731,6 +753,12 @@ int train(const TrainOptions& options, executor::Communicator& world) {
                             schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames))
               : std::string(),
           plan.zero_stage, plan.model.name, world.backend());
+    }
+    if (gradient_buckets) {
+      fmt::print(
+          "gradient buckets on rank 0: {} at a bucket size of {} parameters (predicted {})\n",
+          gradient_buckets->run, schemas::gradient_bucket_elements(plan),
+          gradient_buckets->predicted);
     }
   }
   // Phase 3: training. A rank that fails now may leave others inside a collective: it says why
@@ -749,7 +777,8 @@ int train(const TrainOptions& options, executor::Communicator& world) {
           if (logs) print_evaluation(record, options.steps, options.log_format);
         });
     if (logs) {
-      print_summary(summary, trainer->resume_changes(), notes, training, options.log_format);
+      print_summary(summary, trainer->resume_changes(), notes, training, gradient_buckets,
+                    options.log_format);
     }
     if (options.trace && logs) {
       print_trace(

@@ -6,6 +6,7 @@
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/zero/bucket_layout.h"
+#include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
@@ -45,7 +46,7 @@ void add_store_range(const ParameterStore& store, const std::vector<std::size_t>
 
 }  // namespace
 
-nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t bucket_elements) {
+nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
   const schemas::Mesh& mesh = plan.mesh;
   if (mesh.world_size() == 1) return nlohmann::json();
   nlohmann::json layout{{"mesh",
@@ -55,7 +56,7 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan, std::int64_t buck
                           {"pp", mesh.pp},
                           {"order", schemas::mesh_order_to_string(mesh.order)}}},
                         {"zero_stage", plan.zero_stage},
-                        {"bucket_elements", bucket_elements}};
+                        {"bucket_elements", schemas::gradient_bucket_elements(plan)}};
   if (mesh.pp > 1) {
     // The pipeline split fixes which parameters each pipeline rank's files hold.
     nlohmann::json stages = nlohmann::json::array();

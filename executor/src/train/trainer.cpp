@@ -14,6 +14,7 @@
 #include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
+#include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
 
@@ -157,11 +158,6 @@ std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::
   return std::make_unique<ProcessGroups>(world, plan.mesh);
 }
 
-std::int64_t bucket_elements_of(const schemas::Plan& plan, const TrainingOptions& options) {
-  return options.bucket_elements > 0 ? options.bucket_elements
-                                     : default_bucket_elements(plan.mesh.dp);
-}
-
 }  // namespace
 
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
@@ -177,7 +173,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       optimizer_(std::make_unique<ShardedOptimizer>(
           model_, *groups_,
           ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce,
-                          bucket_elements_of(plan_, options_), !values_are_loaded(options_)},
+                          schemas::gradient_bucket_elements(plan_), !values_are_loaded(options_)},
           options_.seed)),
       sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed,
                options_.data_order, plan.batch.global_batch_size),
@@ -249,8 +245,7 @@ void Trainer::claim_checkpoint_directory() {
 }
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
-  ShardedCheckpointPart part = checkpoint_part_of(
-      checkpoint_layout_of(plan_, bucket_elements_of(plan_, options_)), world_.rank());
+  ShardedCheckpointPart part = checkpoint_part_of(checkpoint_layout_of(plan_), world_.rank());
   part.values = optimizer_->values_state();
   part.moments = optimizer_->moments_state();
   return part;
@@ -267,8 +262,7 @@ TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& check
   }
   const TrainingState state =
       read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), part);
-  // A 16-bit working copy follows the values read (ZeRO-3 gathers its values when they run).
-  if (plan_.zero_stage < 3) model_.parameters().refresh_compute_values();
+  optimizer_->values_written();
   return state;
 }
 

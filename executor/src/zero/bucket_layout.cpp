@@ -1,6 +1,7 @@
 #include "strata/executor/zero/bucket_layout.h"
 
 #include "strata/executor/model/parameter_units.h"
+#include "strata/schemas/gradient_buckets.h"
 
 namespace strata::executor {
 
@@ -19,32 +20,37 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
                  "unit {} is not contiguous in the store at {}", unit, entry.spec.name);
     unit_end[unit] = entry.offset + shape_numel(entry.shape);
   }
-  std::vector<BucketRange> backward_order;
-  std::int64_t collected = 0;
-  std::int64_t last_unit = -1;  // of the bucket being collected; −1: none open
-  for (std::int64_t unit = unit_count - 1; unit >= 0; --unit) {
-    const auto u = static_cast<std::size_t>(unit);
-    if (unit_begin[u] < 0) {
-      STRATA_CHECK(options.pipeline, "unit {} holds no parameters", unit);
+  // Runs of units that may share a bucket — held here, on one stage, each starting where the one
+  // before ends in the store, and not across a tied word embedding kept in a bucket of its own —
+  // grouped by the rule the cost models price (schemas/gradient_buckets.h).
+  std::vector<BucketRange> buckets;
+  const auto index = [](std::int64_t unit) { return static_cast<std::size_t>(unit); };
+  for (std::int64_t first = 0; first < unit_count;) {
+    if (unit_begin[index(first)] < 0) {
+      STRATA_CHECK(options.pipeline, "unit {} holds no parameters", first);
+      ++first;
       continue;
     }
-    if (last_unit < 0) last_unit = unit;
-    collected += unit_end[u] - unit_begin[u];
-    const auto next = static_cast<std::size_t>(unit - 1);
-    const bool next_elsewhere =
-        unit == 0 || unit_begin[next] < 0 || unit_stage[next] != unit_stage[u] ||
-        unit_end[next] != unit_begin[u] || (options.tied_word_embedding_bucket && unit == 1);
-    if (options.zero_stage == 3 || collected >= options.bucket_elements || next_elsewhere) {
-      BucketRange bucket;
-      bucket.first_unit = unit;
-      bucket.last_unit = last_unit;
-      backward_order.push_back(std::move(bucket));
-      last_unit = -1;
-      collected = 0;
+    std::int64_t end = first + 1;
+    while (end < unit_count && unit_begin[index(end)] >= 0 &&
+           unit_stage[index(end)] == unit_stage[index(end - 1)] &&
+           unit_begin[index(end)] == unit_end[index(end - 1)] &&
+           !(options.tied_word_embedding_bucket && end == 1)) {
+      ++end;
     }
+    std::vector<std::int64_t> unit_elements;
+    for (std::int64_t unit = first; unit < end; ++unit) {
+      unit_elements.push_back(unit_end[index(unit)] - unit_begin[index(unit)]);
+    }
+    for (const schemas::UnitBucket& grouped : schemas::group_units_into_buckets(
+             unit_elements, options.bucket_elements, options.zero_stage == 3)) {
+      BucketRange bucket;
+      bucket.first_unit = first + static_cast<std::int64_t>(grouped.first_unit);
+      bucket.last_unit = first + static_cast<std::int64_t>(grouped.last_unit);
+      buckets.push_back(std::move(bucket));
+    }
+    first = end;
   }
-  std::vector<BucketRange> buckets(std::make_move_iterator(backward_order.rbegin()),
-                                   std::make_move_iterator(backward_order.rend()));
   std::int64_t shard_offset = 0;
   for (BucketRange& bucket : buckets) {
     bucket.begin = unit_begin[static_cast<std::size_t>(bucket.first_unit)];

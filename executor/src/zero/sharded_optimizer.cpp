@@ -44,10 +44,6 @@ void copy_slice_from_whole(Tensor& destination, std::int64_t destination_offset,
 
 }  // namespace
 
-std::int64_t default_bucket_elements(std::int64_t dp) {
-  return std::max<std::int64_t>(40'000'000, 1'000'000 * dp);
-}
-
 ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
                                    ShardingOptions options, std::uint64_t seed)
     : model_(model), store_(model.parameters()), groups_(groups), options_(options) {
@@ -503,6 +499,10 @@ void ShardedOptimizer::scatter_values(const ParameterStore& whole) {
 
 std::vector<Tensor> ShardedOptimizer::values_state() {
   return {options_.zero_stage == 3 ? value_shards_ : store_.values()};
+}
+
+void ShardedOptimizer::values_written() {
+  if (options_.zero_stage < 3) store_.refresh_compute_values();
 }
 
 std::vector<Tensor> ShardedOptimizer::moments_state() { return {moments_.first, moments_.second}; }

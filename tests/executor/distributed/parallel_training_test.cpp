@@ -215,6 +215,7 @@ schemas::Plan plan_of(const schemas::ModelConfig& model, const Layout& layout) {
   knobs.sequence_parallel = layout.sequence_parallel;
   knobs.zero_stage = layout.zero_stage;
   knobs.overlap_grad_reduce = layout.overlap_grad_reduce;
+  if (layout.bucket_elements > 0) knobs.gradient_bucket_elements = layout.bucket_elements;
   knobs.recompute =
       layout.recompute ? schemas::RecomputeGranularity::full : schemas::RecomputeGranularity::none;
   knobs.schedule = layout.schedule == schemas::ScheduleType::custom
@@ -323,7 +324,6 @@ TEST_P(ParallelTraining, ComputesTheOneDeviceNumbers) {
   const TokenFile data = token_data();
   const TokenFile validation = validation_data();
   TrainingOptions options = training_options();
-  options.bucket_elements = layout.bucket_elements;
 
   // The one-device run, on rank 0 (the others wait for it in the parallel trainer's setup).
   RunRecord single;
@@ -491,8 +491,7 @@ TEST(ParallelReshard, ContinuesOnAnotherLayout) {
       model, pipeline("Tp4Pp2", "gpt-tiny", 4, 1, 2, 1, schemas::ScheduleType::zb_h1, 1, 0.1));
   if (world.rank() == 0) {
     const fs::path step5 = root / "first" / "step_00000005";
-    reshard_checkpoint(step5, model, checkpoint_layout_of(second, default_bucket_elements(1)),
-                       root / "second");
+    reshard_checkpoint(step5, model, checkpoint_layout_of(second), root / "second");
     reshard_checkpoint(step5, model, nlohmann::json(), root / "one");
   }
   world.barrier();

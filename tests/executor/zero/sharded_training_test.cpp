@@ -54,6 +54,7 @@ schemas::Plan plan_of(const schemas::ModelConfig& model, const schemas::Mesh& me
   knobs.sequence_parallel = sequence_parallel;
   knobs.recompute = schemas::RecomputeGranularity::none;
   knobs.precision = schemas::Dtype::fp32;
+  knobs.gradient_bucket_elements = 3000;  // several buckets, each padded
   return schemas::build_plan(
       model, schemas::resolve_cluster(fmt::format("cpu-local:{}", mesh.world_size())), knobs,
       "test");
@@ -76,7 +77,6 @@ TrainingOptions options() {
   training.learning_rate = 1e-3;
   training.max_gradient_norm = 0.5;  // clipping: the norm must sum every element exactly once
   training.adamw.epsilon = 1e-6;
-  training.bucket_elements = 3000;  // several buckets, each padded
   return training;
 }
 

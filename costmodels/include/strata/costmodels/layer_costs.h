@@ -69,11 +69,12 @@ struct LayerContext {
   schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
   bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
   schemas::AttentionKernel attention = schemas::AttentionKernel::flash;
-  // ZeRO-3 layer by layer (training_framework.h): each layer gathers its parameters over the dp·cp
-  // group in forward and backward and reduce-scatters its gradients, overlapped with the compute
-  // of its neighbour.
+  // ZeRO-3 layer by layer (costmodels/framework_behaviour.h): each layer gathers its parameters
+  // over the dp·cp group in forward and backward and reduce-scatters its gradients, overlapped with
+  // the compute of its neighbour.
   bool zero3_layer_gathers = false;
-  // Activations in Strata's executor's buffers (training_framework.h; activation_memory.h).
+  // Activations in Strata's executor's buffers (costmodels/framework_behaviour.h;
+  // activation_memory.h).
   bool executor_activation_buffers = false;
   GroupSpan dp_span;  // set only with zero3_layer_gathers
   GroupSpan tp_span;

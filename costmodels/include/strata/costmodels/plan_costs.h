@@ -8,9 +8,11 @@
 //   ZeRO 1   P·(w + g) + P·o/D        (Megatron's distributed optimizer: 6 + 12/D in bf16)
 //   ZeRO 2   P·w + P·(g + o)/D
 //   ZeRO 3   P·(w + g + o)/D, plus each stage's gathered weights while the schedule holds them
-// Gradients are reduced in buckets of max(40M, 1M·D) parameters (Megatron-LM's default) at the
-// gradient dtype: an all-reduce for ZeRO 0, a reduce-scatter above it; ZeRO 1 and 2 all-gather
-// the updated weights after the optimizer step.
+// Gradients are reduced in buckets of the plan's gradient_bucket_elements (absent: Megatron-LM's
+// default max(40M, 1M·D)) at the gradient dtype — whole parameter units grouped as Strata's
+// executor groups them (schemas/gradient_buckets.h), an even split for the other stacks: an
+// all-reduce for ZeRO 0, a reduce-scatter above it; ZeRO 1 and 2 all-gather the updated weights
+// after the optimizer step.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +31,9 @@ struct StageCosts {
   double parameters = 0;             // held by one rank (after tp sharding)
   double send_forward_s = 0;         // activation to the next stage
   double send_backward_s = 0;        // gradient to the previous stage
-  std::vector<double> gradient_buckets_s;
-  double unshard_s = 0;      // ZeRO-3: gathering the stage's weights
-  double unshard_bytes = 0;  // what the gathered weights occupy
+  std::vector<double> gradient_buckets_s;  // in the order the backward completes them
+  double unshard_s = 0;                    // ZeRO-3: gathering the stage's weights
+  double unshard_bytes = 0;                // what the gathered weights occupy
 };
 
 struct RankStateMemory {

@@ -29,7 +29,8 @@ struct SearchOptions {
       schemas::ScheduleType::one_f_one_b, schemas::ScheduleType::interleaved_one_f_one_b,
       schemas::ScheduleType::zb_h1, schemas::ScheduleType::gpipe};
   schemas::Dtype precision = schemas::Dtype::bf16;
-  // The stack the plans are for (training_framework.h): its behaviours change the predictions.
+  // The stack the plans are for (costmodels/framework_behaviour.h): its behaviours change the
+  // predictions.
   schemas::TrainingFramework framework = schemas::TrainingFramework::strata;
   unsigned threads = 0;  // 0: every core
   // Tests only: no memory pruning and no bound, every candidate simulated — the reference the

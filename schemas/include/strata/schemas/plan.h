@@ -52,8 +52,9 @@ std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order);
 // Strata's limits on a plan (README "Limits"): far above any published run, they bound the work
 // of every command that reads one. A step of more micro-batches than the simulator runs in full
 // is predicted from two shorter ones (simulator/plan_simulation.h).
-inline constexpr std::int64_t kMaxMeshAxisSize = kMaxNodes * kMaxGpusPerNode;  // 2^26 GPUs
-inline constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 24;     // sequences
+inline constexpr std::int64_t kMaxMeshAxisSize = kMaxNodes * kMaxGpusPerNode;      // 2^26 GPUs
+inline constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 24;         // sequences
+inline constexpr std::int64_t kMaxGradientBucketElements = std::int64_t{1} << 40;  // parameters
 
 struct BatchConfig {
   std::int64_t seq_length = 0;
@@ -133,11 +134,16 @@ struct Plan {
   // (Megatron-Core's --overlap-grad-reduce), or after the whole backward, as Megatron-LM does by
   // default and DeepSpeed's pipeline engine always does.
   bool overlap_grad_reduce = true;
+  // Parameters per data-parallel gradient bucket (Megatron-LM's --ddp-bucket-size); absent:
+  // Megatron's default max(40M, 1M·dp·cp). What the simulator prices and the executor reduces
+  // (gradient_buckets.h).
+  std::optional<std::int64_t> gradient_bucket_elements;
   // Tensor-parallel all-gathers and reduce-scatters pipelined with the GEMMs they feed or drain
   // (Megatron-Core / Transformer Engine --tp-comm-overlap, userbuffers). Needs sequence
   // parallelism, as Megatron requires.
   bool tp_comm_overlap = false;
-  // The training stack that runs the plan, for what differs between stacks (training_framework.h).
+  // The training stack that runs the plan, for what differs between stacks
+  // (costmodels/framework_behaviour.h).
   TrainingFramework framework = TrainingFramework::strata;
   AttentionKernel attention = AttentionKernel::flash;
   RecomputeConfig recompute;

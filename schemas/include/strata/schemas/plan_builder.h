@@ -18,6 +18,7 @@ struct PlanKnobs {
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
+  std::optional<std::int64_t> gradient_bucket_elements;  // absent: Megatron's default
   bool tp_comm_overlap = false;
   TrainingFramework framework = TrainingFramework::strata;
   AttentionKernel attention = AttentionKernel::flash;

@@ -1,7 +1,8 @@
 // TrainingFramework: which training stack runs a plan, for the behaviours that differ between
-// stacks and that no other plan field expresses. Strata's own executor is the default; a plan
-// naming another stack is one the simulator predicts as that stack runs it (validate-sim reads a
-// published row's software.framework into it; `strata plan --framework` searches for it).
+// stacks and that no other plan field expresses (what each stack does differently is the cost
+// models' knowledge: costmodels/framework_behaviour.h). Strata's own executor is the default; a
+// plan naming another stack is one the simulator predicts as that stack runs it (validate-sim reads
+// a published row's software.framework into it; `strata plan --framework` searches for it).
 #pragma once
 
 #include <array>
@@ -27,38 +28,5 @@ inline constexpr std::array<EnumName<TrainingFramework>, 7> kTrainingFrameworkNa
      {TrainingFramework::deepspeed, "deepspeed"},
      {TrainingFramework::torchtitan, "torchtitan"},
      {TrainingFramework::llm_foundry, "llm-foundry"}}};
-
-// The behaviours the cost models and the simulator read. Strata, Megatron-LM and NeMo
-// (Megatron-Core) behave alike in all of them; DeepSpeed's engines differ.
-struct FrameworkBehaviour {
-  // Pipeline sends carry the whole activation from every tp rank. Megatron splits a replicated
-  // activation across tp before the send and gathers it after (or it is already split under
-  // sequence parallelism); DeepSpeed's pipeline engine sends the tensor as each rank holds it.
-  bool pipeline_sends_whole_activations = false;
-  // A pipeline send holds up the sender's next compute until it completes: DeepSpeed's pipeline
-  // engine runs its instructions in order with blocking torch.distributed send/recv. Megatron
-  // posts non-blocking sends and waits for them only when the buffer is needed again.
-  bool pipeline_sends_block_compute = false;
-  // Under ZeRO stage 1 in bf16 the gradients are all-reduced whole in fp32 rather than
-  // reduce-scattered to their optimizer shards: DeepSpeed's BF16_Optimizer reduces the fp32
-  // accumulators with an all-reduce and each rank then updates its own partition.
-  bool zero1_bf16_gradients_all_reduced = false;
-  // ZeRO-3 without pipelining gathers parameters layer by layer, each layer's all-gather prefetched
-  // during the previous layer's compute, again in the backward (reshard after forward), with each
-  // layer's gradients reduce-scattered during the backward, every micro-batch: PyTorch FSDP
-  // (torchtitan, llm-foundry), DeepSpeed ZeRO-3, Megatron-FSDP. Strata's executor gathers a whole
-  // stage before its first use and holds it for the step (the UNSHARD/RESHARD actions of the
-  // schedule IR), as every stack does with pipeline parallelism (torchtitan keeps a stage's
-  // parameters gathered across micro-batches there).
-  bool zero3_gathers_per_layer = false;
-  // Strata's executor holds its activations in its own buffers rather than Megatron's: the
-  // backward's gradients live in one scratch set that every layer of a rank shares (LayerScratch
-  // in executor/src/model/transformer_layer.cpp), not in per-GEMM output gradients, and the LM
-  // head keeps its logits in the compute dtype and overwrites them with their gradient (no fp32
-  // copy, no separate softmax). Measured against the CPU executor's resident-set growth.
-  bool executor_activation_buffers = false;
-};
-
-FrameworkBehaviour framework_behaviour(TrainingFramework framework);
 
 }  // namespace strata::schemas

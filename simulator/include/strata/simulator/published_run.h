@@ -18,7 +18,8 @@ namespace strata::simulator {
 // nemo, off otherwise). attention and framework set the plan's (when absent: flash, and
 // Megatron-LM).
 struct RunSoftware {
-  // Absent: simulated as Megatron-LM (its behaviours are Strata's own; training_framework.h).
+  // Absent: simulated as Megatron-LM (its behaviours are Strata's own;
+  // costmodels/framework_behaviour.h).
   std::optional<schemas::TrainingFramework> framework;
   // Absent: flash, the norm since 2023.
   std::optional<schemas::AttentionKernel> attention;

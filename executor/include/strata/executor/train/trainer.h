@@ -55,9 +55,6 @@ struct TrainingOptions {
   bool resume_with_changes = false;
   std::optional<std::filesystem::path> init_llmc;  // start from llm.c weights instead of the seed
   Device device = Device::cpu;
-  // Gradient-reduction bucket of a data-parallel run, in parameters; 0: Megatron's default
-  // max(40M, 1M·dp).
-  std::int64_t bucket_elements = 0;
   // Where the plan's relative paths (a custom schedule file) are read from.
   std::filesystem::path plan_directory = ".";
   // Validation (with set_validation_data): every eval_every steps (0: none in between), before

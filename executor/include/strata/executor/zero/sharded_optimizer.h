@@ -54,14 +54,11 @@ namespace strata::executor {
 struct ShardingOptions {
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
-  std::int64_t bucket_elements = 40'000'000;
+  std::int64_t bucket_elements = 40'000'000;  // the plan's (schemas/gradient_buckets.h)
   // False when a checkpoint or an llm.c file fills the ZeRO-3 value shards right after
   // construction (see TransformerOptions::initialize_values).
   bool initialize_values = true;
 };
-
-// Megatron-LM's default bucket: max(40M, 1M·dp) parameters (what the simulator charges).
-std::int64_t default_bucket_elements(std::int64_t dp);
 
 class ShardedOptimizer final : public ParameterUnitHooks {
  public:
@@ -100,6 +97,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // its shards at 3) and its AdamW moments (all, or its shards from ZeRO-1 on).
   std::vector<Tensor> values_state();
   std::vector<Tensor> moments_state();
+  // After values_state() was written from outside (a checkpoint read): the 16-bit working copy
+  // follows (ZeRO-3's values are gathered, and their copy made, when a unit runs).
+  void values_written();
 
   std::int64_t zero_stage() const { return options_.zero_stage; }
   std::size_t bucket_count() const { return buckets_.size(); }

@@ -1,6 +1,8 @@
-#include "strata/schemas/training_framework.h"
+#include "strata/costmodels/framework_behaviour.h"
 
-namespace strata::schemas {
+namespace strata::costmodels {
+
+using schemas::TrainingFramework;
 
 FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
   switch (framework) {
@@ -16,9 +18,9 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
     case TrainingFramework::llm_foundry:
       return {.zero3_gathers_per_layer = true};
     case TrainingFramework::strata:
-      return {.executor_activation_buffers = true};
+      return {.executor_activation_buffers = true, .gradient_buckets_close_at_units = true};
   }
   return {};
 }
 
-}  // namespace strata::schemas
+}  // namespace strata::costmodels
