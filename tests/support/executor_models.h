@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "strata/schemas/model_config.h"
+#include "strata/schemas/presets.h"
 
 namespace strata::executor::testing {
 
@@ -20,6 +21,23 @@ inline schemas::ModelConfig micro_gpt(std::int64_t vocab_size, double dropout = 
   model.vocab_size = vocab_size;
   model.max_seq_length = 8;
   model.dropout = dropout;
+  return model;
+}
+
+// A small gpt whose sizes nothing divides evenly: layers of odd size (every ZeRO bucket is padded
+// for dp 2, 3 and 4), 4 heads of 9, MLP 99 and a vocabulary of 257 rows, sequences up to 32.
+inline schemas::ModelConfig odd_gpt(std::int64_t layers = 2, bool tied_embeddings = false) {
+  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
+  model.name = "gpt-odd";
+  model.num_layers = layers;
+  model.hidden_size = 36;
+  model.num_attention_heads = 4;
+  model.num_kv_heads = 4;
+  model.head_dim = 9;
+  model.ffn_hidden_size = 99;
+  model.vocab_size = 257;
+  model.max_seq_length = 32;
+  model.tied_embeddings = tied_embeddings;
   return model;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "executor_models.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
@@ -45,27 +46,10 @@ int launched_ranks() {
   return 1;
 }
 
-// A small gpt whose sizes nothing divides evenly: 2 layers of odd size (every ZeRO bucket is
-// padded for dp 2 and 4) and a vocabulary of 257 rows, untied.
-schemas::ModelConfig odd_gpt() {
-  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
-  model.name = "gpt-odd";
-  model.num_layers = 2;
-  model.hidden_size = 36;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 4;
-  model.head_dim = 9;
-  model.ffn_hidden_size = 99;
-  model.vocab_size = 257;
-  model.max_seq_length = 32;
-  model.tied_embeddings = false;
-  return model;
-}
-
 schemas::ModelConfig model_named(const std::string& name, double dropout) {
   schemas::ModelConfig model;
   if (name == "gpt-odd") {
-    model = odd_gpt();
+    model = testing::odd_gpt();
   } else if (name == "gpt-tiny-257") {
     // tp does not divide the vocabulary: shards of 65, 64, 64, 64 rows.
     model = schemas::model_preset("gpt-tiny");

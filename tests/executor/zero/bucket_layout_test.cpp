@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "executor_models.h"
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/presets.h"
@@ -99,23 +100,9 @@ void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore
       << where;
 }
 
-schemas::ModelConfig odd_gpt(bool tied) {
-  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
-  model.num_layers = 3;
-  model.hidden_size = 36;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 4;
-  model.head_dim = 9;
-  model.ffn_hidden_size = 99;
-  model.vocab_size = 257;
-  model.max_seq_length = 32;
-  model.tied_embeddings = tied;
-  return model;
-}
-
 TEST(BucketLayout, EverySizeDpAndStageMeetsTheOracle) {
-  for (const schemas::ModelConfig& model :
-       {odd_gpt(false), odd_gpt(true), schemas::model_preset("llama-tiny")}) {
+  for (const schemas::ModelConfig& model : {testing::odd_gpt(3, false), testing::odd_gpt(3, true),
+                                            schemas::model_preset("llama-tiny")}) {
     const ParameterStore store(transformer_parameters(model), ScalarType::float32);
     std::vector<std::int64_t> sizes = {1,
                                        2,

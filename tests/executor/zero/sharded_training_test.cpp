@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "executor_models.h"
 #include "strata/executor/distributed/process_groups.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
@@ -26,22 +27,6 @@ namespace strata::executor {
 namespace {
 
 using testing::run_on_threads;
-
-// Sizes nothing divides: every bucket is padded for dp 2, 3 and 4.
-schemas::ModelConfig odd_gpt() {
-  schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
-  model.name = "gpt-odd";
-  model.num_layers = 2;
-  model.hidden_size = 36;
-  model.num_attention_heads = 4;
-  model.num_kv_heads = 4;
-  model.head_dim = 9;
-  model.ffn_hidden_size = 99;
-  model.vocab_size = 257;
-  model.max_seq_length = 16;
-  model.tied_embeddings = false;
-  return model;
-}
 
 schemas::Plan plan_of(const schemas::ModelConfig& model, const schemas::Mesh& mesh,
                       std::int64_t zero_stage, bool sequence_parallel = false) {
@@ -130,10 +115,11 @@ void expect_one_device_numbers(const schemas::Plan& plan) {
 TEST(ShardedTraining, EveryZeroStageOverPaddedBucketsComputesTheOneDeviceNumbers) {
   for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
     SCOPED_TRACE("dp 2, ZeRO-" + std::to_string(zero_stage));
-    expect_one_device_numbers(plan_of(odd_gpt(), {.tp = 1, .cp = 1, .dp = 2, .pp = 1}, zero_stage));
+    expect_one_device_numbers(
+        plan_of(testing::odd_gpt(), {.tp = 1, .cp = 1, .dp = 2, .pp = 1}, zero_stage));
   }
   SCOPED_TRACE("dp 3, ZeRO-1");  // three-way shards of odd buckets
-  expect_one_device_numbers(plan_of(odd_gpt(), {.tp = 1, .cp = 1, .dp = 3, .pp = 1}, 1));
+  expect_one_device_numbers(plan_of(testing::odd_gpt(), {.tp = 1, .cp = 1, .dp = 3, .pp = 1}, 1));
 }
 
 TEST(ShardedTraining, TensorAndPipelineParallelismComputeTheOneDeviceNumbers) {
