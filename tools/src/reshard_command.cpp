@@ -8,7 +8,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
-#include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/executor/zero/sharded_optimizer.h"

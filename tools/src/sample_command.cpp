@@ -16,6 +16,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/checkpoint/checkpoint_directory.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/data/byte_tokenizer.h"
 #include "strata/executor/data/llmc_tokenizer.h"

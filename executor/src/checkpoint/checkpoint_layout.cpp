@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/checkpoint/sharded_checkpoint.h"
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/zero/bucket_layout.h"

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <tuple>
 
+#include "strata/executor/checkpoint/checkpoint_directory.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"

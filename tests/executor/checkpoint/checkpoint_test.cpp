@@ -13,6 +13,8 @@
 
 #include "executor_models.h"
 #include "input_error_message.h"
+#include "strata/executor/checkpoint/checkpoint_directory.h"
+#include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/checkpoint/checkpoint_state_check.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/model/transformer.h"

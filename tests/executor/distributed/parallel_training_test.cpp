@@ -23,6 +23,7 @@
 
 #include "executor_models.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"

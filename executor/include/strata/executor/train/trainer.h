@@ -21,8 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "strata/executor/checkpoint/checkpoint.h"
+#include "strata/executor/checkpoint/checkpoint_state.h"
 #include "strata/executor/checkpoint/checkpoint_directory_lock.h"
+#include "strata/executor/checkpoint/sharded_checkpoint.h"
 #include "strata/executor/data/batch_sampler.h"
 #include "strata/executor/distributed/process_groups.h"
 #include "strata/executor/model/transformer.h"
