@@ -63,6 +63,12 @@ std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::initializer_list<
   return mesh_group_of(mesh, std::span<const MeshAxis>(axes.begin(), axes.size()), rank);
 }
 
+std::int64_t mesh_group_rank(const Mesh& mesh, std::initializer_list<MeshAxis> axes,
+                             std::int64_t rank) {
+  const std::vector<std::int64_t> group = mesh_group_of(mesh, axes, rank);
+  return std::find(group.begin(), group.end(), rank) - group.begin();
+}
+
 std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
                                                    std::span<const MeshAxis> axes) {
   std::vector<std::vector<std::int64_t>> groups;

@@ -184,8 +184,10 @@ struct TrainOptions {
   std::optional<std::string> device;     // cpu | cuda (default: where the plan's cluster is)
   std::optional<std::string> precision;  // fp32 | bf16, with --model
   std::optional<std::string> cluster;    // the GPU cluster preset a --model plan names on cuda
-  // The layout of a --model plan (on cpu-local:tp·dp·pp): dp defaults to the job's ranks / (tp·pp).
+  // The layout of a --model plan (on cpu-local:tp·cp·dp·pp): dp defaults to the job's ranks /
+  // (tp·cp·pp).
   std::int64_t tp = 1;
+  std::int64_t cp = 1;
   std::optional<std::int64_t> dp;
   std::int64_t pp = 1;
   std::int64_t vpp = 1;

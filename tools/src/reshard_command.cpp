@@ -8,8 +8,8 @@
 
 #include "cli_checks.h"
 #include "commands.h"
-#include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/executor/zero/sharded_optimizer.h"
 #include "strata/schemas/document_loader.h"

@@ -22,8 +22,8 @@ constexpr double kMaxGradientNorm = 1e30;
 CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
   CLI::Option* plan = command->add_option(
       "--plan", options.plan,
-      "Plan file to run (fp32 on the CPU, any tp/sp/dp/pp/ZeRO layout and schedule with cp = 1, "
-      "one rank per mesh position under mpirun; fp32 or bf16 on one GPU)");
+      "Plan file to run (fp32 on the CPU, any tp/sp/cp/dp/pp/ZeRO layout and schedule, one rank "
+      "per mesh position under mpirun; fp32 or bf16 on one GPU)");
   command
       ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);
@@ -49,8 +49,14 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);
   command
+      ->add_option("--cp", options.cp,
+                   "Context-parallel size of a --model plan: each sequence in 2·cp chunks, "
+                   "attention around a ring")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
       ->add_option("--dp", options.dp,
-                   "Data-parallel size of a --model plan (default: the job's ranks / tp)")
+                   "Data-parallel size of a --model plan (default: the job's ranks / (tp·cp·pp))")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);
   command->add_option("--pp", options.pp, "Pipeline-parallel size of a --model plan (even split)")

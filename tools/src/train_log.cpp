@@ -32,9 +32,9 @@ void print_run_header(const RunHeader& header, LogFormat format) {
   }
   const schemas::Plan& plan = header.plan;
   if (header.world_size > 1) {
-    fmt::print("{} ranks: tp {} × dp {}{}{}, ZeRO-{}, {} over {}\n", header.world_size,
-               plan.mesh.tp, plan.mesh.dp,
-               plan.sequence_parallel ? " with sequence parallelism" : "",
+    fmt::print("{} ranks: tp {}{} × dp {}{}{}, ZeRO-{}, {} over {}\n", header.world_size,
+               plan.mesh.tp, plan.mesh.cp > 1 ? fmt::format(" × cp {}", plan.mesh.cp) : "",
+               plan.mesh.dp, plan.sequence_parallel ? " with sequence parallelism" : "",
                plan.mesh.pp > 1
                    ? fmt::format(" × pp {}{} ({})", plan.mesh.pp,
                                  plan.mesh.vpp > 1 ? fmt::format(" × vpp {}", plan.mesh.vpp) : "",

@@ -81,10 +81,11 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.seq_length = options.seq_length.value_or(std::min<std::int64_t>(model.max_seq_length, 256));
   knobs.micro_batch_size = options.micro_batch;
   knobs.mesh.tp = options.tp;
+  knobs.mesh.cp = options.cp;
   knobs.mesh.pp = options.pp;
   knobs.mesh.vpp = options.vpp;
-  knobs.mesh.dp =
-      options.dp.value_or(std::max<std::int64_t>(1, world_size / (options.tp * options.pp)));
+  knobs.mesh.dp = options.dp.value_or(
+      std::max<std::int64_t>(1, world_size / (options.tp * options.cp * options.pp)));
   knobs.schedule = options.schedule
                        ? *schemas::value_of(*options.schedule, schemas::kScheduleTypeNames)
                    : options.vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b
@@ -99,19 +100,20 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.precision = options.precision == std::string("bf16") || (!options.precision && cuda)
                         ? schemas::Dtype::bf16
                         : schemas::Dtype::fp32;
-  const std::int64_t ranks = knobs.mesh.tp * knobs.mesh.dp * knobs.mesh.pp;
+  const std::int64_t ranks = knobs.mesh.world_size();
   const schemas::ClusterConfig cluster =
       cuda              ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
       : options.cluster ? cpu_cluster_of(*options.cluster, ranks)
                         : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
   schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");
-  plan.description = ranks == 1
-                         ? fmt::format("{} on one {}, written by strata train", model.name,
-                                       cuda ? "GPU" : "CPU device")
-                         : fmt::format(
-                               "{} on {} CPU ranks (tp {} × dp {} × pp {}), written by strata "
-                               "train",
-                               model.name, ranks, knobs.mesh.tp, knobs.mesh.dp, knobs.mesh.pp);
+  plan.description =
+      ranks == 1
+          ? fmt::format("{} on one {}, written by strata train", model.name,
+                        cuda ? "GPU" : "CPU device")
+          : fmt::format(
+                "{} on {} CPU ranks (tp {} × cp {} × dp {} × pp {}), written by "
+                "strata train",
+                model.name, ranks, knobs.mesh.tp, knobs.mesh.cp, knobs.mesh.dp, knobs.mesh.pp);
   return plan;
 }
 

@@ -70,16 +70,22 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
 
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
-  const std::int64_t dp_writers = parallel.at("zero_stage").get<std::int64_t>() >= 1 ? mesh.dp : 1;
+  // Every rank of the dp × cp group writes its shard from ZeRO-1 on; below, its first rank.
+  const bool sharded = parallel.at("zero_stage").get<std::int64_t>() >= 1;
+  const std::int64_t dp_writers = sharded ? mesh.dp : 1;
+  const std::int64_t cp_writers = sharded ? mesh.cp : 1;
   std::vector<std::int64_t> ranks;
   for (std::int64_t pp = 0; pp < mesh.pp; ++pp) {
     for (std::int64_t dp = 0; dp < dp_writers; ++dp) {
-      for (std::int64_t tp = 0; tp < mesh.tp; ++tp) {
-        schemas::MeshCoordinates at{};
-        at[static_cast<std::size_t>(schemas::MeshAxis::tp)] = tp;
-        at[static_cast<std::size_t>(schemas::MeshAxis::dp)] = dp;
-        at[static_cast<std::size_t>(schemas::MeshAxis::pp)] = pp;
-        ranks.push_back(schemas::mesh_rank(mesh, at));
+      for (std::int64_t cp = 0; cp < cp_writers; ++cp) {
+        for (std::int64_t tp = 0; tp < mesh.tp; ++tp) {
+          schemas::MeshCoordinates at{};
+          at[static_cast<std::size_t>(schemas::MeshAxis::tp)] = tp;
+          at[static_cast<std::size_t>(schemas::MeshAxis::cp)] = cp;
+          at[static_cast<std::size_t>(schemas::MeshAxis::dp)] = dp;
+          at[static_cast<std::size_t>(schemas::MeshAxis::pp)] = pp;
+          ranks.push_back(schemas::mesh_rank(mesh, at));
+        }
       }
     }
   }
@@ -95,8 +101,9 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
-  const std::int64_t dp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::dp)] +
-                               mesh.dp * at[static_cast<std::size_t>(schemas::MeshAxis::cp)];
+  // Its ZeRO shard: its place in the dp × cp group, as the sharded optimizer's.
+  const std::int64_t dp_rank =
+      schemas::mesh_group_rank(mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
   std::vector<schemas::PipelineStage> stages;
   if (parallel.contains("stages")) {

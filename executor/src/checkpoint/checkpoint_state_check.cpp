@@ -222,12 +222,14 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
     schemas::validate_mesh_for_model(mesh, model, where / "mesh");
   }
   const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
-  const std::string layout_text =
-      fmt::format("tp {} · dp {} · pp {}, ZeRO-{}", mesh.tp, mesh.dp, mesh.pp, zero_stage);
-  // Values files: one per (tp, pp) rank, per dp rank too under ZeRO-3; moments under ZeRO ≥ 1.
+  const std::string layout_text = fmt::format("tp {} · cp {} · dp {} · pp {}, ZeRO-{}", mesh.tp,
+                                              mesh.cp, mesh.dp, mesh.pp, zero_stage);
+  // Values files: one per (tp, pp) rank, per ZeRO shard (dp × cp rank) too under ZeRO-3; moments
+  // per shard under ZeRO ≥ 1.
   const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp;
-  const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? mesh.dp : 1) +
-                                 per_model_rank * (zero_stage >= 1 ? mesh.dp : 1);
+  const __int128 shards = static_cast<__int128>(mesh.dp) * mesh.cp;
+  const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
+                                 per_model_rank * (zero_stage >= 1 ? shards : 1);
   if (implied_files != static_cast<__int128>(files.size())) {
     (root / "files")
         .fail(fmt::format("{} files, but a layout of {} writes {}", files.size(), layout_text,

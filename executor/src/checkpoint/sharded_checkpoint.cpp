@@ -24,21 +24,22 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   const auto coordinate = [&](schemas::MeshAxis axis) {
     return at[static_cast<std::size_t>(axis)];
   };
-  // Context-parallel ranks hold the same state as their dp peers.
-  const bool first_replica =
-      coordinate(schemas::MeshAxis::dp) == 0 && coordinate(schemas::MeshAxis::cp) == 0;
+  // ZeRO shards over the dp × cp group (the ranks that sum gradients): a rank's shard is its
+  // place in that group, its dp rank without cp. Below a stage's sharding the group's first rank
+  // writes the replicated state.
+  const std::int64_t shard =
+      schemas::mesh_group_rank(mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}, rank);
   const std::int64_t tp = coordinate(schemas::MeshAxis::tp);
   const std::int64_t pp = coordinate(schemas::MeshAxis::pp);
-  const std::int64_t dp = coordinate(schemas::MeshAxis::dp);
   ShardedCheckpointPart part;
   part.rank = rank;
   const bool sharded_values = zero_stage >= 3;
   const bool sharded_moments = zero_stage >= 1;
-  part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? dp : 0);
-  part.moments_file = fmt::format("optimizer.tp{}.pp{}.dp{}.bin", tp, pp, sharded_moments ? dp : 0);
-  part.writes_values = first_replica || (sharded_values && coordinate(schemas::MeshAxis::cp) == 0);
-  part.writes_moments =
-      first_replica || (sharded_moments && coordinate(schemas::MeshAxis::cp) == 0);
+  part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? shard : 0);
+  part.moments_file =
+      fmt::format("optimizer.tp{}.pp{}.dp{}.bin", tp, pp, sharded_moments ? shard : 0);
+  part.writes_values = shard == 0 || sharded_values;
+  part.writes_moments = shard == 0 || sharded_moments;
   return part;
 }
 

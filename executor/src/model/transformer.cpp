@@ -134,7 +134,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   for (std::int64_t layer = 0; layer < model_.num_layers; ++layer) {
     if (!parameters_->contains(fmt::format("layers.{}.attention_norm.weight", layer))) continue;
     layer_slot_[static_cast<std::size_t>(layer)] = static_cast<int>(layers_.size());
-    layers_.emplace_back(model_, layer, *parameters_, options_.tensor_parallel);
+    layers_.emplace_back(model_, layer, *parameters_, options_.tensor_parallel,
+                         options_.context_parallel);
     if (!options_.recomputed_layers.empty() &&
         options_.recomputed_layers[static_cast<std::size_t>(layer)]) {
       layers_.back().set_recompute(true);
@@ -244,28 +245,23 @@ void Transformer::allocate(int chunk, std::int64_t batch, std::int64_t seq, Stag
 
 void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a) {
   const TensorParallelism& tp = options_.tensor_parallel;
+  const ContextParallelism& cp = options_.context_parallel;
   Tensor& x = a.residuals.front();
-  const std::int64_t tokens = a.batch * a.seq;
+  const std::int64_t first_row = tp.first_local_token(a.batch * a.seq);
   if (!tp.active()) {
     embedding_forward(inputs, word_embedding_->compute, x);
-    if (position_embedding_ != nullptr) {
-      Tensor positions = x.reshaped({a.batch, a.seq, model_.hidden_size});
-      position_embedding_forward(position_embedding_->compute, positions);
-    }
   } else {
     // Each rank looks up the ids in its rows; the sum over the group is the whole lookup.
     vocab_parallel_embedding_forward(inputs, word_embedding_->compute, vocab_start_,
                                      a.embedded_full);
     reduce_sequence(tp, a.embedded_full, x);
-    if (position_embedding_ != nullptr) {
-      position_embedding_forward_rows(position_embedding_->compute, x, a.seq,
-                                      tp.first_local_token(tokens));
-    }
+  }
+  if (position_embedding_ != nullptr) {
+    position_embedding_forward_local(cp, first_row, a.seq, position_embedding_->compute, x);
   }
   if (model_.dropout > 0 && dropout.active) {
-    DropoutKey key = dropout_key(model_, dropout, 0);
-    key.first_token += tp.first_local_token(tokens);
-    dropout_forward(x, model_.dropout, key, x);
+    dropout_forward_local(cp, first_row, a.seq, x, model_.dropout, dropout_key(model_, dropout, 0),
+                          x);
   }
 }
 
@@ -337,18 +333,14 @@ double Transformer::stage_forward(int chunk, std::int64_t batch, std::int64_t se
 
 void Transformer::embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a) {
   const TensorParallelism& tp = options_.tensor_parallel;
+  if (position_embedding_ != nullptr) {
+    position_embedding_backward_local(options_.context_parallel,
+                                      tp.first_local_token(a.batch * a.seq), a.seq, d_embedded,
+                                      position_embedding_->gradient);
+  }
   if (!tp.active()) {
-    if (position_embedding_ != nullptr) {
-      position_embedding_backward(d_embedded.reshaped({a.batch, a.seq, model_.hidden_size}),
-                                  position_embedding_->gradient);
-    }
     embedding_backward(inputs, d_embedded, word_embedding_->gradient);
     return;
-  }
-  const std::int64_t tokens = a.batch * a.seq;
-  if (position_embedding_ != nullptr) {
-    position_embedding_backward_rows(d_embedded, position_embedding_->gradient, a.seq,
-                                     tp.first_local_token(tokens));
   }
   const Tensor* d_full = &d_embedded;
   if (tp.shards_tokens()) {
@@ -414,9 +406,9 @@ void Transformer::stage_backward(int chunk, const Tensor* d_output, double loss_
   Tensor* d_embedded = &d_residual_;
   if (model_.dropout > 0) {
     d_residual_next_.fill_zero();
-    DropoutKey key = dropout_key(model_, dropout, 0);
-    key.first_token += tp.first_local_token(a.batch * a.seq);
-    dropout_backward(d_residual_, model_.dropout, key, d_residual_next_);
+    dropout_backward_local(options_.context_parallel, tp.first_local_token(a.batch * a.seq), a.seq,
+                           d_residual_, model_.dropout, dropout_key(model_, dropout, 0),
+                           d_residual_next_);
     d_embedded = &d_residual_next_;
   }
   embed_backward(a.inputs, *d_embedded, a);

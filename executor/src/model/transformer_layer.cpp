@@ -144,10 +144,12 @@ void LayerScratch::resize(const ModelConfig& model, const TensorParallelism& tp,
 }
 
 TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
-                                   ParameterStore& store, const TensorParallelism& tp)
+                                   ParameterStore& store, const TensorParallelism& tp,
+                                   const ContextParallelism& cp)
     : model_(model),
       index_(index),
       tp_(tp),
+      cp_(cp),
       shape_(local_attention_shape(model, tp.size())),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu) {
   attention_norm_weight_ = &store.entry(name_of(index, "attention_norm.weight"));
@@ -170,13 +172,23 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
                qkv_weight_->shape[0], shape_.num_heads, shape_.num_kv_heads);
 }
 
-DropoutKey TransformerLayer::key(const DropoutContext& dropout, const LayerActivations& a,
-                                 int branch) const {
+void TransformerLayer::branch_dropout_forward(const DropoutContext& dropout,
+                                              const LayerActivations& a, int branch,
+                                              Tensor& x) const {
   // Site 0 is the embedding's; layer l uses 1 + 2l (attention branch) and 2 + 2l (MLP branch).
-  DropoutKey key =
+  const DropoutKey key =
       dropout_key(model_, dropout, static_cast<std::uint32_t>(1 + 2 * index_ + branch));
-  key.first_token += tp_.first_local_token(a.batch * a.seq);
-  return key;
+  dropout_forward_local(cp_, tp_.first_local_token(a.batch * a.seq), a.seq, x, model_.dropout, key,
+                        x);
+}
+
+void TransformerLayer::branch_dropout_backward(const DropoutContext& dropout,
+                                               const LayerActivations& a, int branch,
+                                               const Tensor& dy, Tensor& dx) const {
+  const DropoutKey key =
+      dropout_key(model_, dropout, static_cast<std::uint32_t>(1 + 2 * index_ + branch));
+  dropout_backward_local(cp_, tp_.first_local_token(a.batch * a.seq), a.seq, dy, model_.dropout,
+                         key, dx);
 }
 
 void run_deferred_weight_gradients(DeferredWeightGradients& work) {
@@ -242,17 +254,21 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   gather_sequence(tp_, norm1, a.norm1_full);
   linear_forward(a.norm1_full, qkv_weight_->compute, value_of(qkv_bias_), a.qkv);
   if (model_.rope_theta) {
-    rotary_forward(a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
-                   *model_.rope_theta);
+    rotary_forward_local(cp_, a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
+                         *model_.rope_theta);
   }
-  causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
+  if (cp_.active()) {
+    ring_attention_forward(cp_, a.qkv, shape_, a.attention_out, a.lse, scratch.ring);
+  } else {
+    causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
+  }
   linear_forward(a.attention_out, attention_output_weight_->compute,
                  separate_bias() ? nullptr : value_of(attention_output_bias_), scratch.branch_full);
   reduce_sequence(tp_, scratch.branch_full, scratch.branch);
   if (separate_bias() && attention_output_bias_) {
     bias_forward(scratch.branch, attention_output_bias_->compute);
   }
-  if (p > 0) dropout_forward(scratch.branch, p, key(dropout, a, 0), scratch.branch);
+  if (p > 0) branch_dropout_forward(dropout, a, 0, scratch.branch);
   residual_forward(x, scratch.branch, a.middle);
   // MLP branch.
   Tensor& norm2 = sp ? scratch.norm_local : a.norm2_full;
@@ -273,7 +289,7 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
                  separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
   reduce_sequence(tp_, mlp_partial, mlp_branch);
   if (separate_bias() && mlp_output_bias_) bias_forward(mlp_branch, mlp_output_bias_->compute);
-  if (p > 0) dropout_forward(mlp_branch, p, key(dropout, a, 1), mlp_branch);
+  if (p > 0) branch_dropout_forward(dropout, a, 1, mlp_branch);
   residual_forward(a.middle, mlp_branch, mlp_branch);
 }
 
@@ -290,7 +306,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   const Tensor* d_mlp = &d_out;
   if (p > 0) {
     scratch.d_branch.fill_zero();
-    dropout_backward(d_out, p, key(dropout, a, 1), scratch.d_branch);
+    branch_dropout_backward(dropout, a, 1, d_out, scratch.d_branch);
     d_mlp = &scratch.d_branch;
   }
   if (separate_bias() && mlp_output_bias_) bias_backward(*d_mlp, mlp_output_bias_->gradient);
@@ -323,7 +339,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   const Tensor* d_branch = &scratch.d_attention_branch;
   if (p > 0) {
     scratch.d_branch.fill_zero();
-    dropout_backward(scratch.d_attention_branch, p, key(dropout, a, 0), scratch.d_branch);
+    branch_dropout_backward(dropout, a, 0, scratch.d_attention_branch, scratch.d_branch);
     d_branch = &scratch.d_branch;
   }
   if (separate_bias() && attention_output_bias_) {
@@ -338,11 +354,16 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
                    GradientWrite::overwrite, deferred);
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
-  causal_attention_backward(scratch.d_attention.reshaped(a.attention_out.shape()), a.qkv,
-                            a.attention_out, a.lse, shape_, d_qkv);
+  const Tensor d_attention = scratch.d_attention.reshaped(a.attention_out.shape());
+  if (cp_.active()) {
+    ring_attention_backward(cp_, d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv,
+                            scratch.ring);
+  } else {
+    causal_attention_backward(d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv);
+  }
   if (model_.rope_theta) {
-    rotary_backward(d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
-                    *model_.rope_theta);
+    rotary_backward_local(cp_, d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
+                          *model_.rope_theta);
   }
   linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full,
                    GradientWrite::overwrite, deferred);

@@ -11,10 +11,12 @@ namespace {
 
 // direction +1 rotates forward, −1 applies the inverse (= transpose) rotation.
 void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head_dim, double theta,
-            int direction) {
+            int direction, std::int64_t first_position) {
   STRATA_CHECK(head_dim % 2 == 0 && x.dim() == 3 && num_heads * head_dim <= x.size(2),
                "{}: {} heads of {} in {}", op, num_heads, head_dim, shape_to_string(x.shape()));
   if (on_cuda(op, {&x})) {
+    // Context parallelism (positions that start elsewhere) runs on the CPU backend only.
+    STRATA_CHECK(first_position == 0, "{}: positions from {} on the GPU", op, first_position);
     const ScalarType type = check_cuda_types(op, {&x}, {});
     if constexpr (kCudaBackendBuilt) {
       cuda::launch_rotary(x.raw(), x.size(0), x.size(1), x.size(2), num_heads, head_dim, theta,
@@ -32,7 +34,7 @@ void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head
   for (std::int64_t t = 0; t < seq; ++t) {
     for (std::int64_t i = 0; i < half; ++i) {
       const double angle =
-          static_cast<double>(t) *
+          static_cast<double>(first_position + t) *
           std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
       cosines[static_cast<std::size_t>(t * half + i)] = std::cos(angle);
       sines[static_cast<std::size_t>(t * half + i)] = direction * std::sin(angle);
@@ -62,12 +64,14 @@ void rotate(const char* op, Tensor& x, std::int64_t num_heads, std::int64_t head
 
 }  // namespace
 
-void rotary_forward(Tensor& x, std::int64_t num_heads, std::int64_t head_dim, double theta) {
-  rotate("rotary_forward", x, num_heads, head_dim, theta, +1);
+void rotary_forward(Tensor& x, std::int64_t num_heads, std::int64_t head_dim, double theta,
+                    std::int64_t first_position) {
+  rotate("rotary_forward", x, num_heads, head_dim, theta, +1, first_position);
 }
 
-void rotary_backward(Tensor& dx, std::int64_t num_heads, std::int64_t head_dim, double theta) {
-  rotate("rotary_backward", dx, num_heads, head_dim, theta, -1);
+void rotary_backward(Tensor& dx, std::int64_t num_heads, std::int64_t head_dim, double theta,
+                     std::int64_t first_position) {
+  rotate("rotary_backward", dx, num_heads, head_dim, theta, -1, first_position);
 }
 
 }  // namespace strata::executor

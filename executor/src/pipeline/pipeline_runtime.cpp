@@ -62,8 +62,8 @@ PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& p
     }
   }
   reading_ = &sampler_;
-  const std::int64_t tokens = plan_.batch.micro_batch_size * plan_.batch.seq_length;
-  local_tokens_ = model_.tensor_parallel().local_tokens(tokens);
+  local_seq_ = plan_.batch.seq_length / model_.context_parallel().size();
+  local_tokens_ = model_.tensor_parallel().local_tokens(plan_.batch.micro_batch_size * local_seq_);
   constexpr std::size_t kNone = static_cast<std::size_t>(-1);
   last_gradient_action_.assign(static_cast<std::size_t>(model_.stage_count()), kNone);
   for (std::size_t i = 0; i < actions_.size(); ++i) {
@@ -73,8 +73,12 @@ PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& p
   }
   pool_.resize(static_cast<std::size_t>(model_.stage_count()));
   free_.resize(static_cast<std::size_t>(model_.stage_count()));
-  ids_ = Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, ScalarType::int32);
+  ids_ = Tensor::zeros({plan_.batch.micro_batch_size, local_seq_}, ScalarType::int32);
   targets_ = Tensor::zeros(ids_.shape(), ScalarType::int32);
+  const bool whole_sequences = !model_.context_parallel().active();
+  const Shape whole_shape{plan_.batch.micro_batch_size, plan_.batch.seq_length};
+  whole_ids_ = whole_sequences ? ids_ : Tensor::zeros(whole_shape, ScalarType::int32);
+  whole_targets_ = whole_sequences ? targets_ : Tensor::zeros(whole_shape, ScalarType::int32);
   device_ids_ = model_.device() == Device::cpu ? ids_ : ids_.to(model_.device());
 }
 
@@ -169,7 +173,11 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
   const Tensor* input = nullptr;
   const Tensor* targets = nullptr;
   if (stage.embedding) {
-    reading_->fill(step.step, first_sample(action.micro_batch), ids_, targets_);
+    reading_->fill(step.step, first_sample(action.micro_batch), whole_ids_, whole_targets_);
+    if (model_.context_parallel().active()) {
+      model_.context_parallel().take_local_tokens(whole_ids_, ids_);
+      model_.context_parallel().take_local_tokens(whole_targets_, targets_);
+    }
     if (device_ids_.raw() != ids_.raw()) device_ids_.copy_from(ids_);
     input = &device_ids_;
     // The pass-through tensors start here (the data loader made them).
@@ -187,8 +195,8 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
     if (pass_through_[i].name == "targets") targets = &flight.received[1 + i];
   }
   const double loss = model_.stage_forward(
-      chunk, plan_.batch.micro_batch_size, plan_.batch.seq_length, *input,
-      stage.lm_head ? targets : nullptr, dropout_of(step, action.micro_batch), *flight.activations);
+      chunk, plan_.batch.micro_batch_size, local_seq_, *input, stage.lm_head ? targets : nullptr,
+      dropout_of(step, action.micro_batch), *flight.activations);
   if (stage.lm_head) loss_sum_ += loss;
   if (evaluating_ && stage.lm_head) retire(key);  // no backward, nothing to send
 }
@@ -265,7 +273,7 @@ void PipelineRuntime::receive(const Action& action) {
     flight.received.push_back(Tensor::zeros(hidden_shape, type));
     for (const PassThroughTensor& tensor : pass_through_) {
       flight.received.push_back(
-          Tensor::zeros({plan_.batch.micro_batch_size, plan_.batch.seq_length}, tensor.type));
+          Tensor::zeros({plan_.batch.micro_batch_size, local_seq_}, tensor.type));
     }
     for (int i = 0; i < tensors; ++i) {
       receives.push_back(pipeline.receive_async(

@@ -30,13 +30,6 @@ ScalarType compute_type_of(const schemas::Plan& plan) {
 void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
                      std::int64_t world_size) {
   const schemas::Mesh& mesh = plan.mesh;
-  if (mesh.cp != 1) {
-    throw InputError(plan_source, "/mesh/cp",
-                     fmt::format("cp={}: the executor does not run context parallelism yet (it "
-                                 "runs tensor, sequence, data and pipeline parallelism with ZeRO "
-                                 "0-3)",
-                                 mesh.cp));
-  }
   if (plan.tp_comm_overlap) {
     throw InputError(plan_source, "/tp_comm_overlap",
                      "the executor runs tensor-parallel collectives between the GEMMs, not "
@@ -123,6 +116,7 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& group
   TransformerOptions options;
   options.initialize_values = !values_are_loaded(training);
   options.tensor_parallel.group = &groups.tensor_parallel();
+  options.context_parallel.group = &groups.context_parallel();
   options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
   options.tensor_parallel.replicas = [&groups](std::int64_t replicas) -> Communicator& {
     return groups.tensor_parallel_replicas(replicas);
@@ -318,9 +312,10 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
 }
 
 double Trainer::mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches) {
-  // Over every dp rank's micro-batches (tp ranks already agree on theirs).
-  return all_reduce_value(groups_->data_parallel(), loss_sum, ReduceOp::sum) /
-         (static_cast<double>(micro_batches) * static_cast<double>(plan_.mesh.dp));
+  // Over every dp rank's micro-batches and every cp rank's share of their tokens (each cp rank's
+  // micro-batch loss is the mean over its tokens, an equal share); tp ranks already agree.
+  return all_reduce_value(groups_->gradient_reduction(), loss_sum, ReduceOp::sum) /
+         (static_cast<double>(micro_batches) * static_cast<double>(plan_.mesh.dp * plan_.mesh.cp));
 }
 
 StepRecord Trainer::train_step() {

@@ -210,9 +210,10 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
               HasSubstr("state.json: /parallel/bucket_elements: 0 is below the minimum 1"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["bucket_elements"] = -1; }),
               HasSubstr("/parallel/bucket_elements: -1 is below the minimum 1"));
-  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["zero_stage"] = 0; }),
-              HasSubstr("state.json: /files: 3 files, but a layout of tp 1 · dp 2 · pp 1, ZeRO-0 "
-                        "writes 2"));
+  EXPECT_THAT(
+      refusal([](nlohmann::json& state) { state["parallel"]["zero_stage"] = 0; }),
+      HasSubstr("state.json: /files: 3 files, but a layout of tp 1 · cp 1 · dp 2 · pp 1, ZeRO-0 "
+                "writes 2"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["zero_stage"] = 4; }),
               HasSubstr("/parallel/zero_stage: 4 is above the maximum 3"));
   EXPECT_THAT(
@@ -224,18 +225,20 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
               }),
               HasSubstr("/parallel/mesh: tp × cp × dp × pp = 1099511627776 ranks: more than "
                         "Strata's limit of 67108864"));
-  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 4096; }),
-              HasSubstr("/files: 3 files, but a layout of tp 1 · dp 4096 · pp 1, ZeRO-1 writes "
-                        "4097"));
+  EXPECT_THAT(
+      refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["dp"] = 4096; }),
+      HasSubstr("/files: 3 files, but a layout of tp 1 · cp 1 · dp 4096 · pp 1, ZeRO-1 writes "
+                "4097"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
               HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
   // A layout whose files would have other sizes is refused by them, also with a forged checksum.
-  EXPECT_THAT(refusal([](nlohmann::json& state) {
-                state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"] =
-                    state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"].get<std::int64_t>() + 8;
-              }),
-              HasSubstr("bytes recorded, but a layout of tp 1 · dp 2 · pp 1, ZeRO-1 makes this "
-                        "file"));
+  EXPECT_THAT(
+      refusal([](nlohmann::json& state) {
+        state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"] =
+            state["files"]["optimizer.tp0.pp0.dp1.bin"]["bytes"].get<std::int64_t>() + 8;
+      }),
+      HasSubstr("bytes recorded, but a layout of tp 1 · cp 1 · dp 2 · pp 1, ZeRO-1 makes this "
+                "file"));
   // Another bucket size can give files of the same sizes: that edit is caught by the checksum
   // (only a forger who recomputes it gets past, as with any unsigned format).
   std::ofstream(sharded / "state.json") << original;

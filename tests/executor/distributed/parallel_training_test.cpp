@@ -81,8 +81,15 @@ struct Layout {
   // Layers per stage (pp·vpp entries, the first with the embedding, the last with the head);
   // empty: the plan's even split.
   std::vector<std::int64_t> stage_layers = {};
-  std::int64_t ranks() const { return tp * dp * pp; }
+  std::int64_t cp = 1;
+  std::int64_t ranks() const { return tp * cp * dp * pp; }
 };
+
+// A context-parallel layout: tp·cp·dp·pp ranks.
+Layout context_parallel(Layout layout, std::int64_t cp) {
+  layout.cp = cp;
+  return layout;
+}
 
 // A pipeline layout: tp·dp·pp ranks running `schedule`.
 Layout pipeline(std::string name, std::string model, std::int64_t tp, std::int64_t dp,
@@ -132,6 +139,16 @@ std::vector<Layout> all_layouts() {
       {"Dp4Zero3PaddedDropout", "gpt-odd", 1, 4, false, 3, 0.1},
       // 8 ranks.
       {"Dp2Tp4SequenceParallelZero1Llama", "llama-tiny", 4, 2, true, 1},
+      // Context parallelism: 2 ranks.
+      context_parallel({"Cp2Dropout", "gpt-tiny", 1, 1, false, 0, 0.1}, 2),
+      context_parallel({"Cp2LlamaGqa", "llama-tiny", 1, 1}, 2),
+      // 4 ranks.
+      context_parallel({"Cp4Dropout", "gpt-odd", 1, 1, false, 0, 0.1}, 4),
+      context_parallel({"Cp2Tp2SequenceParallelLlama", "llama-tiny", 2, 1, true}, 2),
+      context_parallel({"Cp2Dp2Zero3Dropout", "gpt-odd", 1, 2, false, 3, 0.1}, 2),
+      context_parallel(pipeline("Cp2Pp2Vpp2InterleavedLlama", "llama-tiny", 1, 1, 2, 2,
+                                schemas::ScheduleType::interleaved_one_f_one_b),
+                       2),
   };
 }
 
@@ -191,6 +208,7 @@ fs::path custom_schedule_file() {
 schemas::Plan plan_of(const schemas::ModelConfig& model, const Layout& layout) {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = layout.tp;
+  knobs.mesh.cp = layout.cp;
   knobs.mesh.dp = layout.dp;
   knobs.mesh.pp = layout.pp;
   knobs.mesh.vpp = layout.vpp;
@@ -418,27 +436,30 @@ TEST_P(ParallelResume, ContinuesBitIdentically) {
   }
   EXPECT_EQ(0, std::memcmp(resumed_values.values().raw(), expected_values.values().raw(),
                            expected_values.values().bytes()));
-  // Each piece of state is written once: per tp rank, and per dp rank where ZeRO shards it.
+  // Each piece of state is written once: per tp rank, and per dp × cp rank where ZeRO shards it.
   const fs::path checkpoint = directory / "step_00000003";
   std::int64_t files = 0;
   for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint)) {
     files += entry.path().extension() == ".bin" ? 1 : 0;
   }
-  const std::int64_t value_files = layout.tp * layout.pp * (layout.zero_stage >= 3 ? layout.dp : 1);
-  const std::int64_t moment_files =
-      layout.tp * layout.pp * (layout.zero_stage >= 1 ? layout.dp : 1);
+  const std::int64_t shards = layout.dp * layout.cp;
+  const std::int64_t value_files = layout.tp * layout.pp * (layout.zero_stage >= 3 ? shards : 1);
+  const std::int64_t moment_files = layout.tp * layout.pp * (layout.zero_stage >= 1 ? shards : 1);
   EXPECT_EQ(files, value_files + moment_files);
 }
 
 std::vector<Layout> resume_layouts_for_this_job() {
   std::vector<Layout> layouts;
-  for (const Layout& layout : {Layout{"Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1},
-                               Layout{"Dp2Tp2SequenceParallelZero3", "llama-tiny", 2, 2, true, 3},
-                               Layout{"Tp2Dp2Zero0", "gpt-tiny", 2, 2},
-                               pipeline("Pp2Vpp2TiedEmbeddings", "gpt-tiny", 1, 1, 2, 2,
-                                        schemas::ScheduleType::interleaved_one_f_one_b),
-                               pipeline("Dp2Pp2Zero3ZbH1Dropout", "gpt-tiny", 1, 2, 2, 1,
-                                        schemas::ScheduleType::zb_h1, 3, 0.1)}) {
+  for (const Layout& layout :
+       {Layout{"Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1},
+        Layout{"Dp2Tp2SequenceParallelZero3", "llama-tiny", 2, 2, true, 3},
+        Layout{"Tp2Dp2Zero0", "gpt-tiny", 2, 2},
+        pipeline("Pp2Vpp2TiedEmbeddings", "gpt-tiny", 1, 1, 2, 2,
+                 schemas::ScheduleType::interleaved_one_f_one_b),
+        pipeline("Dp2Pp2Zero3ZbH1Dropout", "gpt-tiny", 1, 2, 2, 1, schemas::ScheduleType::zb_h1, 3,
+                 0.1),
+        context_parallel({"Cp2Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1}, 2),
+        context_parallel({"Cp2Zero3Llama", "llama-tiny", 1, 1, false, 3}, 2)}) {
     if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
   }
   return layouts;
@@ -525,7 +546,7 @@ TEST(ParallelReshard, ResumesOnAnotherPlanDirectly) {
     uninterrupted = train(trainer);
   }
   if (world.rank() == 0) {
-    for (const char* name : {"second", "one"}) {
+    for (const char* name : {"second", "context", "one"}) {
       fs::create_directories(root / name);
       fs::copy(root / "first" / "step_00000005", root / name / "step_00000005",
                fs::copy_options::recursive);
@@ -553,6 +574,63 @@ TEST(ParallelReshard, ResumesOnAnotherPlanDirectly) {
       plan_of(model, Layout{"Dp4Tp2SequenceParallelZero3", "gpt-tiny", 2, 4, true, 3, 0.1}),
       "second", data, options, &world);
   expect_steps_6_to_10(resumed, "dp4·tp2·sp ZeRO-3");
+  options.checkpoint_dir = root / "context";
+  Trainer context(
+      plan_of(model, context_parallel(
+                         {"Cp2Dp2Tp2SequenceParallelZero1", "gpt-tiny", 2, 2, true, 1, 0.1}, 2)),
+      "context", data, options, &world);
+  expect_steps_6_to_10(context, "cp2·dp2·tp2·sp ZeRO-1");
+  if (world.rank() != 0) return;
+  options.checkpoint_dir = root / "one";
+  Trainer alone(one_device_plan(model), "one device", data, options);
+  expect_steps_6_to_10(alone, "one device");
+}
+
+// A context-parallel run's checkpoint (its ZeRO shards numbered over dp × cp) resumes on a plan
+// without cp and on one device, continuing the run it belongs to.
+TEST(ParallelReshard, ContextParallelCheckpointResumesWithoutCp) {
+  if (launched_ranks() != 4) GTEST_SKIP() << "runs at 4 ranks";
+  Communicator& world = world_communicator();
+  const schemas::ModelConfig model = model_named("llama-tiny", 0.1);
+  const TokenFile data = token_data();
+  const fs::path root = fs::path(::testing::TempDir()) / "strata-parallel-resume-without-cp";
+  if (world.rank() == 0) fs::remove_all(root);
+  world.barrier();
+  TrainingOptions options = training_options();
+  options.checkpoint_dir = root / "context";
+  options.checkpoint_every = 5;
+  RunRecord uninterrupted;
+  {
+    Trainer trainer(
+        plan_of(model, context_parallel({"Cp2Dp2Zero3", "llama-tiny", 1, 2, false, 3, 0.1}, 2)),
+        "context", data, options, &world);
+    uninterrupted = train(trainer);
+  }
+  if (world.rank() == 0) {
+    for (const char* name : {"without", "one"}) {
+      fs::create_directories(root / name);
+      fs::copy(root / "context" / "step_00000005", root / name / "step_00000005",
+               fs::copy_options::recursive);
+    }
+  }
+  world.barrier();
+  options.resume = true;
+  options.checkpoint_every = 0;
+  const auto expect_steps_6_to_10 = [&](Trainer& trainer, const std::string& layout) {
+    EXPECT_EQ(trainer.completed_steps(), 5) << layout;
+    const RunRecord continued = train(trainer);
+    if (world.rank() != 0) return;
+    ASSERT_EQ(continued.losses.size(), 5u) << layout;
+    for (std::size_t i = 0; i < 5; ++i) {
+      EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i],
+                  kTolerance * continued.losses[i])
+          << layout << ", step " << i + 6;
+    }
+  };
+  options.checkpoint_dir = root / "without";
+  Trainer without(plan_of(model, Layout{"Dp2Tp2Zero1", "llama-tiny", 2, 2, false, 1, 0.1}),
+                  "without", data, options, &world);
+  expect_steps_6_to_10(without, "dp2·tp2 ZeRO-1");
   if (world.rank() != 0) return;
   options.checkpoint_dir = root / "one";
   Trainer alone(one_device_plan(model), "one device", data, options);

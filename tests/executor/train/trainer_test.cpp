@@ -147,15 +147,8 @@ TEST(Trainer, RefusesPlansItCannotRunAsWritten) {
       strata::testing::input_error_message([&] { Trainer(two_ranks, "plan.json", data, {}); }),
       HasSubstr("plan.json: /mesh: the plan runs on 2 ranks (tp 1 × cp 1 × dp 2 × pp 1); this "
                 "job has 1 (start it with mpirun -np N)"));
-  knobs.mesh = schemas::Mesh{.tp = 1, .cp = 2, .dp = 1, .pp = 1};
   knobs.global_batch_size = 4;
   knobs.micro_batch_size = 1;
-  const schemas::Plan context_parallel =
-      schemas::build_plan(model, schemas::cluster_preset("cpu-local:2"), knobs, "test");
-  EXPECT_THAT(strata::testing::input_error_message(
-                  [&] { Trainer(context_parallel, "plan.json", data, {}); }),
-              HasSubstr("plan.json: /mesh/cp: cp=2: the executor does not run context "
-                        "parallelism yet"));
   knobs.mesh = schemas::Mesh{.tp = 2, .cp = 1, .dp = 1, .pp = 1};
   knobs.sequence_parallel = true;
   knobs.tp_comm_overlap = true;

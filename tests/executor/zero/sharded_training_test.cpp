@@ -37,6 +37,7 @@ schemas::Plan plan_of(const schemas::ModelConfig& model, const schemas::Mesh& me
   knobs.micro_batch_size = mesh.pp > 1 ? 2 : 12 / mesh.dp / 2;
   knobs.zero_stage = zero_stage;
   knobs.sequence_parallel = sequence_parallel;
+  if (mesh.vpp > 1) knobs.schedule = schemas::ScheduleType::interleaved_one_f_one_b;
   knobs.recompute = schemas::RecomputeGranularity::none;
   knobs.precision = schemas::Dtype::fp32;
   knobs.gradient_bucket_elements = 3000;  // several buckets, each padded
@@ -131,6 +132,41 @@ TEST(ShardedTraining, TensorAndPipelineParallelismComputeTheOneDeviceNumbers) {
   SCOPED_TRACE("dp 2 · pp 2, ZeRO-3");
   expect_one_device_numbers(
       plan_of(schemas::model_preset("gpt-tiny"), {.tp = 1, .cp = 1, .dp = 2, .pp = 2}, 3));
+}
+
+TEST(ContextParallelTraining, RingAttentionOverSequenceChunksComputesTheOneDeviceNumbers) {
+  // gpt: learned positions and dropout at every site, keyed by global token; llama: GQA and RoPE.
+  schemas::ModelConfig gpt = testing::odd_gpt();
+  gpt.dropout = 0.1;
+  {
+    SCOPED_TRACE("gpt, cp 2");
+    expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 2, .dp = 1, .pp = 1}, 0));
+  }
+  {
+    SCOPED_TRACE("gpt, cp 4");
+    expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 4, .dp = 1, .pp = 1}, 0));
+  }
+  const schemas::ModelConfig llama = schemas::model_preset("llama-tiny");
+  {
+    SCOPED_TRACE("llama, cp 2");
+    expect_one_device_numbers(plan_of(llama, {.tp = 1, .cp = 2, .dp = 1, .pp = 1}, 0));
+  }
+  {
+    SCOPED_TRACE("llama, cp 2 · tp 2, sequence parallel");
+    expect_one_device_numbers(plan_of(llama, {.tp = 2, .cp = 2, .dp = 1, .pp = 1}, 1, true));
+  }
+}
+
+TEST(ContextParallelTraining, CpComposesWithPipelinesAndShardsZeroOverDpTimesCp) {
+  schemas::ModelConfig gpt = testing::odd_gpt(4);
+  gpt.dropout = 0.1;
+  {
+    SCOPED_TRACE("gpt, cp 2 · pp 2, interleaved");
+    schemas::Plan plan = plan_of(gpt, {.tp = 1, .cp = 2, .dp = 1, .pp = 2, .vpp = 2}, 0);
+    expect_one_device_numbers(plan);
+  }
+  SCOPED_TRACE("gpt, cp 2 · dp 2, ZeRO-3");
+  expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 2, .dp = 2, .pp = 1}, 3));
 }
 
 // Each rank's groups hold exactly the world ranks schemas::mesh_groups says, in its order.

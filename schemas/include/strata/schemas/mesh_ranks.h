@@ -32,6 +32,9 @@ std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::span<const MeshAx
                                         std::int64_t rank);
 std::vector<std::int64_t> mesh_group_of(const Mesh& mesh, std::initializer_list<MeshAxis> axes,
                                         std::int64_t rank);
+// `rank`'s place in its group along `axes` (its rank in the communicator of that group).
+std::int64_t mesh_group_rank(const Mesh& mesh, std::initializer_list<MeshAxis> axes,
+                             std::int64_t rank);
 
 // Every group along `axes`, each in increasing rank order, groups in order of their first rank.
 // E.g. tp=2, dp=2, order tp-cp-dp-pp: tp groups {0,1} {2,3}, dp groups {0,2} {1,3}.

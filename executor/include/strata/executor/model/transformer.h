@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/executor/model/context_parallel.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/tensor_parallel.h"
@@ -54,8 +55,10 @@ std::vector<std::int64_t> stage_units(const schemas::ModelConfig& model,
 // buffers its store leaves to a ZeRO owner, which layers recompute, which stages it holds.
 struct TransformerOptions {
   TensorParallelism tensor_parallel;  // one rank by default
-  bool own_values = true;             // false under ZeRO-3: values are bound per unit by hooks
-  bool own_gradients = true;          // false under ZeRO-2/3
+  // The cp group: each sequence's chunks this rank holds (context_parallel.h). One rank by default.
+  ContextParallelism context_parallel;
+  bool own_values = true;     // false under ZeRO-3: values are bound per unit by hooks
+  bool own_gradients = true;  // false under ZeRO-2/3
   // False when a checkpoint or an llm.c file fills every value right after construction: drawing
   // 124M random numbers only to overwrite them was most of `--init-llmc`'s start-up.
   bool initialize_values = true;
@@ -101,6 +104,7 @@ class Transformer {
   ScalarType scalar_type() const { return type_; }
   Device device() const { return device_; }
   const TensorParallelism& tensor_parallel() const { return options_.tensor_parallel; }
+  const ContextParallelism& context_parallel() const { return options_.context_parallel; }
   // Told when each unit's values and gradients are needed (ZeRO); null: never.
   void set_unit_hooks(ParameterUnitHooks* hooks) { hooks_ = hooks; }
 

@@ -13,12 +13,17 @@
 // rank's tokens (all of them without SP), the projections and attention on its heads and MLP
 // columns; gather_sequence enters the parallel region before qkv and the MLP's input, and
 // reduce_sequence leaves it after each output projection, whose bias is added after the sum.
+// With context parallelism (model/context_parallel.h) the layer runs on the rank's chunks of each
+// sequence: RoPE and dropout at the tokens' global positions, attention around the cp ring
+// (model/ring_attention.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "strata/executor/model/context_parallel.h"
 #include "strata/executor/model/parameter_store.h"
+#include "strata/executor/model/ring_attention.h"
 #include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
@@ -80,6 +85,7 @@ struct LayerScratch {
   Tensor norm_local, branch_full, branch, mlp_full;
   Tensor d_norm, d_norm_full, d_attention, d_qkv, d_hidden, d_gate, d_up, d_middle,
       d_attention_branch, d_branch, d_branch_full;
+  RingAttentionBuffers ring;  // context parallelism's
   void resize(const schemas::ModelConfig& model, const TensorParallelism& tp, std::int64_t batch,
               std::int64_t seq, ScalarType type, Device device);
 
@@ -90,15 +96,15 @@ struct LayerScratch {
 class TransformerLayer {
  public:
   TransformerLayer(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
-                   const TensorParallelism& tp);
+                   const TensorParallelism& tp, const ContextParallelism& cp);
 
   // A recomputing layer's forward keeps nothing for its backward, which reruns it first: its
   // caller hands both the shared set of all recomputing layers.
   void set_recompute(bool recompute) { recompute_ = recompute; }
   bool recomputes() const { return recompute_; }
 
-  // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens,
-  // keeping what backward needs in `a`.
+  // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens
+  // (seq: this cp rank's tokens of each sequence), keeping what backward needs in `a`.
   void forward(const Tensor& x, Tensor& out, std::int64_t batch, std::int64_t seq,
                const DropoutContext& dropout, LayerScratch& scratch, LayerActivations& a);
   // dx += ∂loss/∂x given d_out, from the activations `a` of the same micro-batch's forward;
@@ -113,7 +119,11 @@ class TransformerLayer {
  private:
   void allocate(LayerActivations& activations, std::int64_t batch, std::int64_t seq,
                 ScalarType type, Device device);
-  DropoutKey key(const DropoutContext& dropout, const LayerActivations& a, int branch) const;
+  // The dropout of `branch` (0: attention, 1: MLP) on this rank's tokens of the micro-batch.
+  void branch_dropout_forward(const DropoutContext& dropout, const LayerActivations& a, int branch,
+                              Tensor& x) const;
+  void branch_dropout_backward(const DropoutContext& dropout, const LayerActivations& a, int branch,
+                               const Tensor& dy, Tensor& dx) const;
   bool separate_bias() const { return tp_.active(); }
   // dx += dy·W (or dx = dy·W, dx's only writer) now; W's and the bias's gradients now or, with
   // `deferred`, in the W pass.
@@ -124,6 +134,7 @@ class TransformerLayer {
   const schemas::ModelConfig& model_;
   std::int64_t index_;
   const TensorParallelism& tp_;
+  const ContextParallelism& cp_;
   AttentionShape shape_;  // this rank's heads
   bool llama_mlp_;
   ParameterEntry* attention_norm_weight_;

@@ -116,14 +116,16 @@ class PipelineRuntime {
   const BatchSampler& sampler_;
   std::vector<PassThroughTensor> pass_through_;
   int num_stages_ = 1;
-  std::int64_t local_tokens_ = 0;                  // of a micro-batch on this tp rank
+  std::int64_t local_seq_ = 0;                     // tokens of each sequence on this cp rank
+  std::int64_t local_tokens_ = 0;                  // of a micro-batch on this tp and cp rank
   std::vector<std::size_t> last_gradient_action_;  // per chunk: where its reductions are armed
   std::map<Key, InFlight> in_flight_;
   std::vector<std::vector<std::unique_ptr<StageActivations>>> pool_;  // per chunk: all made
   std::vector<std::vector<StageActivations*>> free_;                  // per chunk: free ones
   std::vector<InFlight> draining_;  // retired, with sends still in flight
-  Tensor ids_, targets_;            // the first stage's micro-batch, from the sampler
-  Tensor device_ids_;               // ids_ on the model's device (ids_ itself on the CPU)
+  Tensor ids_, targets_;  // the first stage's micro-batch: this cp rank's tokens of each sequence
+  Tensor whole_ids_, whole_targets_;  // as the sampler reads them (ids_, targets_ without cp)
+  Tensor device_ids_;                 // ids_ on the model's device (ids_ itself on the CPU)
   double loss_sum_ = 0;
   double gradient_norm_ = 0;
 };

@@ -102,8 +102,8 @@ struct TrainingSummary {
 };
 
 // Checks that the executor can run `plan` as written on `device` with `world_size` ranks: as many
-// ranks as the mesh has; tp, sequence parallelism, dp, ZeRO and pipelines on the CPU (cp > 1 is
-// refused); one device on CUDA; fp32 on the CPU, fp32 or bf16 on CUDA; a model it builds; model
+// ranks as the mesh has; tp, sequence, context and data parallelism, ZeRO and pipelines on the
+// CPU; one device on CUDA; fp32 on the CPU, fp32 or bf16 on CUDA; a model it builds; model
 // state that fits the host's memory. Errors name `plan_source` and the plan's JSON path.
 void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
                      std::int64_t world_size);

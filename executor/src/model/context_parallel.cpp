@@ -1,0 +1,162 @@
+#include "strata/executor/model/context_parallel.h"
+
+#include <algorithm>
+
+#include "strata/executor/check.h"
+#include "strata/executor/ops/position_embedding.h"
+#include "strata/executor/ops/rotary.h"
+
+namespace strata::executor {
+namespace {
+
+// Rows [row, row + count) of x, a tensor of rows of equal width.
+Tensor rows_of(const Tensor& x, std::int64_t rows, std::int64_t row, std::int64_t count) {
+  const std::int64_t width = x.numel() / rows;
+  return x.view(row * width, {count, width});
+}
+
+}  // namespace
+
+std::int64_t ContextParallelism::position(std::int64_t j, std::int64_t local_seq) const {
+  const std::int64_t chunk = local_seq / 2;
+  if (!active()) return j;
+  const std::int64_t half = j / chunk;
+  return chunk_of(rank(), half) * chunk + j % chunk;
+}
+
+std::vector<TokenRun> ContextParallelism::token_runs(std::int64_t first_row, std::int64_t rows,
+                                                     std::int64_t local_seq) const {
+  std::vector<TokenRun> runs;
+  const std::int64_t seq = local_seq * size();
+  // Without cp a run ends only where a sequence does; with it, where a chunk does.
+  const std::int64_t run_length = active() ? local_seq / 2 : local_seq;
+  STRATA_CHECK(run_length > 0 && local_seq % run_length == 0,
+               "a local sequence of {} tokens over cp {}", local_seq, size());
+  for (std::int64_t row = first_row; row < first_row + rows;) {
+    const std::int64_t b = row / local_seq;
+    const std::int64_t j = row % local_seq;
+    const std::int64_t count = std::min(run_length - j % run_length, first_row + rows - row);
+    const std::int64_t at = position(j, local_seq);
+    runs.push_back(TokenRun{row - first_row, count, b * seq + at, at});
+    row += count;
+  }
+  return runs;
+}
+
+void ContextParallelism::take_local_tokens(const Tensor& whole, Tensor& local) const {
+  STRATA_CHECK(whole.dim() == 2 && local.dim() == 2 && whole.size(0) == local.size(0) &&
+                   whole.size(1) == local.size(1) * size() &&
+                   whole.scalar_type() == local.scalar_type() && whole.device() == Device::cpu &&
+                   local.device() == Device::cpu,
+               "cp {}: local tokens {} of {}", size(), shape_to_string(local.shape()),
+               shape_to_string(whole.shape()));
+  const std::int64_t local_seq = local.size(1);
+  const std::int64_t rows = local.numel();
+  for (const TokenRun& run : token_runs(0, rows, local_seq)) {
+    rows_of(local, rows, run.row, run.count)
+        .copy_from(rows_of(whole, whole.numel(), run.token, run.count));
+  }
+}
+
+void dropout_forward_local(const ContextParallelism& cp, std::int64_t first_row,
+                           std::int64_t local_seq, const Tensor& x, double probability,
+                           const DropoutKey& key, Tensor& y) {
+  const std::int64_t rows = x.size(0);
+  if (!cp.active()) {
+    DropoutKey shifted = key;
+    shifted.first_token += first_row;
+    dropout_forward(x, probability, shifted, y);
+    return;
+  }
+  for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
+    DropoutKey shifted = key;
+    shifted.first_token += run.token;
+    Tensor out = rows_of(y, rows, run.row, run.count);
+    dropout_forward(rows_of(x, rows, run.row, run.count), probability, shifted, out);
+  }
+}
+
+void dropout_backward_local(const ContextParallelism& cp, std::int64_t first_row,
+                            std::int64_t local_seq, const Tensor& dy, double probability,
+                            const DropoutKey& key, Tensor& dx) {
+  const std::int64_t rows = dy.size(0);
+  if (!cp.active()) {
+    DropoutKey shifted = key;
+    shifted.first_token += first_row;
+    dropout_backward(dy, probability, shifted, dx);
+    return;
+  }
+  for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
+    DropoutKey shifted = key;
+    shifted.first_token += run.token;
+    Tensor out = rows_of(dx, rows, run.row, run.count);
+    dropout_backward(rows_of(dy, rows, run.row, run.count), probability, shifted, out);
+  }
+}
+
+void position_embedding_forward_local(const ContextParallelism& cp, std::int64_t first_row,
+                                      std::int64_t local_seq, const Tensor& table, Tensor& x) {
+  const std::int64_t rows = x.size(0);
+  const std::int64_t hidden = x.size(1);
+  if (!cp.active() && first_row == 0 && rows % local_seq == 0) {
+    // Whole sequences: the batch-shaped op (the one the CUDA backend has).
+    Tensor sequences = x.reshaped({rows / local_seq, local_seq, hidden});
+    position_embedding_forward(table, sequences);
+    return;
+  }
+  const std::int64_t seq = local_seq * cp.size();
+  for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
+    Tensor part = rows_of(x, rows, run.row, run.count);
+    position_embedding_forward_rows(table, part, seq, run.position);
+  }
+}
+
+void position_embedding_backward_local(const ContextParallelism& cp, std::int64_t first_row,
+                                       std::int64_t local_seq, const Tensor& dx, Tensor& dtable) {
+  const std::int64_t rows = dx.size(0);
+  const std::int64_t hidden = dx.size(1);
+  if (!cp.active() && first_row == 0 && rows % local_seq == 0) {
+    position_embedding_backward(dx.reshaped({rows / local_seq, local_seq, hidden}), dtable);
+    return;
+  }
+  const std::int64_t seq = local_seq * cp.size();
+  for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
+    position_embedding_backward_rows(rows_of(dx, rows, run.row, run.count), dtable, seq,
+                                     run.position);
+  }
+}
+
+namespace {
+
+template <class Rotate>
+void rotate_local(const ContextParallelism& cp, Tensor& x, Rotate&& rotate) {
+  if (!cp.active()) {
+    rotate(x, 0);
+    return;
+  }
+  const std::int64_t local_seq = x.size(1);
+  const std::int64_t width = x.size(2);
+  const std::int64_t rows = x.size(0) * local_seq;
+  for (const TokenRun& run : cp.token_runs(0, rows, local_seq)) {
+    Tensor part = x.view(run.row * width, {1, run.count, width});
+    rotate(part, run.position);
+  }
+}
+
+}  // namespace
+
+void rotary_forward_local(const ContextParallelism& cp, Tensor& x, std::int64_t num_heads,
+                          std::int64_t head_dim, double theta) {
+  rotate_local(cp, x, [&](Tensor& part, std::int64_t first_position) {
+    rotary_forward(part, num_heads, head_dim, theta, first_position);
+  });
+}
+
+void rotary_backward_local(const ContextParallelism& cp, Tensor& dx, std::int64_t num_heads,
+                           std::int64_t head_dim, double theta) {
+  rotate_local(cp, dx, [&](Tensor& part, std::int64_t first_position) {
+    rotary_backward(part, num_heads, head_dim, theta, first_position);
+  });
+}
+
+}  // namespace strata::executor
