@@ -111,10 +111,18 @@ struct Zero3Collectives {
 Zero3Collectives zero3_collectives(const LayerContext& context, double parameters) {
   const double gradient_bytes =
       static_cast<double>(adam_model_state_bytes(context.precision).gradients);
-  return {.gather_s = collective_time_s(*context.cluster, context.dp_span, Collective::all_gather,
-                                        parameters * context.activation_bytes()),
-          .scatter_s = collective_time_s(*context.cluster, context.dp_span,
-                                         Collective::reduce_scatter, parameters * gradient_bytes)};
+  Zero3Collectives collectives{
+      .gather_s = collective_time_s(*context.cluster, context.dp_span, Collective::all_gather,
+                                    parameters * context.activation_bytes()),
+      .scatter_s = collective_time_s(*context.cluster, context.dp_span, Collective::reduce_scatter,
+                                     parameters * gradient_bytes)};
+  if (context.replica_span) {
+    // Hybrid sharding: each reduced shard is then summed over its replicas.
+    collectives.scatter_s +=
+        collective_time_s(*context.cluster, *context.replica_span, Collective::all_reduce,
+                          parameters / context.zero_shards * gradient_bytes);
+  }
+  return collectives;
 }
 
 // What a collective adds to the compute it runs beside: the part it outlasts the compute by,
@@ -224,6 +232,8 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .executor_activation_buffers =
           framework_behaviour(plan.framework).executor_activation_buffers,
       .dp_span = {},
+      .replica_span = std::nullopt,
+      .zero_shards = 1,
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_tier = 0};
   if (plan.mesh.cp > 1) {
@@ -232,8 +242,11 @@ LayerContext layer_context(const schemas::Plan& plan) {
   }
   // Only per-layer ZeRO-3 reads it; the planner builds a context for every candidate.
   if (context.zero3_layer_gathers) {
-    context.dp_span = group_span(
-        plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
+    context.dp_span = group_span(plan.cluster, schemas::zero_shard_group_of(plan.mesh, 0));
+    context.zero_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
+    if (plan.mesh.zero_replicas() > 1) {
+      context.replica_span = group_span(plan.cluster, schemas::zero_replica_group_of(plan.mesh, 0));
+    }
   }
   return context;
 }

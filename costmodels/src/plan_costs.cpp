@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "strata/costmodels/collective_time.h"
 #include "strata/costmodels/framework_behaviour.h"
@@ -170,7 +171,7 @@ double optimizer_step_time_s(const schemas::Plan& plan, const ParameterBreakdown
                              const GroupSpan& dp_span, double weight_bytes, double parameters,
                              double layers) {
   const schemas::ClusterConfig& cluster = plan.cluster;
-  const double dp_shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+  const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
   const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
   const double gradient = static_cast<double>(bytes.gradients);
   const bool mixed =
@@ -283,10 +284,17 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   const schemas::ClusterConfig& cluster = plan.cluster;
   const std::int64_t pp = plan.mesh.pp;
   const double element = context.activation_bytes();
-  const double dp_shards = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
-
-  const GroupSpan dp_span =
+  // Ranks that sum each gradient (dp·cp), and those one copy of ZeRO's state is sharded over
+  // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas).
+  const double reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+  const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
+  const GroupSpan reduction_span =
       group_span(cluster, first_group_ranks(plan.mesh, {MeshAxis::dp, MeshAxis::cp}));
+  const GroupSpan dp_span = group_span(cluster, schemas::zero_shard_group_of(plan.mesh, 0));
+  const std::optional<GroupSpan> replica_span =
+      plan.mesh.zero_replicas() > 1 ? std::optional<GroupSpan>(group_span(
+                                          cluster, schemas::zero_replica_group_of(plan.mesh, 0)))
+                                    : std::nullopt;
   const std::int64_t pp_stride = schemas::axis_stride(plan.mesh, MeshAxis::pp);
   const int pp_tier = pp > 1 ? tier_between(cluster, 0, pp_stride) : 0;
 
@@ -350,7 +358,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     if (s > 0) stage_costs.send_backward_s = send_s;
 
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
-    if (dp_shards > 1 && !context.zero3_layer_gathers) {
+    if (reducing_ranks > 1 && !context.zero3_layer_gathers) {
       const std::vector<double> buckets =
           framework.gradient_buckets_close_at_units
               ? unit_gradient_buckets(plan, counts, stage)
@@ -370,8 +378,13 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                                   largest_bucket * element);
       }
       for (const double bucket : buckets) {
-        stage_costs.gradient_buckets_s.push_back(
-            collective_time_s(cluster, dp_span, reduction, bucket * gradient_bytes));
+        double bucket_s = collective_time_s(cluster, all_reduced ? reduction_span : dp_span,
+                                            reduction, bucket * gradient_bytes);
+        if (!all_reduced && replica_span) {
+          bucket_s += collective_time_s(cluster, *replica_span, Collective::all_reduce,
+                                        bucket / dp_shards * gradient_bytes);
+        }
+        stage_costs.gradient_buckets_s.push_back(bucket_s);
       }
     }
     if (context.zero3_layer_gathers) {

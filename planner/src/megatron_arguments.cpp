@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "strata/schemas/input_error.h"
+
 namespace strata::planner {
 namespace {
 
@@ -95,6 +97,19 @@ std::string megatron_arguments(const schemas::Plan& plan) {
   flags.push_back(fmt::format("--global-batch-size {}", plan.batch.global_batch_size));
   if (plan.zero_stage == 1 || plan.zero_stage == 2) flags.push_back("--use-distributed-optimizer");
   if (plan.zero_stage == 3) flags.push_back("--use-torch-fsdp2");
+  if (mesh.zero_replicas() > 1) {
+    // Hybrid sharding: Megatron shards its distributed optimizer within each of R instances and
+    // all-reduces across them. Its FSDP2 path has no such split: refused rather than exported as
+    // full sharding.
+    if (plan.zero_stage == 3) {
+      throw schemas::InputError("plan", "/mesh/dp_shard",
+                                fmt::format("{}: Megatron-LM's --use-torch-fsdp2 shards over all "
+                                            "of dp; hybrid sharding exports for ZeRO-1/2 only "
+                                            "(--num-distributed-optimizer-instances)",
+                                            mesh.dp_shard));
+    }
+    flags.push_back(fmt::format("--num-distributed-optimizer-instances {}", mesh.zero_replicas()));
+  }
   if (plan.overlap_grad_reduce && plan.mesh.dp * plan.mesh.cp > 1) {
     flags.push_back("--overlap-grad-reduce");
     if (plan.zero_stage >= 1) flags.push_back("--overlap-param-gather");

@@ -36,6 +36,7 @@ using MeshOrder = std::array<MeshAxis, 4>;
 struct Knobs {
   std::int32_t tp = 1, cp = 1, pp = 1, dp = 1, vpp = 1, micro_batch = 1;
   std::int8_t zero = 0;
+  std::int32_t dp_shard = 0;  // hybrid sharding's shard group in dp ranks; 0: all of dp
   RecomputeGranularity recompute = RecomputeGranularity::none;
   bool sequence_parallel = false;
   ScheduleType schedule = ScheduleType::one_f_one_b;
@@ -92,7 +93,8 @@ class Evaluator {
   // lower bound of the fullest rank when memory is what fails.
   Verdict build(const Knobs& knobs, double* peak_bytes) {
     schemas::Plan& plan = plan_;
-    plan.mesh = {knobs.tp, knobs.cp, knobs.dp, knobs.pp, knobs.vpp, orders_[knobs.order]};
+    plan.mesh = {knobs.tp,      knobs.cp, knobs.dp, knobs.pp, knobs.vpp, orders_[knobs.order],
+                 knobs.dp_shard};
     plan.batch.micro_batch_size = knobs.micro_batch;
     plan.batch.num_micro_batches = plan.batch.global_batch_size / (knobs.micro_batch * knobs.dp);
     plan.sequence_parallel = knobs.sequence_parallel;
@@ -111,12 +113,13 @@ class Evaluator {
     const costmodels::PassCosts& embedding = costs.embedding;
     const costmodels::PassCosts& head = costs.lm_head;
 
-    // Model-state bytes per parameter on a rank, after ZeRO sharding over dp·cp, and the
-    // parameters a rank holds per layer and with the embedding or the LM head.
-    const double state_bytes =
-        costmodels::rank_state_memory(options_precision_, knobs.zero,
-                                      static_cast<double>(knobs.dp * knobs.cp), 1.0)
-            .total();
+    // Model-state bytes per parameter on a rank, after ZeRO sharding over its shard group (dp·cp
+    // without hybrid sharding), and the parameters a rank holds per layer and with the embedding
+    // or the LM head.
+    const double state_bytes = costmodels::rank_state_memory(
+                                   options_precision_, knobs.zero,
+                                   static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
+                                   .total();
     const auto parameters_of = [&](std::int64_t layers_held, bool embedding, bool head) {
       return costmodels::stage_parameters(plan.model, counts_, knobs.tp,
                                           {0, layers_held, embedding, head});
@@ -255,7 +258,9 @@ class Evaluator {
     auto key = std::make_tuple(
         context.tp, context.cp, context.sequence_parallel, context.micro_batch_size,
         context.recompute, context.tp_span, context.cp_tier, context.zero3_layer_gathers,
-        context.zero3_layer_gathers ? context.dp_span : costmodels::GroupSpan{});
+        context.zero3_layer_gathers ? context.dp_span : costmodels::GroupSpan{},
+        context.zero3_layer_gathers && context.replica_span ? *context.replica_span
+                                                            : costmodels::GroupSpan{});
     auto found = cache_.find(key);
     if (found == cache_.end()) {
       found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
@@ -306,9 +311,10 @@ class Evaluator {
   costmodels::ParameterBreakdown counts_;
   schemas::Dtype options_precision_ = schemas::Dtype::bf16;
   schemas::Plan plan_;
-  std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
-                      costmodels::GroupSpan, int, bool, costmodels::GroupSpan>,
-           costmodels::LayerCostSet>
+  std::map<
+      std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
+                 costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan>,
+      costmodels::LayerCostSet>
       cache_;
   const costmodels::LayerCostSet* current_ = nullptr;
 };
@@ -369,7 +375,21 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                       : std::vector<std::int16_t>{0};
         for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
           for (std::int16_t order : placements) {
-            for (int zero = 0; zero <= 3; ++zero) {
+            // ZeRO over all of dp, and from ZeRO-1 on hybrid sharding within one node (FSDP2's
+            // HSDP, Megatron's distributed-optimizer instances) where dp spans several.
+            std::vector<std::pair<int, std::int64_t>> shardings{{0, 0}};
+            const std::int64_t node_shard = cluster.gpus_per_node / (tp * cp);
+            for (int zero = 1; zero <= 3; ++zero) {
+              shardings.emplace_back(zero, 0);
+              // Megatron-LM's FSDP2 path has no hybrid form (megatron_arguments.h).
+              const bool expressible =
+                  zero < 3 || options.framework == schemas::TrainingFramework::strata;
+              if (expressible && node_shard >= 1 && node_shard < dp && dp % node_shard == 0 &&
+                  cluster.gpus_per_node % (tp * cp) == 0) {
+                shardings.emplace_back(zero, node_shard);
+              }
+            }
+            for (const auto& [zero, dp_shard] : shardings) {
               for (RecomputeGranularity recompute :
                    {RecomputeGranularity::none, RecomputeGranularity::selective,
                     RecomputeGranularity::full}) {
@@ -382,6 +402,7 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                                 static_cast<std::int32_t>(vpp),
                                 static_cast<std::int32_t>(micro),
                                 static_cast<std::int8_t>(zero),
+                                static_cast<std::int32_t>(dp_shard),
                                 recompute,
                                 sp,
                                 schedule,
@@ -625,14 +646,16 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
   });
   Evaluator evaluator(model, cluster, options, context.orders, capacity);
   for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
-  std::vector<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t>>
+  std::vector<
+      std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t, std::int32_t>>
       shown_states;
   for (const Deficit& deficit : deficits) {
     if (result.nearest.size() >= 5) break;
     const Knobs& knobs = candidates[deficit.index];
     if (deficit.verdict == Verdict::model_states) {
       // Micro-batch, recomputation and schedule do not change model states: show each mesh once.
-      const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero);
+      const auto key =
+          std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero, knobs.dp_shard);
       if (std::find(shown_states.begin(), shown_states.end(), key) != shown_states.end()) continue;
       shown_states.push_back(key);
     }

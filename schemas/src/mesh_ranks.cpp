@@ -69,6 +69,44 @@ std::int64_t mesh_group_rank(const Mesh& mesh, std::initializer_list<MeshAxis> a
   return std::find(group.begin(), group.end(), rank) - group.begin();
 }
 
+namespace {
+
+std::int64_t dp_index(const Mesh& mesh, std::int64_t rank) {
+  return mesh_coordinates(mesh, rank)[static_cast<std::size_t>(MeshAxis::dp)];
+}
+
+std::int64_t position_in(const std::vector<std::int64_t>& group, std::int64_t rank) {
+  return std::find(group.begin(), group.end(), rank) - group.begin();
+}
+
+}  // namespace
+
+std::vector<std::int64_t> zero_shard_group_of(const Mesh& mesh, std::int64_t rank) {
+  const std::int64_t block = dp_index(mesh, rank) / mesh.zero_shard_dp();
+  std::vector<std::int64_t> group;
+  for (std::int64_t member : mesh_group_of(mesh, {MeshAxis::dp, MeshAxis::cp}, rank)) {
+    if (dp_index(mesh, member) / mesh.zero_shard_dp() == block) group.push_back(member);
+  }
+  return group;
+}
+
+std::vector<std::int64_t> zero_replica_group_of(const Mesh& mesh, std::int64_t rank) {
+  const std::int64_t within = dp_index(mesh, rank) % mesh.zero_shard_dp();
+  std::vector<std::int64_t> group;
+  for (std::int64_t member : mesh_group_of(mesh, {MeshAxis::dp}, rank)) {
+    if (dp_index(mesh, member) % mesh.zero_shard_dp() == within) group.push_back(member);
+  }
+  return group;
+}
+
+std::int64_t zero_shard_rank(const Mesh& mesh, std::int64_t rank) {
+  return position_in(zero_shard_group_of(mesh, rank), rank);
+}
+
+std::int64_t zero_replica_rank(const Mesh& mesh, std::int64_t rank) {
+  return position_in(zero_replica_group_of(mesh, rank), rank);
+}
+
 std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
                                                    std::span<const MeshAxis> axes) {
   std::vector<std::vector<std::int64_t>> groups;

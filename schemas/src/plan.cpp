@@ -46,6 +46,7 @@ Mesh parse_mesh(const ObjectReader& reader) {
   mesh.pp = reader.integer("pp", {1, kMaxLayers + 2});
   mesh.vpp = reader.integer("vpp", {1, kMaxLayers});
   mesh.order = parse_mesh_order(reader);
+  mesh.dp_shard = reader.optional_integer("dp_shard", {1, kMaxMeshAxisSize}).value_or(0);
   return mesh;
 }
 
@@ -210,6 +211,17 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
                     plan.cluster.nodes, plan.cluster.gpus_per_node));
   }
   validate_mesh_for_model(mesh, model, where);
+  if (mesh.dp_shard > 0 && mesh.dp % mesh.dp_shard != 0) {
+    (where / "dp_shard")
+        .fail(fmt::format("{} does not divide dp={}: the shard groups must tile dp", mesh.dp_shard,
+                          mesh.dp));
+  }
+  if (mesh.zero_shard_dp() < mesh.dp && plan.zero_stage == 0) {
+    (where / "dp_shard")
+        .fail(fmt::format("{} < dp={} shards model state, but ZeRO-0 shards none: give zero_stage "
+                          "1-3 or drop dp_shard",
+                          mesh.dp_shard, mesh.dp));
+  }
   // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
   // one early and one late chunk (equal attention work), as Megatron-LM requires.
   if (mesh.cp > 1 && plan.batch.seq_length % (2 * mesh.cp) != 0) {
@@ -357,7 +369,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   const std::optional<std::string> content_hash = reader.optional_string("content_hash");
 
   plan.mesh = parse_mesh(ObjectReader(reader.object("mesh"), reader.at("mesh"),
-                                      {"tp", "cp", "dp", "pp", "vpp", "order"}));
+                                      {"tp", "cp", "dp", "pp", "vpp", "order", "dp_shard"}));
 
   const ObjectReader batch(
       reader.object("batch"), reader.at("batch"),
@@ -525,6 +537,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"pipeline", {{"stages", stages}}},
                              {"precision", name_of(plan.precision, kDtypeNames)}};
   // Written only when on, so plans of earlier versions read and write back unchanged.
+  if (plan.mesh.zero_shard_dp() < plan.mesh.dp) document["mesh"]["dp_shard"] = plan.mesh.dp_shard;
   if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
   if (plan.gradient_bucket_elements) {
     document["gradient_bucket_elements"] = *plan.gradient_bucket_elements;

@@ -276,5 +276,55 @@ TEST(PlanCosts, CommunicatorTemporariesFollowTheMeasuredRatios) {
                        dp.rank_states[0].optimizer_bytes + dp.rank_states[0].communicator_bytes);
 }
 
+// Hybrid sharding: ZeRO over each node's 8 dp ranks of dp 32 (tp 1 on 4 nodes of 8). The (one)
+// bucket is reduce-scattered over the node, then its reduced eighth all-reduced across the 4
+// replicas; ZeRO-3 gathers a stage over the node only; the state divides by 8, not 32.
+TEST(PlanCosts, HybridShardingReducesInTheShardGroupAndAllReducesShardsAcrossReplicas) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 1, .dp = 32, .pp = 1};
+  knobs.seq_length = 1024;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 64;
+  knobs.zero_stage = 1;
+  knobs.precision = schemas::Dtype::bf16;
+  knobs.gradient_bucket_elements = std::int64_t{1} << 40;  // one bucket for the whole model
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100:4");
+  const schemas::ModelConfig model = schemas::model_preset("gpt2-774m");
+  const PlanCosts full = plan_costs(schemas::build_plan(model, cluster, knobs, "test"));
+  knobs.mesh.dp_shard = 8;
+  const schemas::Plan hybrid_plan = schemas::build_plan(model, cluster, knobs, "test");
+  const PlanCosts hybrid = plan_costs(hybrid_plan);
+  EXPECT_NEAR(hybrid.rank_states[0].optimizer_bytes, 4 * full.rank_states[0].optimizer_bytes,
+              1e-9 * hybrid.rank_states[0].optimizer_bytes);
+  EXPECT_EQ(hybrid.rank_states[0].weights_bytes, full.rank_states[0].weights_bytes);
+
+  const double gradient_bytes = gradient_bytes_per_parameter(schemas::Dtype::bf16);
+  const double parameters = hybrid.stages[0].parameters;
+  const GroupSpan node = group_span(cluster, schemas::zero_shard_group_of(hybrid_plan.mesh, 0));
+  const GroupSpan replicas =
+      group_span(cluster, schemas::zero_replica_group_of(hybrid_plan.mesh, 0));
+  const GroupSpan all = group_span(
+      cluster, first_group_ranks(hybrid_plan.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
+  ASSERT_EQ(node.size, 8);
+  ASSERT_EQ(node.outermost_tier(), 0);  // NVLink
+  ASSERT_EQ(replicas.size, 4);
+  ASSERT_EQ(hybrid.stages[0].gradient_buckets_s.size(), 1u);
+  const double expected =
+      collective_time_s(cluster, node, Collective::reduce_scatter, parameters * gradient_bytes) +
+      collective_time_s(cluster, replicas, Collective::all_reduce, parameters / 8 * gradient_bytes);
+  EXPECT_NEAR(hybrid.stages[0].gradient_buckets_s[0], expected, 1e-12 + 1e-9 * expected);
+  EXPECT_NEAR(
+      full.stages[0].gradient_buckets_s[0],
+      collective_time_s(cluster, all, Collective::reduce_scatter, parameters * gradient_bytes),
+      1e-9 * full.stages[0].gradient_buckets_s[0]);
+
+  knobs.zero_stage = 3;
+  const PlanCosts hybrid3 = plan_costs(schemas::build_plan(model, cluster, knobs, "test"));
+  EXPECT_NEAR(
+      hybrid3.stages[0].unshard_s,
+      collective_time_s(cluster, node, Collective::all_gather, hybrid3.stages[0].unshard_bytes),
+      1e-9 * hybrid3.stages[0].unshard_s);
+}
+
 }  // namespace
 }  // namespace strata::costmodels

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/planner/megatron_arguments.h"
+#include "strata/schemas/input_error.h"
 #include "strata/schemas/presets.h"
 
 namespace strata::planner {
@@ -94,6 +95,26 @@ TEST(PlanSearch, EmittedPlansAreCompleteValidAndFit) {
   }
 }
 
+// Hybrid sharding is part of the search: on 4 nodes, ZeRO sharded within each node (and
+// replicated across the 4) competes with sharding over all 32 ranks, its model state 4× larger.
+TEST(PlanSearch, HybridShardingWithinANodeIsSearched) {
+  SearchOptions options = options_for(32, 8192);
+  options.top_k = 20;
+  const SearchResult result = search_plans(schemas::model_preset("llama3.1-8b"),
+                                           schemas::cluster_preset("dgx-h100:4"), options);
+  std::size_t hybrid = 0;
+  for (const RankedPlan& ranked : result.best) {
+    const schemas::Mesh& mesh = ranked.plan.mesh;
+    if (mesh.zero_replicas() == 1) continue;
+    ++hybrid;
+    EXPECT_GE(ranked.plan.zero_stage, 1);
+    // A shard group is one node: tp · cp · dp_shard = 8 consecutive ranks.
+    EXPECT_EQ(mesh.tp * mesh.cp * mesh.zero_shard_dp(), 8);
+    EXPECT_NO_THROW(schemas::validate_plan(ranked.plan, schemas::JsonLocation("best")));
+  }
+  EXPECT_GT(hybrid, 0u);
+}
+
 TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   schemas::Plan plan;
   plan.model = schemas::model_preset("llama3.1-8b");
@@ -126,6 +147,25 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
       {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};
   plan.recompute = {};
   EXPECT_NE(megatron_arguments(plan).find("--pipeline-model-parallel-layout \"E|t*11|t*11|t*10L\""),
+            std::string::npos);
+}
+
+// Hybrid sharding exports as Megatron's distributed-optimizer instances; its FSDP2 path has no
+// hybrid form, so a hybrid ZeRO-3 plan is refused rather than exported as full sharding.
+TEST(MegatronArguments, HybridShardingIsDistributedOptimizerInstances) {
+  schemas::Plan plan;
+  plan.model = schemas::model_preset("llama3.1-8b");
+  plan.cluster = schemas::cluster_preset("dgx-h100:4");
+  plan.mesh = {.tp = 2, .cp = 1, .dp = 16, .pp = 1, .dp_shard = 4};
+  plan.batch = {8192, 1, 64, 4};
+  plan.stages = schemas::even_pipeline_stages(32, 1);
+  plan.zero_stage = 1;
+  EXPECT_NE(megatron_arguments(plan).find("--num-distributed-optimizer-instances 4"),
+            std::string::npos);
+  plan.zero_stage = 3;
+  EXPECT_THROW(megatron_arguments(plan), schemas::InputError);
+  plan.mesh.dp_shard = 0;
+  EXPECT_EQ(megatron_arguments(plan).find("--num-distributed-optimizer-instances"),
             std::string::npos);
 }
 

@@ -16,6 +16,8 @@ namespace {
 
 using strata::testing::fixture;
 
+using ::testing::HasSubstr;
+
 std::string error_of(auto&& action) { return strata::testing::input_error_message(action); }
 
 // A valid 4-rank plan for GPT-2 124M: tp=2 × pp=2 on cpu-local:4.
@@ -94,6 +96,34 @@ TEST(Plan, TpCommOverlapNeedsSequenceParallelismAndIsWrittenOnlyWhenOn) {
   const nlohmann::json document = plan_to_json(plan);
   EXPECT_EQ(document.at("tp_comm_overlap"), true);
   EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+}
+
+TEST(Plan, HybridShardingTilesDpNeedsZeroAndIsWrittenOnlyWhenPartial) {
+  Plan plan = gpt2_plan();
+  plan.mesh = Mesh{.tp = 1, .cp = 1, .dp = 4, .pp = 1};
+  plan.stages = even_pipeline_stages(12, 1);
+  plan.batch.num_micro_batches = 1;
+  plan.zero_stage = 1;
+  EXPECT_FALSE(plan_to_json(plan).at("mesh").contains("dp_shard"));
+  plan.mesh.dp_shard = 3;
+  EXPECT_EQ(error_of([&] { validate_plan(plan, JsonLocation("plan.json")); }),
+            "plan.json: /mesh/dp_shard: 3 does not divide dp=4: the shard groups must tile dp");
+  plan.mesh.dp_shard = 2;
+  plan.zero_stage = 0;
+  EXPECT_THAT(error_of([&] { validate_plan(plan, JsonLocation("plan.json")); }),
+              HasSubstr("plan.json: /mesh/dp_shard: 2 < dp=4 shards model state, but ZeRO-0 "
+                        "shards none"));
+  plan.zero_stage = 3;
+  const nlohmann::json document = plan_to_json(plan);
+  EXPECT_EQ(document.at("mesh").at("dp_shard"), 2);
+  const Plan read = parse_plan(document, JsonLocation("again"));
+  EXPECT_EQ(read, plan);
+  EXPECT_EQ(read.mesh.zero_shard_dp(), 2);
+  EXPECT_EQ(read.mesh.zero_replicas(), 2);
+  // dp_shard = dp is full sharding, as if absent.
+  plan.mesh.dp_shard = 4;
+  EXPECT_FALSE(plan_to_json(plan).at("mesh").contains("dp_shard"));
+  EXPECT_EQ(plan.mesh.zero_replicas(), 1);
 }
 
 TEST(Plan, FrameworkIsWrittenOnlyWhenNotStrataAndReadByName) {

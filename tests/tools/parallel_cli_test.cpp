@@ -182,6 +182,30 @@ TEST_F(ParallelCli, ContextParallelismLogsTheSingleRankLossesWithThePredictionBe
   }
 }
 
+TEST_F(ParallelCli, HybridShardingLogsTheSingleRankLosses) {
+  // dp 4 of one sequence each: the same 4-sequence global batch as the one-rank run.
+  const std::string batch = "train --model " + kMicroModel + " --data " + tokens +
+                            " --micro-batch 1 --global-batch 4 --seq-len 32 --steps 3 "
+                            "--log-format json ";
+  const CommandResult one = strata(batch);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult four = mpirun(4, batch + "--dp 4 --dp-shard 2 --zero 3");
+  ASSERT_EQ(four.exit_code, 0) << four.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const std::vector<nlohmann::json> got = step_records(four.out);
+  ASSERT_EQ(got.size(), 3u) << four.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
+  // Sharding without ZeRO is refused with the plan field and the rule.
+  const CommandResult unsharded = mpirun(4, batch + "--dp 4 --dp-shard 2");
+  EXPECT_NE(unsharded.exit_code, 0);
+  EXPECT_THAT(strata_lines(unsharded.err),
+              ::testing::ElementsAre(HasSubstr("/mesh/dp_shard: 2 < dp=4 shards model state, "
+                                               "but ZeRO-0 shards none")));
+}
+
 TEST_F(ParallelCli, AWorldSizeThePlanDoesNotHaveEndsEveryRankWithOneLine) {
   const CommandResult run = mpirun(3, train("--tp 2 --dp 2 --steps 2"));
   EXPECT_NE(run.exit_code, 0);
@@ -427,47 +451,6 @@ INSTANTIATE_TEST_SUITE_P(
                        "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1TIED_GRAD,STEP\n",
                        "rank 0: 0UNSHARD: the plan's ZeRO stage 0"}),
     [](const ::testing::TestParamInfo<CustomSchedule>& info) { return info.param.name; });
-
-// What the planner ranks best, the executor runs: for models, rank counts and batches, each of
-// `strata plan`'s ten best plans on cpu-local trains two steps under mpirun — none is refused.
-struct PlannedJob {
-  std::string name, model;
-  int ranks;
-  std::int64_t global_batch, seq_length;
-};
-
-void PrintTo(const PlannedJob& job, std::ostream* out) { *out << job.name; }
-
-class PlannerTopPlans : public ParallelCli, public ::testing::WithParamInterface<PlannedJob> {};
-
-TEST_P(PlannerTopPlans, EachOfTheTenBestTrainsTwoSteps) {
-  const PlannedJob& job = GetParam();
-  const fs::path first = directory / "plan.json";
-  const CommandResult planned =
-      strata("plan --model " + job.model + " --cluster cpu-local:" + std::to_string(job.ranks) +
-             " --global-batch " + std::to_string(job.global_batch) + " --seq-len " +
-             std::to_string(job.seq_length) + " --top 10 --out " + first.string() + " --quiet");
-  ASSERT_EQ(planned.exit_code, 0) << planned.err;
-  std::vector<fs::path> plans{first};
-  for (int i = 2; i <= 10; ++i)
-    plans.push_back(directory / ("plan." + std::to_string(i) + ".json"));
-  for (const fs::path& plan : plans) {
-    ASSERT_TRUE(fs::exists(plan)) << planned.out;
-    const CommandResult run = mpirun(job.ranks, "train --plan " + plan.string() + " --data " +
-                                                    tokens + " --steps 2 --log-format json");
-    EXPECT_EQ(run.exit_code, 0) << plan.filename() << ": " << run.err;
-    EXPECT_EQ(step_records(run.out).size(), 2u) << plan.filename() << ": " << run.out;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Jobs, PlannerTopPlans,
-                         ::testing::Values(PlannedJob{"GptTiny2Ranks", "gpt-tiny", 2, 8, 64},
-                                           PlannedJob{"LlamaTiny4Ranks", "llama-tiny", 4, 16, 128},
-                                           PlannedJob{"GptTiny8Ranks", "gpt-tiny", 8, 16, 64},
-                                           PlannedJob{"LlamaTiny8Ranks", "llama-tiny", 8, 16, 128}),
-                         [](const ::testing::TestParamInfo<PlannedJob>& info) {
-                           return info.param.name;
-                         });
 
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
   const std::string plan = (directory / "tp3.json").string();

@@ -66,6 +66,7 @@ struct SimulateOptions {
   std::string framework = "strata";
   std::string attention = "flash";
   std::int64_t zero_stage = 0;
+  std::optional<std::int64_t> dp_shard;  // hybrid sharding: dp ranks per ZeRO shard group
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
   std::string mode = "symmetric";
@@ -194,6 +195,7 @@ struct TrainOptions {
   std::optional<std::string> schedule;  // default: 1f1b, interleaved-1f1b with vpp > 1
   bool sequence_parallel = false;
   std::int64_t zero_stage = 0;
+  std::optional<std::int64_t> dp_shard;  // hybrid sharding: dp ranks per ZeRO shard group
   std::string recompute = "none";
   bool no_overlap_grad_reduce = false;
   std::optional<std::int64_t> bucket_size;  // gradient-reduction bucket, in parameters

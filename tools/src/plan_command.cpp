@@ -73,6 +73,7 @@ nlohmann::json layout_json(const schemas::Plan& plan) {
           {"vpp", plan.mesh.vpp},
           {"micro_batch_size", plan.batch.micro_batch_size},
           {"zero_stage", plan.zero_stage},
+          {"dp_shard", plan.mesh.zero_shard_dp()},
           {"recompute", recompute_text(plan)},
           {"sequence_parallel", plan.sequence_parallel},
           {"schedule", schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
@@ -234,7 +235,11 @@ int run_plan(const PlanOptions& options) {
                              {"plans", plans},
                              {"statistics", statistics}};
     if (!options.emit.empty() && !result.best.empty()) {
-      report["megatron_arguments"] = planner::megatron_arguments(result.best.front().plan);
+      try {
+        report["megatron_arguments"] = planner::megatron_arguments(result.best.front().plan);
+      } catch (const schemas::InputError& refusal) {
+        report["megatron_refusal"] = refusal.what();
+      }
     }
     if (result.best.empty()) {
       report["binding_constraint"] = result.binding_constraint;
@@ -263,8 +268,7 @@ int run_plan(const PlanOptions& options) {
             {std::to_string(i + 1), std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
              std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
              std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
-             std::to_string(plan.zero_stage), recompute_text(plan),
-             plan.sequence_parallel ? "on" : "off",
+             zero_text(plan), recompute_text(plan), plan.sequence_parallel ? "on" : "off",
              std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
              schemas::mesh_order_to_string(plan.mesh.order), split_text(plan),
              fmt::format("{:.3f} s", ranked.metrics.step_time_s),
@@ -287,8 +291,7 @@ int run_plan(const PlanOptions& options) {
           table.add_row({std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
                          std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
                          std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
-                         std::to_string(plan.zero_stage), recompute_text(plan),
-                         format_gib(miss.peak_bytes),
+                         zero_text(plan), recompute_text(plan), format_gib(miss.peak_bytes),
                          format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason});
         }
         std::cout << table.render();
@@ -307,8 +310,12 @@ int run_plan(const PlanOptions& options) {
                                result.best.size() == 1 ? "" : "s", options.out_path->string());
     }
     if (!options.emit.empty() && !result.best.empty()) {
-      std::cout << "Megatron-LM flags for plan 1:\n"
-                << planner::megatron_arguments(result.best.front().plan);
+      try {
+        const std::string flags = planner::megatron_arguments(result.best.front().plan);
+        std::cout << "Megatron-LM flags for plan 1:\n" << flags;
+      } catch (const schemas::InputError& refusal) {
+        std::cout << "Megatron-LM cannot run plan 1 as written: " << refusal.what() << "\n";
+      }
     }
   }
   if (result.best.empty()) {

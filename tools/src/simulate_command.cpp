@@ -77,6 +77,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.global_batch_size = *options.global_batch;
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
+  knobs.mesh.dp_shard = options.dp_shard.value_or(0);
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.gradient_bucket_elements = options.bucket_size;
   knobs.tp_comm_overlap = options.tp_comm_overlap;
@@ -106,7 +107,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
       schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
       plan.sequence_parallel ? "on" : "off",
-      plan.tp_comm_overlap ? " with tp communication overlapped" : "", plan.zero_stage,
+      plan.tp_comm_overlap ? " with tp communication overlapped" : "", zero_text(plan),
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
       schemas::name_of(plan.precision, schemas::kDtypeNames),
       plan.attention == schemas::AttentionKernel::unfused ? ", unfused attention" : "",
@@ -200,6 +201,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(
       command->add_option("--zero", options.zero_stage, "ZeRO stage 0-3 (1: distributed optimizer)")
           ->check(whole_number_from(0, 3)));
+  knob(command
+           ->add_option("--dp-shard", options.dp_shard,
+                        "Hybrid sharding: ZeRO shards over groups of N dp ranks (× cp) and "
+                        "replicates across them (default: all of dp)")
+           ->check(whole_number_from(1, schemas::kMaxMeshAxisSize)));
   knob(command->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
                          "Reduce data-parallel gradients after the whole backward"));
   knob(command

@@ -57,4 +57,9 @@ std::string TextTable::render(const std::string& indent) const {
   return text;
 }
 
+std::string zero_text(const schemas::Plan& plan) {
+  if (plan.mesh.zero_shard_dp() == plan.mesh.dp) return std::to_string(plan.zero_stage);
+  return fmt::format("{} (shard {})", plan.zero_stage, plan.mesh.dp_shard);
+}
+
 }  // namespace strata::tools

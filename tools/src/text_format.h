@@ -6,12 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "strata/schemas/plan.h"
+
 namespace strata::tools {
 
 std::string group_thousands(std::int64_t value);  // 124439808 -> "124,439,808"
 std::string format_gib(double bytes);             // "79.6 GiB" (GiB = 2^30 bytes)
 std::string format_flops(double flops);           // "66.1 GFLOP", "1.2 TFLOP"
 std::string format_percent(double fraction);      // 0.1234 -> "12.34%"
+// A plan's ZeRO stage, with its hybrid sharding: "3", or "3 (shard 8)" when each copy of the state
+// is sharded over 8 dp ranks.
+std::string zero_text(const schemas::Plan& plan);
 
 // A table with a header row; columns are left-aligned unless named in `right_aligned`.
 class TextTable {

@@ -83,6 +83,12 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
       ->check(whole_number_from(0, 3))
       ->excludes(plan);
   command
+      ->add_option("--dp-shard", options.dp_shard,
+                   "Hybrid sharding of a --model plan: ZeRO shards over groups of N dp ranks "
+                   "(× cp), replicated across the groups (default: all of dp)")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
       ->add_option("--recompute", options.recompute,
                    "Activation recomputation of a --model plan: none, selective or full")
       ->check(CLI::IsMember({"none", "selective", "full"}))

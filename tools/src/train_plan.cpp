@@ -93,6 +93,7 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.global_batch_size = options.global_batch.value_or(options.micro_batch * knobs.mesh.dp);
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
+  knobs.mesh.dp_shard = options.dp_shard.value_or(0);
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.gradient_bucket_elements = options.bucket_size;
   knobs.recompute = *schemas::value_of(options.recompute, schemas::kRecomputeGranularityNames);

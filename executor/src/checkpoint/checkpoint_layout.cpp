@@ -17,6 +17,7 @@ schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
   mesh.cp = mesh_json.at("cp").get<std::int64_t>();
   mesh.dp = mesh_json.at("dp").get<std::int64_t>();
   mesh.pp = mesh_json.at("pp").get<std::int64_t>();
+  if (mesh_json.contains("dp_shard")) mesh.dp_shard = mesh_json.at("dp_shard").get<std::int64_t>();
   const std::string order = mesh_json.at("order").get<std::string>();
   for (std::size_t i = 0; i < 4; ++i) {
     mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
@@ -57,6 +58,8 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
                           {"order", schemas::mesh_order_to_string(mesh.order)}}},
                         {"zero_stage", plan.zero_stage},
                         {"bucket_elements", schemas::gradient_bucket_elements(plan)}};
+  // Hybrid sharding fixes how many shards there are and which ranks hold each.
+  if (mesh.zero_shard_dp() < mesh.dp) layout["mesh"]["dp_shard"] = mesh.dp_shard;
   if (mesh.pp > 1) {
     // The pipeline split fixes which parameters each pipeline rank's files hold.
     nlohmann::json stages = nlohmann::json::array();
@@ -70,9 +73,9 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
 
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
-  // Every rank of the dp × cp group writes its shard from ZeRO-1 on; below, its first rank.
+  // Every rank of the first shard group writes its shard from ZeRO-1 on; below, its first rank.
   const bool sharded = parallel.at("zero_stage").get<std::int64_t>() >= 1;
-  const std::int64_t dp_writers = sharded ? mesh.dp : 1;
+  const std::int64_t dp_writers = sharded ? mesh.zero_shard_dp() : 1;
   const std::int64_t cp_writers = sharded ? mesh.cp : 1;
   std::vector<std::int64_t> ranks;
   for (std::int64_t pp = 0; pp < mesh.pp; ++pp) {
@@ -101,9 +104,8 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
-  // Its ZeRO shard: its place in the dp × cp group, as the sharded optimizer's.
-  const std::int64_t dp_rank =
-      schemas::mesh_group_rank(mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}, rank);
+  // Its ZeRO shard: its place in its shard group, as the sharded optimizer's.
+  const std::int64_t dp_rank = schemas::zero_shard_rank(mesh, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
   std::vector<schemas::PipelineStage> stages;
   if (parallel.contains("stages")) {
@@ -145,7 +147,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
       bucket_layout(model, store, unit_stage,
                     BucketLayoutOptions{.zero_stage = zero_stage,
                                         .bucket_elements = bucket_elements,
-                                        .dp = mesh.dp * mesh.cp,
+                                        .dp = mesh.zero_shard_dp() * mesh.cp,
                                         .tp_rank = tp_rank,
                                         .pipeline = mesh.pp > 1,
                                         .tied_word_embedding_bucket = ties,

@@ -60,7 +60,7 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   const schemas::ObjectReader reader(parallel, where,
                                      {"mesh", "zero_stage", "bucket_elements", "stages"});
   const schemas::ObjectReader mesh(reader.object("mesh"), reader.at("mesh"),
-                                   {"tp", "cp", "dp", "pp", "order"});
+                                   {"tp", "cp", "dp", "pp", "order", "dp_shard"});
   __int128 world = 1;
   for (const char* axis : {"tp", "cp", "dp", "pp"}) world *= mesh.integer(axis, {1, kMaxMeshAxis});
   if (world > kMaxMeshAxis) {
@@ -68,6 +68,12 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
         "tp × cp × dp × pp = {} ranks: more than Strata's limit of {}", world, kMaxMeshAxis));
   }
   schemas::parse_mesh_order(mesh);
+  const std::int64_t dp = mesh.value("dp").get<std::int64_t>();
+  if (const std::optional<std::int64_t> shard = mesh.optional_integer("dp_shard", {1, dp})) {
+    if (dp % *shard != 0) {
+      mesh.at("dp_shard").fail(fmt::format("{} does not divide dp={}", *shard, dp));
+    }
+  }
   reader.integer("zero_stage", {0, 3});
   reader.integer("bucket_elements", {1, kMaxBucketElements});
   const std::int64_t pp = mesh.value("pp").get<std::int64_t>();
@@ -222,12 +228,14 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
     schemas::validate_mesh_for_model(mesh, model, where / "mesh");
   }
   const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
-  const std::string layout_text = fmt::format("tp {} · cp {} · dp {} · pp {}, ZeRO-{}", mesh.tp,
-                                              mesh.cp, mesh.dp, mesh.pp, zero_stage);
-  // Values files: one per (tp, pp) rank, per ZeRO shard (dp × cp rank) too under ZeRO-3; moments
-  // per shard under ZeRO ≥ 1.
+  const std::string layout_text = fmt::format(
+      "tp {} · cp {} · dp {}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
+      mesh.zero_shard_dp() < mesh.dp ? fmt::format(" (shards of {})", mesh.dp_shard) : "", mesh.pp,
+      zero_stage);
+  // Values files: one per (tp, pp) rank, per ZeRO shard (its place in a shard group of dp_shard
+  // × cp ranks) too under ZeRO-3; moments per shard under ZeRO ≥ 1.
   const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp;
-  const __int128 shards = static_cast<__int128>(mesh.dp) * mesh.cp;
+  const __int128 shards = static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
   const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
                                  per_model_rank * (zero_stage >= 1 ? shards : 1);
   if (implied_files != static_cast<__int128>(files.size())) {

@@ -24,11 +24,11 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   const auto coordinate = [&](schemas::MeshAxis axis) {
     return at[static_cast<std::size_t>(axis)];
   };
-  // ZeRO shards over the dp × cp group (the ranks that sum gradients): a rank's shard is its
-  // place in that group, its dp rank without cp. Below a stage's sharding the group's first rank
-  // writes the replicated state.
-  const std::int64_t shard =
-      schemas::mesh_group_rank(mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}, rank);
+  // ZeRO shards over the shard group (the dp × cp group without hybrid sharding): a rank's shard
+  // is its place in that group, its dp rank without cp. The first replica of each shard writes
+  // it; below a stage's sharding the first group's first rank writes the replicated state.
+  const std::int64_t shard = schemas::zero_shard_rank(mesh, rank);
+  const bool first_replica = schemas::zero_replica_rank(mesh, rank) == 0;
   const std::int64_t tp = coordinate(schemas::MeshAxis::tp);
   const std::int64_t pp = coordinate(schemas::MeshAxis::pp);
   ShardedCheckpointPart part;
@@ -38,8 +38,8 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? shard : 0);
   part.moments_file =
       fmt::format("optimizer.tp{}.pp{}.dp{}.bin", tp, pp, sharded_moments ? shard : 0);
-  part.writes_values = shard == 0 || sharded_values;
-  part.writes_moments = shard == 0 || sharded_moments;
+  part.writes_values = first_replica && (shard == 0 || sharded_values);
+  part.writes_moments = first_replica && (shard == 0 || sharded_moments);
   return part;
 }
 

@@ -54,9 +54,10 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
                    store_.options().own_gradients == (options_.zero_stage < 2),
                "ZeRO-{} needs a store that leaves {} to it", options_.zero_stage,
                options_.zero_stage == 3 ? "values and gradients" : "gradients");
-  Communicator& dp = groups_.gradient_reduction();
-  dp_size_ = dp.size();
-  dp_rank_ = dp.rank();
+  Communicator& shards = groups_.zero_shard();
+  shard_group_size_ = shards.size();
+  shard_rank_ = shards.rank();
+  first_replica_ = groups_.zero_replica().rank() == 0;
   one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
   STRATA_CHECK(store_.device() == Device::cpu || one_device_step_,
                "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
@@ -107,7 +108,7 @@ void ShardedOptimizer::build_buckets() {
   }
   const BucketLayoutOptions layout{.zero_stage = options_.zero_stage,
                                    .bucket_elements = options_.bucket_elements,
-                                   .dp = dp_size_,
+                                   .dp = shard_group_size_,
                                    .tp_rank = model_.tensor_parallel().rank(),
                                    .pipeline = groups_.mesh().pp > 1,
                                    .tied_word_embedding_bucket = ties_embedding_,
@@ -127,7 +128,7 @@ void ShardedOptimizer::build_buckets() {
 
 template <class Visit>
 void ShardedOptimizer::for_each_owned_slice(const Bucket& bucket, Visit&& visit) {
-  const std::int64_t low = dp_rank_ * bucket.shard;
+  const std::int64_t low = shard_rank_ * bucket.shard;
   const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
   for (std::size_t e : bucket.entries) {
     ParameterEntry& entry = store_.entries()[e];
@@ -160,7 +161,7 @@ Tensor ShardedOptimizer::bucket_gradients(Bucket& bucket) {
 void ShardedOptimizer::bind_values(Bucket& bucket) {
   bucket.value_buffer = Tensor::zeros({bucket.padded}, store_.scalar_type());
   Tensor shard = shard_of(value_shards_, bucket);
-  groups_.gradient_reduction().all_gather(shard, bucket.value_buffer);
+  groups_.zero_shard().all_gather(shard, bucket.value_buffer);
   for (std::size_t e : bucket.entries) {
     ParameterEntry& entry = store_.entries()[e];
     entry.value = bucket.value_buffer.view(entry.offset - bucket.begin, entry.shape);
@@ -300,28 +301,33 @@ void ShardedOptimizer::reduce(Bucket& bucket) {
                bucket.last_unit);
   bucket.reduced = true;
   complete_tensor_parallel_sums(bucket);
-  Communicator& dp = groups_.gradient_reduction();
+  // ZeRO ≥ 1 reduce-scatters over the shard group; under hybrid sharding each reduced shard is
+  // then summed over its replicas (HSDP's two-level reduction).
+  Communicator& shards = groups_.zero_shard();
+  Communicator& replicas = groups_.zero_replica();
   switch (options_.zero_stage) {
     case 0: {
       Tensor gradients = bucket_gradients(bucket);
-      in_flight_.push_back(dp.all_reduce_async(gradients, ReduceOp::sum));
+      in_flight_.push_back(groups_.gradient_reduction().all_reduce_async(gradients, ReduceOp::sum));
       break;
     }
     case 1: {
       Tensor shard = shard_of(gradient_shards_, bucket);
       if (bucket.padded == bucket.elements) {
-        // dp divides the bucket: reduce-scatter straight from the gradient buffer.
-        dp.reduce_scatter(bucket_gradients(bucket), shard);
-        break;
+        // The group divides the bucket: reduce-scatter straight from the gradient buffer.
+        shards.reduce_scatter(bucket_gradients(bucket), shard);
+      } else {
+        Tensor padded = Tensor::zeros({bucket.padded}, store_.scalar_type());
+        padded.view(0, {bucket.elements}).copy_from(bucket_gradients(bucket));
+        shards.reduce_scatter(padded, shard);
       }
-      Tensor padded = Tensor::zeros({bucket.padded}, store_.scalar_type());
-      padded.view(0, {bucket.elements}).copy_from(bucket_gradients(bucket));
-      dp.reduce_scatter(padded, shard);
+      if (replicas.size() > 1) replicas.all_reduce(shard, ReduceOp::sum);
       break;
     }
     default: {
       Tensor part = reduced_part_.view(0, {bucket.shard});
-      dp.reduce_scatter(bucket.gradient_buffer, part);
+      shards.reduce_scatter(bucket.gradient_buffer, part);
+      if (replicas.size() > 1) replicas.all_reduce(part, ReduceOp::sum);
       Tensor shard = shard_of(gradient_shards_, bucket);
       add_into(shard, part);
       unbind_gradients(bucket);
@@ -363,7 +369,7 @@ double ShardedOptimizer::owned_sum_of_squares() {
   double sum = 0;
   if (options_.zero_stage == 0) {
     // Gradients are the same on every dp rank after the all-reduce: dp rank 0 counts them.
-    if (dp_rank_ != 0) return 0;
+    if (shard_rank_ != 0) return 0;
     for (const Bucket& bucket : buckets_) {
       for (const auto& [first, last] : bucket.owned) {
         sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
@@ -371,8 +377,10 @@ double ShardedOptimizer::owned_sum_of_squares() {
     }
     return sum;
   }
+  // A shard held by several replicas (hybrid sharding) is counted by the first.
+  if (!first_replica_) return 0;
   for (const Bucket& bucket : buckets_) {
-    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t low = shard_rank_ * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
     for (const auto& [first, last] : bucket.owned) {
       const std::int64_t begin = std::max(first, low);
@@ -403,9 +411,9 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
     apply_adamw(store_, moments_, learning_rate, step, config, gradient_scale);
     return norm;
   }
-  Communicator& dp = groups_.gradient_reduction();
+  Communicator& shards = groups_.zero_shard();
   for (Bucket& bucket : buckets_) {
-    const std::int64_t low = dp_rank_ * bucket.shard;
+    const std::int64_t low = shard_rank_ * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
     for_each_owned_slice(bucket, [&](const ParameterEntry& entry, const OwnedSlice& slice) {
       const Shape shape{slice.last - slice.first};
@@ -424,7 +432,7 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
     if (bucket.padded == bucket.elements) {
       Tensor whole = store_.values().view(bucket.begin, {bucket.elements});
       const Tensor own = store_.values().view(bucket.begin + low, {bucket.shard});
-      dp.all_gather(own, whole);
+      shards.all_gather(own, whole);
       continue;
     }
     Tensor share = Tensor::zeros({bucket.shard}, store_.scalar_type());
@@ -432,7 +440,7 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
       share.view(0, {high - low}).copy_from(store_.values().view(bucket.begin + low, {high - low}));
     }
     Tensor padded = Tensor::zeros({bucket.padded}, store_.scalar_type());
-    dp.all_gather(share, padded);
+    shards.all_gather(share, padded);
     store_.values()
         .view(bucket.begin, {bucket.elements})
         .copy_from(padded.view(0, {bucket.elements}));

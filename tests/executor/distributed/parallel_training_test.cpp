@@ -82,8 +82,16 @@ struct Layout {
   // empty: the plan's even split.
   std::vector<std::int64_t> stage_layers = {};
   std::int64_t cp = 1;
+  std::int64_t dp_shard = 0;  // hybrid sharding: dp ranks per ZeRO shard group; 0: all of dp
   std::int64_t ranks() const { return tp * cp * dp * pp; }
+  std::int64_t zero_shards() const { return (dp_shard > 0 ? dp_shard : dp) * cp; }
 };
+
+// A hybrid-sharded layout: ZeRO over groups of dp_shard dp ranks, replicated across them.
+Layout hybrid(Layout layout, std::int64_t dp_shard) {
+  layout.dp_shard = dp_shard;
+  return layout;
+}
 
 // A context-parallel layout: tp·cp·dp·pp ranks.
 Layout context_parallel(Layout layout, std::int64_t cp) {
@@ -149,6 +157,11 @@ std::vector<Layout> all_layouts() {
       context_parallel(pipeline("Cp2Pp2Vpp2InterleavedLlama", "llama-tiny", 1, 1, 2, 2,
                                 schemas::ScheduleType::interleaved_one_f_one_b),
                        2),
+      // Hybrid sharding: 4 ranks.
+      hybrid({"Dp4Shard2Zero1Dropout", "gpt-odd", 1, 4, false, 1, 0.1}, 2),
+      hybrid({"Dp4Shard2Zero3Llama", "llama-tiny", 1, 4, false, 3}, 2),
+      // 8 ranks.
+      hybrid({"Dp4Shard2Tp2SequenceParallelZero1Llama", "llama-tiny", 2, 4, true, 1}, 2),
   };
 }
 
@@ -209,6 +222,7 @@ schemas::Plan plan_of(const schemas::ModelConfig& model, const Layout& layout) {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = layout.tp;
   knobs.mesh.cp = layout.cp;
+  knobs.mesh.dp_shard = layout.dp_shard;
   knobs.mesh.dp = layout.dp;
   knobs.mesh.pp = layout.pp;
   knobs.mesh.vpp = layout.vpp;
@@ -442,7 +456,7 @@ TEST_P(ParallelResume, ContinuesBitIdentically) {
   for (const fs::directory_entry& entry : fs::directory_iterator(checkpoint)) {
     files += entry.path().extension() == ".bin" ? 1 : 0;
   }
-  const std::int64_t shards = layout.dp * layout.cp;
+  const std::int64_t shards = layout.zero_shards();
   const std::int64_t value_files = layout.tp * layout.pp * (layout.zero_stage >= 3 ? shards : 1);
   const std::int64_t moment_files = layout.tp * layout.pp * (layout.zero_stage >= 1 ? shards : 1);
   EXPECT_EQ(files, value_files + moment_files);
@@ -459,7 +473,8 @@ std::vector<Layout> resume_layouts_for_this_job() {
         pipeline("Dp2Pp2Zero3ZbH1Dropout", "gpt-tiny", 1, 2, 2, 1, schemas::ScheduleType::zb_h1, 3,
                  0.1),
         context_parallel({"Cp2Dp2Zero1", "gpt-odd", 1, 2, false, 1, 0.1}, 2),
-        context_parallel({"Cp2Zero3Llama", "llama-tiny", 1, 1, false, 3}, 2)}) {
+        context_parallel({"Cp2Zero3Llama", "llama-tiny", 1, 1, false, 3}, 2),
+        hybrid({"Dp4Shard2Zero3Dropout", "gpt-odd", 1, 4, false, 3, 0.1}, 2)}) {
     if (layout.ranks() == launched_ranks()) layouts.push_back(layout);
   }
   return layouts;
@@ -607,7 +622,7 @@ TEST(ParallelReshard, ContextParallelCheckpointResumesWithoutCp) {
     uninterrupted = train(trainer);
   }
   if (world.rank() == 0) {
-    for (const char* name : {"without", "one"}) {
+    for (const char* name : {"without", "hybrid", "one"}) {
       fs::create_directories(root / name);
       fs::copy(root / "context" / "step_00000005", root / name / "step_00000005",
                fs::copy_options::recursive);
@@ -631,6 +646,11 @@ TEST(ParallelReshard, ContextParallelCheckpointResumesWithoutCp) {
   Trainer without(plan_of(model, Layout{"Dp2Tp2Zero1", "llama-tiny", 2, 2, false, 1, 0.1}),
                   "without", data, options, &world);
   expect_steps_6_to_10(without, "dp2·tp2 ZeRO-1");
+  options.checkpoint_dir = root / "hybrid";
+  Trainer hybrid_run(
+      plan_of(model, hybrid({"Dp4Shard2Zero3", "llama-tiny", 1, 4, false, 3, 0.1}, 2)), "hybrid",
+      data, options, &world);
+  expect_steps_6_to_10(hybrid_run, "dp4 in shards of 2, ZeRO-3");
   if (world.rank() != 0) return;
   options.checkpoint_dir = root / "one";
   Trainer alone(one_device_plan(model), "one device", data, options);

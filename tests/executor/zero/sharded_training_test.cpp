@@ -169,6 +169,63 @@ TEST(ContextParallelTraining, CpComposesWithPipelinesAndShardsZeroOverDpTimesCp)
   expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 2, .dp = 2, .pp = 1}, 3));
 }
 
+// Hybrid sharding's groups on cp 2 · dp 4 in shards of 2 (rank = cp + 2·dp): a shard group is
+// two consecutive dp ranks with both cp ranks; a replica group, the same place in every block.
+TEST(ProcessGroups, ZeroShardAndReplicaGroupsTileDpTimesCp) {
+  const schemas::Mesh mesh{.tp = 1, .cp = 2, .dp = 4, .pp = 1, .dp_shard = 2};
+  const std::vector<std::vector<std::int64_t>> shard_groups{{0, 1, 2, 3}, {4, 5, 6, 7}};
+  const std::vector<std::vector<std::int64_t>> replica_groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  std::mutex guard;
+  std::vector<std::string> failures;
+  run_on_threads(8, [&](Communicator& world) {
+    ProcessGroups groups(world, mesh);
+    const auto members_of = [&](Communicator& group) {
+      Tensor mine = Tensor::zeros({1}, ScalarType::int32);
+      mine.data<std::int32_t>()[0] = world.rank();
+      Tensor all = Tensor::zeros({group.size()}, ScalarType::int32);
+      group.all_gather(mine, all);
+      return std::vector<std::int64_t>(all.data<std::int32_t>(),
+                                       all.data<std::int32_t>() + group.size());
+    };
+    const std::int64_t rank = world.rank();
+    const std::vector<std::int64_t> shard = members_of(groups.zero_shard());
+    const std::vector<std::int64_t> replica = members_of(groups.zero_replica());
+    const std::lock_guard<std::mutex> lock(guard);
+    if (shard != shard_groups[static_cast<std::size_t>(rank / 4)] ||
+        shard != schemas::zero_shard_group_of(mesh, rank)) {
+      failures.push_back(fmt::format("rank {}: shard group {}", rank, fmt::join(shard, ",")));
+    }
+    if (replica != replica_groups[static_cast<std::size_t>(rank % 4)] ||
+        replica != schemas::zero_replica_group_of(mesh, rank)) {
+      failures.push_back(fmt::format("rank {}: replica group {}", rank, fmt::join(replica, ",")));
+    }
+    if (groups.zero_shard().rank() != schemas::zero_shard_rank(mesh, rank) ||
+        groups.zero_replica().rank() != schemas::zero_replica_rank(mesh, rank)) {
+      failures.push_back(fmt::format("rank {}: its places differ from the mesh's", rank));
+    }
+  });
+  EXPECT_THAT(failures, ::testing::IsEmpty());
+}
+
+TEST(HybridShardedTraining, ShardsWithinGroupsAndAllReducesAcrossThemAsOneDevice) {
+  // Shard 2 × replicate 2: reduce-scatter over the shard group, all-reduce over the replicas.
+  for (std::int64_t zero_stage : {1, 3}) {
+    SCOPED_TRACE("dp 4 in shards of 2, ZeRO-" + std::to_string(zero_stage));
+    expect_one_device_numbers(plan_of(
+        testing::odd_gpt(), {.tp = 1, .cp = 1, .dp = 4, .pp = 1, .dp_shard = 2}, zero_stage));
+  }
+  {
+    SCOPED_TRACE("tp 2 · dp 4 in shards of 2, sequence parallel, ZeRO-2");
+    schemas::ModelConfig llama = schemas::model_preset("llama-tiny");
+    llama.num_layers = 1;  // eight threads: one layer holds every kind of parameter
+    expect_one_device_numbers(
+        plan_of(llama, {.tp = 2, .cp = 1, .dp = 4, .pp = 1, .dp_shard = 2}, 2, true));
+  }
+  SCOPED_TRACE("cp 2 · dp 2 in shards of 1 (one dp rank × cp), ZeRO-1");
+  expect_one_device_numbers(
+      plan_of(testing::odd_gpt(), {.tp = 1, .cp = 2, .dp = 2, .pp = 1, .dp_shard = 1}, 1));
+}
+
 // Each rank's groups hold exactly the world ranks schemas::mesh_groups says, in its order.
 TEST(ProcessGroups, EachGroupHoldsTheRanksTheMeshNames) {
   const schemas::Mesh mesh{.tp = 2, .cp = 1, .dp = 2, .pp = 2};

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "strata/costmodels/collective_time.h"
 #include "strata/schemas/plan.h"
@@ -76,7 +77,11 @@ struct LayerContext {
   // Activations in Strata's executor's buffers (costmodels/framework_behaviour.h;
   // activation_memory.h).
   bool executor_activation_buffers = false;
-  GroupSpan dp_span;  // set only with zero3_layer_gathers
+  // Set only with zero3_layer_gathers: the ZeRO shard group (the dp·cp group without hybrid
+  // sharding) and, under hybrid sharding, the replicas each reduced shard is all-reduced over.
+  GroupSpan dp_span;
+  std::optional<GroupSpan> replica_span;
+  double zero_shards = 1;  // ranks of the shard group
   GroupSpan tp_span;
   int cp_tier = 0;  // the tier ring attention's neighbours talk over
 

@@ -10,6 +10,8 @@
 namespace strata::planner {
 
 // One flag per line, ending with " \" except the last, ready to paste after pretrain_gpt.py.
+// Hybrid sharding exports as --num-distributed-optimizer-instances (ZeRO-1/2); a hybrid-sharded
+// ZeRO-3 plan, which Megatron-LM's FSDP2 path cannot run, is refused (schemas::InputError).
 std::string megatron_arguments(const schemas::Plan& plan);
 
 }  // namespace strata::planner

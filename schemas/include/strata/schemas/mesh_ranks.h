@@ -44,6 +44,16 @@ std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh,
                                                    std::initializer_list<MeshAxis> axes);
 std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh, MeshAxis axis);
 
+// ZeRO's groups under hybrid sharding (Mesh::dp_shard). The shard group of `rank`: the ranks of
+// its dp × cp group whose dp index is in its block of zero_shard_dp() consecutive ones, in that
+// group's order (with full sharding, the whole dp × cp group). Its replica group: the ranks of its
+// dp group holding the same shard in every block (with full sharding, itself alone). A rank's
+// shard is its place in its shard group.
+std::vector<std::int64_t> zero_shard_group_of(const Mesh& mesh, std::int64_t rank);
+std::vector<std::int64_t> zero_replica_group_of(const Mesh& mesh, std::int64_t rank);
+std::int64_t zero_shard_rank(const Mesh& mesh, std::int64_t rank);
+std::int64_t zero_replica_rank(const Mesh& mesh, std::int64_t rank);
+
 // The ranks that share a tied word embedding with `rank`: the first and the last stage of its
 // pipeline (Megatron's embedding group; one rank when pp = 1). Their embedding gradients are
 // summed before the optimizer step.

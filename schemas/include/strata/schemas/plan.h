@@ -42,8 +42,15 @@ struct Mesh {
   std::int64_t pp = 1;
   std::int64_t vpp = 1;  // model chunks per pipeline rank (interleaved 1F1B)
   std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
+  // Hybrid sharding (HSDP; FSDP2's shard × replicate, Megatron's distributed-optimizer
+  // instances): ZeRO shards model state over blocks of dp_shard consecutive dp ranks (times cp)
+  // and replicates it across the dp / dp_shard blocks. 0: over all of dp (full sharding).
+  std::int64_t dp_shard = 0;
 
   std::int64_t world_size() const { return tp * cp * dp * pp; }
+  // dp ranks a ZeRO shard group spans, and the replicas of each shard across dp.
+  std::int64_t zero_shard_dp() const { return dp_shard > 0 ? dp_shard : dp; }
+  std::int64_t zero_replicas() const { return dp / zero_shard_dp(); }
   std::int64_t size_of(MeshAxis axis) const;
   bool operator==(const Mesh&) const = default;
 };

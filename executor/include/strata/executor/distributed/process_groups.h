@@ -30,8 +30,12 @@ class ProcessGroups {
   Communicator& context_parallel() { return *cp_; }
   Communicator& data_parallel() { return *dp_; }
   Communicator& pipeline_parallel() { return *pp_; }
-  Communicator& model_parallel() { return *tp_pp_; }         // tp × pp
-  Communicator& gradient_reduction() { return *dp_cp_; }     // dp × cp: who sums gradients
+  Communicator& model_parallel() { return *tp_pp_; }      // tp × pp
+  Communicator& gradient_reduction() { return *dp_cp_; }  // dp × cp: who sums gradients
+  // ZeRO's groups (schemas::zero_shard_group_of): the ranks one copy of the sharded state is
+  // spread over, and the ranks holding the same shard (one without hybrid sharding).
+  Communicator& zero_shard() { return *zero_shard_; }
+  Communicator& zero_replica() { return *zero_replica_; }
   Communicator& embedding() { return *embedding_; }          // first and last stage (tied)
   Communicator& position_embedding() { return *position_; }  // first stage
   // The ranks of this rank's tp group that hold the same block of a tensor split into blocks
@@ -47,7 +51,8 @@ class ProcessGroups {
   Communicator& world_;
   schemas::Mesh mesh_;
   schemas::MeshCoordinates coordinates_;
-  std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, embedding_, position_;
+  std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, zero_shard_, zero_replica_,
+      embedding_, position_;
   std::map<std::int64_t, std::unique_ptr<Communicator>> tp_replicas_;
 };
 

@@ -149,7 +149,11 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   ParameterStore& store_;
   ProcessGroups& groups_;
   ShardingOptions options_;
-  std::int64_t dp_size_ = 1, dp_rank_ = 0;
+  // This rank's place in its ZeRO shard group (the dp × cp group without hybrid sharding), and
+  // whether it is the first of the replicas holding its shard (hybrid sharding: the one counted
+  // in the gradient norm).
+  std::int64_t shard_group_size_ = 1, shard_rank_ = 0;
+  bool first_replica_ = true;
   // One rank of ZeRO-0 holds every gradient of the job once, in the store: the norm needs no sum
   // over ranks, and the step is optimizer_step's (on any device).
   bool one_device_step_ = false;
