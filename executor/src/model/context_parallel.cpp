@@ -58,40 +58,43 @@ void ContextParallelism::take_local_tokens(const Tensor& whole, Tensor& local) c
   }
 }
 
-void dropout_forward_local(const ContextParallelism& cp, std::int64_t first_row,
-                           std::int64_t local_seq, const Tensor& x, double probability,
-                           const DropoutKey& key, Tensor& y) {
-  const std::int64_t rows = x.size(0);
+namespace {
+
+// Applies `dropout` (dropout_forward or dropout_backward) to rows of `in` into `out`, each run
+// of consecutive tokens with the key of its first global token: the one mask one device draws.
+template <class Dropout>
+void dropout_by_token_runs(const ContextParallelism& cp, std::int64_t first_row,
+                           std::int64_t local_seq, const Tensor& in, double probability,
+                           const DropoutKey& key, Tensor& out, Dropout&& dropout) {
+  const std::int64_t rows = in.size(0);
   if (!cp.active()) {
     DropoutKey shifted = key;
     shifted.first_token += first_row;
-    dropout_forward(x, probability, shifted, y);
+    dropout(in, probability, shifted, out);
     return;
   }
   for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
     DropoutKey shifted = key;
     shifted.first_token += run.token;
-    Tensor out = rows_of(y, rows, run.row, run.count);
-    dropout_forward(rows_of(x, rows, run.row, run.count), probability, shifted, out);
+    Tensor run_out = rows_of(out, rows, run.row, run.count);
+    dropout(rows_of(in, rows, run.row, run.count), probability, shifted, run_out);
   }
+}
+
+}  // namespace
+
+void dropout_forward_local(const ContextParallelism& cp, std::int64_t first_row,
+                           std::int64_t local_seq, const Tensor& x, double probability,
+                           const DropoutKey& key, Tensor& y) {
+  dropout_by_token_runs(cp, first_row, local_seq, x, probability, key, y,
+                        [](auto&&... arguments) { dropout_forward(arguments...); });
 }
 
 void dropout_backward_local(const ContextParallelism& cp, std::int64_t first_row,
                             std::int64_t local_seq, const Tensor& dy, double probability,
                             const DropoutKey& key, Tensor& dx) {
-  const std::int64_t rows = dy.size(0);
-  if (!cp.active()) {
-    DropoutKey shifted = key;
-    shifted.first_token += first_row;
-    dropout_backward(dy, probability, shifted, dx);
-    return;
-  }
-  for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
-    DropoutKey shifted = key;
-    shifted.first_token += run.token;
-    Tensor out = rows_of(dx, rows, run.row, run.count);
-    dropout_backward(rows_of(dy, rows, run.row, run.count), probability, shifted, out);
-  }
+  dropout_by_token_runs(cp, first_row, local_seq, dy, probability, key, dx,
+                        [](auto&&... arguments) { dropout_backward(arguments...); });
 }
 
 void position_embedding_forward_local(const ContextParallelism& cp, std::int64_t first_row,

@@ -13,11 +13,6 @@ namespace {
 // Queries per piece of a block: bounds the score matrix held at once, as causal_attention does.
 constexpr std::int64_t kQueryPiece = 64;
 
-template <class T>
-using StridedMap = Eigen::Map<cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
-template <class T>
-using ConstStridedMap = Eigen::Map<const cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
-
 void check_block(const char* op, const Tensor& qkv, const Tensor& kv, const AttentionBlock& block,
                  const AttentionShape& shape) {
   STRATA_CHECK(qkv.dim() == 3 && qkv.size(2) == shape.qkv_width(), "{}: qkv {} for width {}", op,
@@ -50,9 +45,9 @@ struct HeadViews {
               (shape.num_kv_heads + shape.kv_head_of(h)) * shape.head_dim,
           block.rows, shape.head_dim, Eigen::OuterStride<>(kv_width(shape))) {}
   using QMap = std::conditional_t<std::is_const_v<std::remove_pointer_t<QkvPointer>>,
-                                  ConstStridedMap<T>, StridedMap<T>>;
+                                  cpu::ConstStridedMap<T>, cpu::StridedMap<T>>;
   using KvMap = std::conditional_t<std::is_const_v<std::remove_pointer_t<KvPointer>>,
-                                   ConstStridedMap<T>, StridedMap<T>>;
+                                   cpu::ConstStridedMap<T>, cpu::StridedMap<T>>;
   QMap q;
   KvMap k, v;
 };
@@ -112,8 +107,9 @@ void attention_block_forward(const Tensor& qkv, const Tensor& kv, const Attentio
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
         const HeadViews<T, const T*, const T*> views(qkv.data<T>(), kv.data<T>(), b, h, qkv, kv,
                                                      block, shape);
-        StridedMap<T> o(out.data<T>() + (b * q_seq + block.q_row) * shape.output_width() + h * d,
-                        block.rows, d, Eigen::OuterStride<>(shape.output_width()));
+        cpu::StridedMap<T> o(
+            out.data<T>() + (b * q_seq + block.q_row) * shape.output_width() + h * d, block.rows, d,
+            Eigen::OuterStride<>(shape.output_width()));
         T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * q_seq + block.q_row;
         for (std::int64_t first = 0; first < block.rows; first += kQueryPiece) {
           const std::int64_t count = std::min(kQueryPiece, block.rows - first);
@@ -161,8 +157,8 @@ void attention_output_dot(const Tensor& dout, const Tensor& out, const Attention
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
         const std::int64_t offset = b * seq * shape.output_width() + h * d;
-        const ConstStridedMap<T> o(out.data<T>() + offset, seq, d, stride);
-        const ConstStridedMap<T> d_o(dout.data<T>() + offset, seq, d, stride);
+        const cpu::ConstStridedMap<T> o(out.data<T>() + offset, seq, d, stride);
+        const cpu::ConstStridedMap<T> d_o(dout.data<T>() + offset, seq, d, stride);
         cpu::VectorMap<T>(output_dot.data<T>() + (b * shape.num_heads + h) * seq, seq) =
             (d_o.array() * o.array()).rowwise().sum().matrix().transpose();
       }
@@ -189,7 +185,7 @@ void attention_block_backward(const Tensor& dout, const Tensor& qkv, const Tenso
         const HeadViews<T, const T*, const T*> views(qkv.data<T>(), kv.data<T>(), b, h, qkv, kv,
                                                      block, shape);
         HeadViews<T, T*, T*> grads(dqkv.data<T>(), dkv.data<T>(), b, h, qkv, kv, block, shape);
-        const ConstStridedMap<T> d_o(
+        const cpu::ConstStridedMap<T> d_o(
             dout.data<T>() + (b * q_seq + block.q_row) * shape.output_width() + h * d, block.rows,
             d, Eigen::OuterStride<>(shape.output_width()));
         const std::int64_t statistics = (b * shape.num_heads + h) * q_seq + block.q_row;

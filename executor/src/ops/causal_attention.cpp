@@ -12,11 +12,6 @@ namespace {
 
 constexpr std::int64_t kQueryBlock = 64;
 
-template <class T>
-using StridedMap = Eigen::Map<cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
-template <class T>
-using ConstStridedMap = Eigen::Map<const cpu::RowMatrix<T>, 0, Eigen::OuterStride<>>;
-
 void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape, const Tensor& out,
                   const Tensor& lse) {
   STRATA_CHECK(shape.num_heads % shape.num_kv_heads == 0, "{}: {} heads over {} kv heads", op,
@@ -34,7 +29,7 @@ void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape
 // zero the rest. (Writing −∞ there and exponentiating would leave Eigen's clamped exp(−88) ≈
 // FLT_MIN, which turns denormal after normalisation and slows every later GEMM 25×.)
 template <class T>
-cpu::RowMatrix<T> block_scores(const ConstStridedMap<T>& q, const ConstStridedMap<T>& k,
+cpu::RowMatrix<T> block_scores(const cpu::ConstStridedMap<T>& q, const cpu::ConstStridedMap<T>& k,
                                std::int64_t first, std::int64_t rows, T scale) {
   const std::int64_t keys = first + rows;
   return (q.middleRows(first, rows) * k.topRows(keys).transpose()) * scale;
@@ -69,11 +64,11 @@ void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Te
       const T* rows = qkv.data<T>() + b * seq * width;
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
         const Eigen::OuterStride<> row_stride(width);
-        const ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
-        const ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
-        const ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
-        StridedMap<T> o(out.data<T>() + b * seq * shape.output_width() + h * d, seq, d,
-                        Eigen::OuterStride<>(shape.output_width()));
+        const cpu::ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
+        const cpu::ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
+        const cpu::ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
+        cpu::StridedMap<T> o(out.data<T>() + b * seq * shape.output_width() + h * d, seq, d,
+                             Eigen::OuterStride<>(shape.output_width()));
         T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
         for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
           const std::int64_t count = std::min(kQueryBlock, seq - first);
@@ -121,16 +116,16 @@ void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tens
       T* grad_rows = dqkv.data<T>() + b * seq * width;
       for (std::int64_t h = 0; h < shape.num_heads; ++h) {
         const Eigen::OuterStride<> row_stride(width);
-        const ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
-        const ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
-        const ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
-        StridedMap<T> dq(grad_rows + shape.q_column(h), seq, d, row_stride);
-        StridedMap<T> dk(grad_rows + shape.k_column(h), seq, d, row_stride);
-        StridedMap<T> dv(grad_rows + shape.v_column(h), seq, d, row_stride);
+        const cpu::ConstStridedMap<T> q(rows + shape.q_column(h), seq, d, row_stride);
+        const cpu::ConstStridedMap<T> k(rows + shape.k_column(h), seq, d, row_stride);
+        const cpu::ConstStridedMap<T> v(rows + shape.v_column(h), seq, d, row_stride);
+        cpu::StridedMap<T> dq(grad_rows + shape.q_column(h), seq, d, row_stride);
+        cpu::StridedMap<T> dk(grad_rows + shape.k_column(h), seq, d, row_stride);
+        cpu::StridedMap<T> dv(grad_rows + shape.v_column(h), seq, d, row_stride);
         const Eigen::OuterStride<> out_stride(shape.output_width());
         const std::int64_t out_offset = b * seq * shape.output_width() + h * d;
-        const ConstStridedMap<T> o(out.data<T>() + out_offset, seq, d, out_stride);
-        const ConstStridedMap<T> d_o(dout.data<T>() + out_offset, seq, d, out_stride);
+        const cpu::ConstStridedMap<T> o(out.data<T>() + out_offset, seq, d, out_stride);
+        const cpu::ConstStridedMap<T> d_o(dout.data<T>() + out_offset, seq, d, out_stride);
         const T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
         // D_i = Σ_d dO·O: the softmax backward's row term, from the stored output.
         const cpu::RowMatrix<T> output_dot = (d_o.array() * o.array()).rowwise().sum();

@@ -14,6 +14,12 @@ template <class T>
 using MatrixMap = Eigen::Map<RowMatrix<T>>;
 template <class T>
 using ConstMatrixMap = Eigen::Map<const RowMatrix<T>>;
+// Rows of a wider row-major layout: a matrix whose consecutive rows lie `stride` elements apart
+// (one head's columns of a fused projection).
+template <class T>
+using StridedMap = Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>>;
+template <class T>
+using ConstStridedMap = Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>>;
 template <class T>
 using RowVector = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 template <class T>
