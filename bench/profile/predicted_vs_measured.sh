@@ -2,7 +2,10 @@
 # The loop strata profile closes: for each model and layout, the simulator's predicted step time
 # on a measured cluster file beside the executor's measured median step. Usage:
 #   bench/profile/predicted_vs_measured.sh STRATA CLUSTER.json TOKENS.bin [STEPS] [ROUNDS]
-# MODELS="gpt-tiny llama-tiny" picks the models (default: gpt-tiny llama-tiny gpt2-124m).
+# MODELS="gpt-tiny llama-tiny" picks the models (default: gpt-tiny llama-tiny gpt2-124m), and
+# LAYOUTS="cp2 cp2-gather" the layouts (default: 1 dp2 tp2 pp2; also cp2, cp2-gather — context
+# parallelism with ring or all-gather attention — and the 4-rank dp4-zero1, dp4-shard2-zero1 and
+# dp4-shard2-zero3: ZeRO over all of dp, and hybrid sharding over pairs of dp ranks).
 #
 # Each round trains every model × layout once for STEPS steps; the rounds interleave, so a slow
 # minute of a shared machine falls on every configuration rather than on one. Measured = the
@@ -13,6 +16,7 @@
 set -euo pipefail
 strata=$1 cluster=$2 data=$3 steps=${4:-6} rounds=${5:-1}
 models=${MODELS:-gpt-tiny llama-tiny gpt2-124m}
+layouts=${LAYOUTS:-1 dp2 tp2 pp2}
 export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
@@ -27,20 +31,31 @@ run() {  # model label ranks flags...
 
 for round in $(seq "$rounds"); do
   for model in $models; do
-    run "$model" 1 1
-    run "$model" dp2 2 --dp 2
-    run "$model" tp2 2 --tp 2
-    run "$model" pp2 2 --pp 2 --schedule 1f1b --global-batch 16
+    for layout in $layouts; do
+      case $layout in
+        1) run "$model" 1 1 ;;
+        dp2) run "$model" dp2 2 --dp 2 ;;
+        tp2) run "$model" tp2 2 --tp 2 ;;
+        pp2) run "$model" pp2 2 --pp 2 --schedule 1f1b --global-batch 16 ;;
+        cp2) run "$model" cp2 2 --cp 2 ;;
+        cp2-gather) run "$model" cp2-gather 2 --cp 2 --cp-comm all_gather ;;
+        dp4-zero1) run "$model" dp4-zero1 4 --dp 4 --zero 1 ;;
+        dp4-shard2-zero1) run "$model" dp4-shard2-zero1 4 --dp 4 --zero 1 --dp-shard 2 ;;
+        dp4-shard2-zero3) run "$model" dp4-shard2-zero3 4 --dp 4 --zero 3 --dp-shard 2 ;;
+        *) echo "unknown layout $layout" >&2; exit 2 ;;
+      esac
+    done
   done
 done
 
-/usr/bin/python3 - "$logs" $models <<'EOF'
+LAYOUTS="$layouts" /usr/bin/python3 - "$logs" $models <<'EOF'
 import glob, json, os, statistics, sys
 logs, models = sys.argv[1], sys.argv[2:]
-print(f"{'model':<12} {'layout':<6} {'meas ms':>10} {'rounds ms':>17} {'pred ms':>10} {'ratio':>7} "
+layouts = os.environ["LAYOUTS"].split()
+print(f"{'model':<12} {'layout':<16} {'meas ms':>10} {'rounds ms':>17} {'pred ms':>10} {'ratio':>7} "
       f"{'RSS MiB':>9} {'model MiB':>9} {'pred MiB':>9} {'ratio':>7}")
 for model in models:
-    for label in ["1", "dp2", "tp2", "pp2"]:
+    for label in layouts:
         per_round, rows_all = [], []
         for path in sorted(glob.glob(os.path.join(logs, f"{model}.{label}.round*"))):
             rows = [json.loads(line) for line in open(path)]
@@ -55,7 +70,7 @@ for model in models:
         grown = max(r.get("peak_model_host_bytes", 0) for r in rows_all) / 2**20
         pred_mem = per_round[-1][-1].get("predicted_peak_bytes", 0) / 2**20
         spread = f"{min(medians)*1e3:.0f}-{max(medians)*1e3:.0f}"
-        print(f"{model:<12} {label:<6} {measured*1e3:10.1f} {spread:>17} {predicted*1e3:10.1f} "
+        print(f"{model:<12} {label:<16} {measured*1e3:10.1f} {spread:>17} {predicted*1e3:10.1f} "
               f"{measured/predicted:7.3f} {rss:9.0f} {grown:9.1f} {pred_mem:9.1f} "
               f"{grown/pred_mem:7.3f}")
 EOF

@@ -21,6 +21,24 @@ double executor_scratch_bytes(const LayerContext& context) {
           tokens * (1 + gate) * ffn);
 }
 
+// Context parallelism's attention buffers while a layer's attention runs, shared by the layers:
+// the ring's block in hand and the arriving one, and in the backward their gradients, or the
+// all-gather variant's gathered keys and values of the whole sequence and their gradients; both
+// with the per-query softmax term of the backward (executor/model/ring_attention.h,
+// all_gather_attention.h).
+double context_parallel_attention_bytes(const LayerContext& context) {
+  if (context.cp == 1) return 0;
+  const double element = context.activation_bytes();
+  const double tokens = context.local_tokens();
+  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
+  const double keys_values = 2 * element * tokens * kv_heads * head_dim;
+  const double output_dot = element * tokens * heads;
+  const double blocks = context.cp_comm == schemas::ContextParallelComm::all_gather
+                            ? 2.0 * static_cast<double>(context.cp) + 2.0
+                            : 4.0;
+  return blocks * keys_values + output_dot;
+}
+
 }  // namespace
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
@@ -62,7 +80,8 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
                                   element * norm_tokens * hidden;
   // What the backward writes into: Megatron's output gradients, or the executor's scratch.
   const double backward_buffers =
-      context.executor_activation_buffers ? executor_scratch_bytes(context) : output_gradients;
+      (context.executor_activation_buffers ? executor_scratch_bytes(context) : output_gradients) +
+      context_parallel_attention_bytes(context);
   switch (recompute) {
     case schemas::RecomputeGranularity::none:
       bytes.stored = full_layer;

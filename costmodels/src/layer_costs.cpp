@@ -235,10 +235,14 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .replica_span = std::nullopt,
       .zero_shards = 1,
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
-      .cp_tier = 0};
+      .cp_comm = plan.cp_comm,
+      .cp_tier = 0,
+      .cp_span = {}};
   if (plan.mesh.cp > 1) {
     context.cp_tier =
         tier_between(plan.cluster, 0, schemas::axis_stride(plan.mesh, schemas::MeshAxis::cp));
+    context.cp_span =
+        group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::cp}));
   }
   // Only per-layer ZeRO-3 reads it; the planner builds a context for every candidate.
   if (context.zero3_layer_gathers) {
@@ -325,13 +329,22 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   double cp_backward_s = 0;
   if (context.cp > 1) {
     const double kv_bytes = 2 * tokens * kv_heads * head_dim * element;
-    const double steps = static_cast<double>(context.cp - 1);
-    cp_forward_s =
-        std::max(0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes) -
-                          attention_forward_s);
-    cp_backward_s = std::max(
-        0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, 2 * kv_bytes) -
-                 attention_backward_s);
+    if (context.cp_comm == schemas::ContextParallelComm::all_gather) {
+      const double whole = static_cast<double>(context.cp) * kv_bytes;
+      const double gather_s =
+          collective_time_s(*context.cluster, context.cp_span, Collective::all_gather, whole);
+      cp_forward_s = gather_s;
+      cp_backward_s = gather_s + collective_time_s(*context.cluster, context.cp_span,
+                                                   Collective::reduce_scatter, whole);
+    } else {
+      const double steps = static_cast<double>(context.cp - 1);
+      cp_forward_s =
+          std::max(0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes) -
+                            attention_forward_s);
+      cp_backward_s = std::max(
+          0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, 2 * kv_bytes) -
+                   attention_backward_s);
+    }
   }
 
   PassCosts costs;

@@ -69,7 +69,12 @@ std::string megatron_arguments(const schemas::Plan& plan) {
   const schemas::Mesh& mesh = plan.mesh;
   flags.push_back(fmt::format("--tensor-model-parallel-size {}", mesh.tp));
   flags.push_back(fmt::format("--pipeline-model-parallel-size {}", mesh.pp));
-  if (mesh.cp > 1) flags.push_back(fmt::format("--context-parallel-size {}", mesh.cp));
+  if (mesh.cp > 1) {
+    flags.push_back(fmt::format("--context-parallel-size {}", mesh.cp));
+    flags.push_back(fmt::format(
+        "--cp-comm-type {}",
+        plan.cp_comm == schemas::ContextParallelComm::all_gather ? "allgather" : "p2p"));
+  }
   if (mesh.vpp > 1) {
     flags.push_back(fmt::format("--num-layers-per-virtual-pipeline-stage {}",
                                 model.num_layers / (mesh.pp * mesh.vpp)));

@@ -20,6 +20,7 @@
 #include "strata/costmodels/plan_costs.h"
 #include "strata/planner/layer_split.h"
 #include "strata/schedule/micro_batches_in_flight.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/mesh_ranks.h"
 #include "thread_shares.h"
@@ -43,7 +44,8 @@ struct Knobs {
   std::int16_t order = 0;  // index into the search's distinct orders
 };
 
-enum class Verdict { ok, rules, duplicate, model_states, activations };
+// `executor`: the strata framework's executor would refuse the plan (schemas/executor_admission.h).
+enum class Verdict { ok, rules, executor, duplicate, model_states, activations };
 
 struct Scored {
   double lower_bound_s = 0;
@@ -101,12 +103,21 @@ class Evaluator {
     plan.zero_stage = knobs.zero;
     plan.recompute = {knobs.recompute, {}};
     plan.schedule = {knobs.schedule, {}};
+    // What the planner emits for the strata framework is what its executor runs: one rule.
+    if (plan.framework == schemas::TrainingFramework::strata) {
+      if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_refusal(plan)) {
+        refusal_ = std::move(refusal);
+        return Verdict::executor;
+      }
+    }
 
     const std::int64_t pp = knobs.pp;
     const std::int64_t vpp = knobs.vpp;
     const std::int64_t m = plan.batch.num_micro_batches;
     const std::int64_t layers = plan.model.num_layers;
-    const costmodels::LayerContext context = costmodels::layer_context(plan);
+    plan.cp_comm = schemas::ContextParallelComm::ring;
+    costmodels::LayerContext context = costmodels::layer_context(plan);
+    if (knobs.cp > 1) choose_cp_comm(context);
     const costmodels::LayerCostSet& costs = layer_costs(context);
     const costmodels::PassCosts& layer = costs.recomputed;
     const costmodels::LayerActivationBytes& activations = costs.recomputed_activations;
@@ -248,8 +259,27 @@ class Evaluator {
 
   schemas::Plan& plan() { return plan_; }
 
+  // Why the last candidate build() gave Verdict::executor was refused.
+  const std::optional<schemas::ExecutorRefusal>& refusal() const { return refusal_; }
+
   // The working plan's layer costs, from the cache filled by build().
   const costmodels::LayerCostSet& current_layer_costs() const { return *current_; }
+
+  // How cp attention communicates is the planner's to choose (schemas/plan.h): the all-gather
+  // variant where what it exposes per layer costs less than what the ring cannot hide behind the
+  // attention. A tie keeps the ring, which holds two blocks of keys and values rather than all.
+  void choose_cp_comm(costmodels::LayerContext& context) {
+    const auto exposed = [](const costmodels::PassCosts& layer) {
+      return layer.forward.cp_comm_s + layer.backward_input.cp_comm_s + layer.recompute.cp_comm_s;
+    };
+    const double ring_s = exposed(layer_costs(context).recomputed);
+    costmodels::LayerContext gathered = context;
+    gathered.cp_comm = schemas::ContextParallelComm::all_gather;
+    if (exposed(layer_costs(gathered).recomputed) < ring_s) {
+      context = gathered;
+      plan_.cp_comm = schemas::ContextParallelComm::all_gather;
+    }
+  }
 
   // Layer costs depend only on the context (tp, cp, sequence parallelism, micro-batch,
   // recompute, and where the tp and cp groups sit on the network): computed once per distinct
@@ -260,7 +290,10 @@ class Evaluator {
         context.recompute, context.tp_span, context.cp_tier, context.zero3_layer_gathers,
         context.zero3_layer_gathers ? context.dp_span : costmodels::GroupSpan{},
         context.zero3_layer_gathers && context.replica_span ? *context.replica_span
-                                                            : costmodels::GroupSpan{});
+                                                            : costmodels::GroupSpan{},
+        context.cp_comm,
+        context.cp_comm == schemas::ContextParallelComm::all_gather ? context.cp_span
+                                                                    : costmodels::GroupSpan{});
     auto found = cache_.find(key);
     if (found == cache_.end()) {
       found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
@@ -310,11 +343,12 @@ class Evaluator {
   double capacity_;
   costmodels::ParameterBreakdown counts_;
   schemas::Dtype options_precision_ = schemas::Dtype::bf16;
+  std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
-  std::map<
-      std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
-                 costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan>,
-      costmodels::LayerCostSet>
+  std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
+                      costmodels::GroupSpan, int, bool, costmodels::GroupSpan,
+                      costmodels::GroupSpan, schemas::ContextParallelComm, costmodels::GroupSpan>,
+           costmodels::LayerCostSet>
       cache_;
   const costmodels::LayerCostSet* current_ = nullptr;
 };
@@ -325,7 +359,9 @@ std::vector<std::int16_t> distinct_orders(const schemas::ClusterConfig& cluster,
                                           const std::vector<MeshOrder>& orders, std::int64_t tp,
                                           std::int64_t cp, std::int64_t dp, std::int64_t pp) {
   std::vector<std::int16_t> kept;
-  std::vector<std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, int>> seen;
+  std::vector<
+      std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, costmodels::GroupSpan, int>>
+      seen;
   for (std::size_t i = 0; i < orders.size(); ++i) {
     const schemas::Mesh mesh{tp, cp, dp, pp, 1, orders[i]};
     const costmodels::GroupSpan tp_span =
@@ -333,12 +369,15 @@ std::vector<std::int16_t> distinct_orders(const schemas::ClusterConfig& cluster,
     const int cp_tier =
         cp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::cp))
                : -1;
+    // The cp group's span prices the all-gather variant of cp attention.
+    const costmodels::GroupSpan cp_span =
+        costmodels::group_span(cluster, costmodels::first_group_ranks(mesh, {MeshAxis::cp}));
     const costmodels::GroupSpan dp_span = costmodels::group_span(
         cluster, costmodels::first_group_ranks(mesh, {MeshAxis::dp, MeshAxis::cp}));
     const int pp_tier =
         pp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::pp))
                : -1;
-    auto signature = std::make_tuple(tp_span, cp_tier, dp_span, pp_tier);
+    auto signature = std::make_tuple(tp_span, cp_tier, cp_span, dp_span, pp_tier);
     if (std::find(seen.begin(), seen.end(), signature) == seen.end()) {
       seen.push_back(std::move(signature));
       kept.push_back(static_cast<std::int16_t>(i));
@@ -492,6 +531,8 @@ struct SearchContext {
 struct Scores {
   std::vector<Scored> scored;
   std::vector<Deficit> deficits;
+  // The executor's refusal of the first candidate it refused (by index: whatever the threads).
+  std::optional<schemas::ExecutorRefusal> refusal;
 };
 
 Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& candidates,
@@ -501,7 +542,9 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
   struct Share {
     std::vector<Scored> scored;
     std::vector<Deficit> deficits;
-    std::int64_t rules = 0, duplicates = 0, model_states = 0, activations = 0;
+    std::int64_t rules = 0, executor = 0, duplicates = 0, model_states = 0, activations = 0;
+    std::optional<schemas::ExecutorRefusal> refusal;  // of this share's first refused candidate
+    std::size_t refusal_index = 0;
   };
   std::vector<Share> shares(context.threads);
   std::atomic<std::size_t> done{0};
@@ -521,6 +564,12 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
         share.scored.push_back({0.0, i});  // simulated anyway: the test of the pruning
       } else if (verdict == Verdict::rules) {
         ++share.rules;
+      } else if (verdict == Verdict::executor) {
+        ++share.executor;
+        if (!share.refusal) {
+          share.refusal = evaluator.refusal();
+          share.refusal_index = i;
+        }
       } else if (verdict == Verdict::duplicate) {
         ++share.duplicates;
       } else {
@@ -545,10 +594,16 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
                     })
                                      : std::function<void()>());
   Scores scores;
+  std::size_t first_refused = candidates.size();
   for (Share& share : shares) {
     scores.scored.insert(scores.scored.end(), share.scored.begin(), share.scored.end());
     scores.deficits.insert(scores.deficits.end(), share.deficits.begin(), share.deficits.end());
     stats.pruned_by_rules += share.rules;
+    stats.pruned_by_executor += share.executor;
+    if (share.refusal && share.refusal_index < first_refused) {
+      first_refused = share.refusal_index;
+      scores.refusal = std::move(share.refusal);
+    }
     stats.pruned_as_duplicates += share.duplicates;
     stats.pruned_by_model_states += share.model_states;
     stats.pruned_by_activations += share.activations;
@@ -732,7 +787,16 @@ SearchResult search_plans(const schemas::ModelConfig& model, const schemas::Clus
   Scores scores = score_candidates(context, candidates, stats);
   std::vector<NearMiss> over_memory;
   result.best = simulate_best(context, candidates, scores.scored, stats, over_memory);
-  if (result.best.empty()) {
+  result.executor_refusal = std::move(scores.refusal);
+  result.executor_refuses_all = result.best.empty() && result.executor_refusal &&
+                                stats.estimated == 0 &&
+                                stats.pruned_by_model_states + stats.pruned_by_activations == 0;
+  if (result.executor_refuses_all) {
+    result.binding_constraint = fmt::format(
+        "strata's executor does not run these plans ({}: {}); --framework names another stack "
+        "to plan for, for simulation only",
+        result.executor_refusal->json_path, result.executor_refusal->rule);
+  } else if (result.best.empty()) {
     explain_no_fit(context, candidates, std::move(scores.deficits), std::move(over_memory), result);
   }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

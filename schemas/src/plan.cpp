@@ -356,6 +356,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
                              "tp_comm_overlap",
                              "framework",
                              "attention",
+                             "cp_comm",
                              "recompute",
                              "schedule",
                              "pipeline",
@@ -392,6 +393,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
                        .value_or(TrainingFramework::strata);
   plan.attention =
       reader.optional_choice("attention", kAttentionKernelNames).value_or(AttentionKernel::flash);
+  plan.cp_comm = reader.optional_choice("cp_comm", kContextParallelCommNames)
+                     .value_or(ContextParallelComm::ring);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -459,6 +462,11 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
     (location / "sequence_parallel")
         .fail(fmt::format("seq_length / cp = {} is not divisible by tp={}",
                           plan.batch.seq_length / plan.mesh.cp, plan.mesh.tp));
+  }
+  if (plan.cp_comm != ContextParallelComm::ring && plan.mesh.cp == 1) {
+    (location / "cp_comm")
+        .fail(fmt::format("{} needs context parallelism (cp = 1)",
+                          name_of(plan.cp_comm, kContextParallelCommNames)));
   }
   if (plan.tp_comm_overlap && !plan.sequence_parallel) {
     (location / "tp_comm_overlap")
@@ -544,6 +552,9 @@ nlohmann::json plan_to_json(const Plan& plan) {
   }
   if (plan.attention != AttentionKernel::flash) {
     document["attention"] = name_of(plan.attention, kAttentionKernelNames);
+  }
+  if (plan.cp_comm != ContextParallelComm::ring) {
+    document["cp_comm"] = name_of(plan.cp_comm, kContextParallelCommNames);
   }
   if (plan.framework != TrainingFramework::strata) {
     document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);

@@ -28,6 +28,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.tp_comm_overlap = knobs.tp_comm_overlap;
   plan.framework = knobs.framework;
   plan.attention = knobs.attention;
+  plan.cp_comm = knobs.cp_comm;
   plan.recompute.granularity = knobs.recompute;
   plan.schedule.type = knobs.schedule;
   plan.precision = knobs.precision;

@@ -333,5 +333,44 @@ TEST(LayerCosts, DropoutPaysForItsRandomNumbersWhereTheProfileMeasuredTheirRate)
   }
 }
 
+// Llama 3.1 8B (8 kv heads of 128) at 8,192 tokens over cp 4 on one DGX H100, bf16: each rank
+// holds 2,048 tokens, whose keys and values are 2 × 2,048 × 8 × 128 × 2 B = 8,388,608 B.
+// The all-gather variant gathers 4 × that in the forward, gathers it again in the backward and
+// reduce-scatters its gradient, none of it hidden; it holds 2·cp + 2 blocks of keys and values
+// where the ring holds 4.
+TEST(LayerCosts, ContextParallelAllGatherPricesItsCollectivesUnhidden) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
+  knobs.seq_length = 8192;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 2;
+  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
+  const schemas::Plan ring_plan = schemas::build_plan(model, cluster, knobs, "test");
+  knobs.cp_comm = schemas::ContextParallelComm::all_gather;
+  const schemas::Plan gather_plan = schemas::build_plan(model, cluster, knobs, "test");
+  const LayerContext ring = layer_context(ring_plan);
+  const LayerContext gather = layer_context(gather_plan);
+  const double kv_bytes = 8'388'608;
+  const double gather_s =
+      collective_time_s(cluster, gather.cp_span, Collective::all_gather, 4 * kv_bytes);
+  const double scatter_s =
+      collective_time_s(cluster, gather.cp_span, Collective::reduce_scatter, 4 * kv_bytes);
+  ASSERT_EQ(gather.cp_span.size, 4);
+  const PassCosts gathered = transformer_layer_costs(gather, schemas::RecomputeGranularity::none);
+  EXPECT_DOUBLE_EQ(gathered.forward.cp_comm_s, gather_s);
+  EXPECT_DOUBLE_EQ(gathered.backward_input.cp_comm_s, gather_s + scatter_s);
+  EXPECT_EQ(gathered.backward_weight.cp_comm_s, 0);
+  // The ring's transfers hide behind the attention they overlap, here entirely.
+  const PassCosts ringed = transformer_layer_costs(ring, schemas::RecomputeGranularity::none);
+  EXPECT_LT(ringed.forward.cp_comm_s + ringed.backward_input.cp_comm_s,
+            gathered.forward.cp_comm_s + gathered.backward_input.cp_comm_s);
+  EXPECT_DOUBLE_EQ(gathered.forward.compute_s, ringed.forward.compute_s);
+  const double extra_blocks = (2 * 4 + 2) - 4;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(gather, schemas::RecomputeGranularity::none).working -
+                       layer_activation_bytes(ring, schemas::RecomputeGranularity::none).working,
+                   extra_blocks * kv_bytes);
+}
+
 }  // namespace
 }  // namespace strata::costmodels

@@ -59,6 +59,66 @@ TEST(PlanSearch, SameAnswerOnOneThreadOrTwo) {
   EXPECT_EQ(one.statistics.simulated, two.statistics.simulated);
 }
 
+// The strata framework's search space is what its executor admits (schemas/executor_admission.h):
+// a model it does not build gets no plan, and says why; another stack's plans of the same model
+// are ranked, for simulation.
+TEST(PlanSearch, TheStrataFrameworkRanksOnlyWhatItsExecutorRuns) {
+  schemas::ModelConfig alibi = schemas::model_preset("gpt2-124m");
+  alibi.position_embedding = schemas::PositionEmbedding::alibi;
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
+  const SearchResult strata = search_plans(alibi, cluster, options_for(64, 1024));
+  EXPECT_TRUE(strata.best.empty());
+  EXPECT_TRUE(strata.executor_refuses_all);
+  EXPECT_EQ(strata.statistics.pruned_by_executor,
+            strata.statistics.enumerated - strata.statistics.pruned_by_rules);
+  ASSERT_TRUE(strata.executor_refusal.has_value());
+  EXPECT_EQ(strata.executor_refusal->json_path, "/model/position_embedding");
+  EXPECT_NE(strata.binding_constraint.find("/model/position_embedding"), std::string::npos);
+
+  SearchOptions megatron = options_for(64, 1024);
+  megatron.framework = schemas::TrainingFramework::megatron_lm;
+  const SearchResult other_stack = search_plans(alibi, cluster, megatron);
+  EXPECT_FALSE(other_stack.best.empty());
+  EXPECT_EQ(other_stack.statistics.pruned_by_executor, 0);
+  EXPECT_FALSE(other_stack.executor_refusal.has_value());
+
+  const SearchResult admitted =
+      search_plans(schemas::model_preset("gpt2-124m"), cluster, options_for(64, 1024));
+  EXPECT_FALSE(admitted.best.empty());
+  EXPECT_EQ(admitted.statistics.pruned_by_executor, 0);
+}
+
+// How cp attention communicates is chosen per layout by what each variant exposes: on a cluster
+// whose point-to-point transfers are slow (its send_receive curve at 0.2 %: the ring's) the cp
+// plans all-gather; on the preset, whose NVLink hides the ring behind the attention, they do not.
+TEST(PlanSearch, ContextParallelPlansAllGatherWhereTheRingWouldShow) {
+  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+  SearchOptions options = options_for(16, 65536);
+  options.top_k = 20;
+  const auto cp_plans = [&](const schemas::ClusterConfig& cluster) {
+    std::vector<schemas::Plan> plans;
+    for (const RankedPlan& ranked : search_plans(model, cluster, options).best) {
+      if (ranked.plan.mesh.cp > 1) plans.push_back(ranked.plan);
+    }
+    return plans;
+  };
+  const schemas::ClusterConfig preset = schemas::cluster_preset("dgx-h100:2");
+  schemas::ClusterConfig slow_sends = preset;
+  for (schemas::NetworkTier& tier : slow_sends.network_tiers) {
+    tier.efficiency_by_collective[schemas::TierCollective::send_receive] = {{1, 0.002}};
+  }
+  const std::vector<schemas::Plan> gathering = cp_plans(slow_sends);
+  ASSERT_FALSE(gathering.empty());
+  for (const schemas::Plan& plan : gathering) {
+    EXPECT_EQ(plan.cp_comm, schemas::ContextParallelComm::all_gather) << plan.mesh.cp;
+  }
+  const std::vector<schemas::Plan> ringing = cp_plans(preset);
+  ASSERT_FALSE(ringing.empty());
+  for (const schemas::Plan& plan : ringing) {
+    EXPECT_EQ(plan.cp_comm, schemas::ContextParallelComm::ring) << plan.mesh.cp;
+  }
+}
+
 // A small model on one node at a modest batch: replicate it, no model parallelism.
 TEST(PlanSearch, Gpt2SmallOnOneNodeIsPureDataParallel) {
   const SearchResult result =
@@ -148,6 +208,23 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   plan.recompute = {};
   EXPECT_NE(megatron_arguments(plan).find("--pipeline-model-parallel-layout \"E|t*11|t*11|t*10L\""),
             std::string::npos);
+}
+
+// Context parallelism exports its size and how its attention communicates (--cp-comm-type).
+TEST(MegatronArguments, ContextParallelCommunicationIsCpCommType) {
+  schemas::Plan plan;
+  plan.model = schemas::model_preset("llama3.1-8b");
+  plan.cluster = schemas::cluster_preset("dgx-h100");
+  plan.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
+  plan.batch = {8192, 1, 2, 1};
+  plan.stages = schemas::even_pipeline_stages(32, 1);
+  EXPECT_NE(megatron_arguments(plan).find("--context-parallel-size 4"), std::string::npos);
+  EXPECT_NE(megatron_arguments(plan).find("--cp-comm-type p2p"), std::string::npos);
+  plan.cp_comm = schemas::ContextParallelComm::all_gather;
+  EXPECT_NE(megatron_arguments(plan).find("--cp-comm-type allgather"), std::string::npos);
+  plan.mesh = {.tp = 1, .cp = 1, .dp = 8, .pp = 1};
+  plan.cp_comm = schemas::ContextParallelComm::ring;
+  EXPECT_EQ(megatron_arguments(plan).find("--cp-comm-type"), std::string::npos);
 }
 
 // Hybrid sharding exports as Megatron's distributed-optimizer instances; its FSDP2 path has no

@@ -126,6 +126,23 @@ TEST(Plan, HybridShardingTilesDpNeedsZeroAndIsWrittenOnlyWhenPartial) {
   EXPECT_EQ(plan.mesh.zero_replicas(), 1);
 }
 
+TEST(Plan, CpCommIsWrittenOnlyWhenAllGatherAndNeedsCp) {
+  Plan plan = gpt2_plan();
+  EXPECT_FALSE(plan_to_json(plan).contains("cp_comm"));
+  plan.cp_comm = ContextParallelComm::all_gather;
+  EXPECT_EQ(error_of([&] { validate_plan(plan, JsonLocation("plan.json")); }),
+            "plan.json: /cp_comm: all_gather needs context parallelism (cp = 1)");
+  plan.mesh = Mesh{.tp = 1, .cp = 2, .dp = 1, .pp = 2};
+  validate_plan(plan, JsonLocation("plan.json"));
+  const nlohmann::json document = plan_to_json(plan);
+  EXPECT_EQ(document.at("cp_comm"), "all_gather");
+  EXPECT_EQ(parse_plan(document, JsonLocation("again")), plan);
+  nlohmann::json unknown = document;
+  unknown["cp_comm"] = "p2p";
+  EXPECT_THAT(error_of([&] { parse_plan(unknown, JsonLocation("plan.json")); }),
+              HasSubstr("plan.json: /cp_comm:"));
+}
+
 TEST(Plan, FrameworkIsWrittenOnlyWhenNotStrataAndReadByName) {
   Plan plan = gpt2_plan();
   EXPECT_FALSE(plan_to_json(plan).contains("framework"));

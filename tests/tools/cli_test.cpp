@@ -420,6 +420,25 @@ TEST(CliPlan, WritesPlansThatSimulateAsTheyAre) {
   std::filesystem::remove_all(out.parent_path());
 }
 
+// One admission rule (schemas/executor_admission.h): the strata framework's plans are what its
+// executor runs, so a model it does not build gets none; another stack's are for simulation.
+TEST(CliPlan, AModelTheExecutorDoesNotBuildGetsNoStrataPlanAndSaysWhy) {
+  const CommandResult strata_plans =
+      strata("plan --model bloom-176b --cluster dgx-h100 --global-batch 64 --seq-len 2048");
+  EXPECT_EQ(strata_plans.exit_code, 1);
+  EXPECT_EQ(lines(strata_plans.err), 1u);
+  EXPECT_THAT(strata_plans.err,
+              HasSubstr("strata: no plan runs: strata's executor does not run these plans "
+                        "(/model/position_embedding: the executor builds learned or rope "
+                        "positions, not alibi)"));
+  EXPECT_THAT(strata_plans.out, HasSubstr("No plan runs:"));
+  const CommandResult other_stack = strata(
+      "plan --model bloom-176b --cluster dgx-h100 --global-batch 64 --seq-len 2048 "
+      "--framework megatron-deepspeed");
+  EXPECT_THAT(other_stack.out, HasSubstr("as megatron-deepspeed runs it (simulation only"));
+  EXPECT_THAT(other_stack.err, HasSubstr("no plan fits: memory for model states"));
+}
+
 TEST(CliPlan, NothingFitsExitsOneWithTheBindingConstraint) {
   const CommandResult run =
       strata("plan --model gpt3-1t --cluster dgx-h100 --global-batch 64 --seq-len 2048");

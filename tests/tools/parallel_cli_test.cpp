@@ -180,6 +180,20 @@ TEST_F(ParallelCli, ContextParallelismLogsTheSingleRankLossesWithThePredictionBe
     EXPECT_GT(got[i].at("predicted_step_time_s").get<double>(), 0);
     EXPECT_GT(got[i].at("communication_s").get<double>(), 0);
   }
+  // Llama 3's all-gather variant: the same losses, and a prediction priced by its own
+  // collectives rather than the ring's.
+  const CommandResult gathered =
+      mpirun(2, train("--cp 2 --cp-comm all_gather --zero 1 --steps 3 --log-format json"));
+  ASSERT_EQ(gathered.exit_code, 0) << gathered.err;
+  const std::vector<nlohmann::json> gathered_steps = step_records(gathered.out);
+  ASSERT_EQ(gathered_steps.size(), 3u) << gathered.out;
+  for (std::size_t i = 0; i < gathered_steps.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(gathered_steps[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss))
+        << "step " << i + 1;
+    EXPECT_NE(gathered_steps[i].at("predicted_step_time_s").get<double>(),
+              got[i].at("predicted_step_time_s").get<double>());
+  }
 }
 
 TEST_F(ParallelCli, HybridShardingLogsTheSingleRankLosses) {

@@ -65,6 +65,7 @@ struct SimulateOptions {
   bool tp_comm_overlap = false;
   std::string framework = "strata";
   std::string attention = "flash";
+  std::string cp_comm = "ring";  // how cp attention communicates
   std::int64_t zero_stage = 0;
   std::optional<std::int64_t> dp_shard;  // hybrid sharding: dp ranks per ZeRO shard group
   std::string schedule = "1f1b";
@@ -189,6 +190,7 @@ struct TrainOptions {
   // (tp·cp·pp).
   std::int64_t tp = 1;
   std::int64_t cp = 1;
+  std::string cp_comm = "ring";  // how cp attention communicates
   std::optional<std::int64_t> dp;
   std::int64_t pp = 1;
   std::int64_t vpp = 1;

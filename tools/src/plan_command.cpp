@@ -68,6 +68,7 @@ double peak_bytes(const std::vector<simulator::RankMemory>& memory) {
 nlohmann::json layout_json(const schemas::Plan& plan) {
   return {{"tp", plan.mesh.tp},
           {"cp", plan.mesh.cp},
+          {"cp_comm", schemas::name_of(plan.cp_comm, schemas::kContextParallelCommNames)},
           {"pp", plan.mesh.pp},
           {"dp", plan.mesh.dp},
           {"vpp", plan.mesh.vpp},
@@ -190,6 +191,7 @@ int run_plan(const PlanOptions& options) {
   }
   const planner::SearchResult result = planner::search_plans(model, cluster, search);
   const planner::SearchStatistics& stats = result.statistics;
+  const bool runs_nowhere = result.executor_refuses_all;
 
   if (options.out_path) {
     for (std::size_t i = 0; i < result.best.size(); ++i) {
@@ -199,6 +201,7 @@ int run_plan(const PlanOptions& options) {
   }
   const nlohmann::json statistics = {{"candidates_enumerated", stats.enumerated},
                                      {"pruned_by_rules", stats.pruned_by_rules},
+                                     {"pruned_by_executor", stats.pruned_by_executor},
                                      {"pruned_as_duplicates", stats.pruned_as_duplicates},
                                      {"pruned_by_model_state_memory", stats.pruned_by_model_states},
                                      {"pruned_by_activation_memory", stats.pruned_by_activations},
@@ -253,7 +256,9 @@ int run_plan(const PlanOptions& options) {
                              schemas::name_of(search.precision, schemas::kDtypeNames),
                              search.framework == schemas::TrainingFramework::strata
                                  ? ""
-                                 : fmt::format(", as {} runs it", options.framework));
+                                 : fmt::format(", as {} runs it (simulation only: strata train "
+                                               "runs plans for the strata framework)",
+                                               options.framework));
     if (!precision.note.empty()) std::cout << precision.note << "\n";
     if (!result.best.empty()) {
       TextTable table(
@@ -265,7 +270,7 @@ int run_plan(const PlanOptions& options) {
         const planner::RankedPlan& ranked = result.best[i];
         const schemas::Plan& plan = ranked.plan;
         table.add_row(
-            {std::to_string(i + 1), std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
+            {std::to_string(i + 1), std::to_string(plan.mesh.tp), cp_text(plan),
              std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
              std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
              zero_text(plan), recompute_text(plan), plan.sequence_parallel ? "on" : "off",
@@ -280,7 +285,8 @@ int run_plan(const PlanOptions& options) {
       }
       std::cout << table.render();
     } else {
-      std::cout << "No plan fits. Binding constraint: " << result.binding_constraint << "\n";
+      std::cout << (runs_nowhere ? "No plan runs: " : "No plan fits. Binding constraint: ")
+                << result.binding_constraint << "\n";
       if (!result.nearest.empty()) {
         std::cout << "Nearest candidates:\n";
         TextTable table({"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
@@ -298,9 +304,12 @@ int run_plan(const PlanOptions& options) {
       }
     }
     std::cout << fmt::format(
-        "search: {} candidates; pruned {} by layout rules, {} as duplicates, {} by model-state "
+        "search: {} candidates; pruned {} by layout rules, {}{} as duplicates, {} by model-state "
         "memory, {} by activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
         group_thousands(stats.enumerated), group_thousands(stats.pruned_by_rules),
+        stats.pruned_by_executor > 0 ? fmt::format("{} the executor does not run, ",
+                                                   group_thousands(stats.pruned_by_executor))
+                                     : std::string(),
         group_thousands(stats.pruned_as_duplicates), group_thousands(stats.pruned_by_model_states),
         group_thousands(stats.pruned_by_activations), group_thousands(stats.estimated),
         group_thousands(stats.simulated), group_thousands(stats.over_memory_in_simulation),
@@ -319,7 +328,8 @@ int run_plan(const PlanOptions& options) {
     }
   }
   if (result.best.empty()) {
-    std::fprintf(stderr, "strata: no plan fits: %s\n", result.binding_constraint.c_str());
+    std::fprintf(stderr, "strata: no plan %s: %s\n", runs_nowhere ? "runs" : "fits",
+                 result.binding_constraint.c_str());
     return 1;
   }
   return 0;

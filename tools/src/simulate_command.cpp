@@ -83,6 +83,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.tp_comm_overlap = options.tp_comm_overlap;
   knobs.framework = parse_choice(options.framework, schemas::kTrainingFrameworkNames);
   knobs.attention = parse_choice(options.attention, schemas::kAttentionKernelNames);
+  knobs.cp_comm = parse_choice(options.cp_comm, schemas::kContextParallelCommNames);
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
@@ -99,11 +100,11 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const simulator::StepMetrics& metrics = simulation.metrics;
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
-      "{} on {} × {} ({}): tp={} cp={} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
+      "{} on {} × {} ({}): tp={} cp={}{} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
       "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}{}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
-      mesh.cp, mesh.dp, mesh.pp, mesh.vpp,
-      schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
+      mesh.cp, plan.cp_comm == schemas::ContextParallelComm::all_gather ? " (all-gather)" : "",
+      mesh.dp, mesh.pp, mesh.vpp, schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
       plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
       schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
       plan.sequence_parallel ? "on" : "off",
@@ -113,7 +114,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       plan.attention == schemas::AttentionKernel::unfused ? ", unfused attention" : "",
       plan.framework == schemas::TrainingFramework::strata
           ? ""
-          : fmt::format(", as {} runs it",
+          : fmt::format(", as {} runs it (simulation only)",
                         schemas::name_of(plan.framework, schemas::kTrainingFrameworkNames)));
   out += fmt::format("  step time             {}\n", seconds(metrics.step_time_s));
   out += fmt::format("  tokens/s              {}\n",
@@ -182,6 +183,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(command->add_option("--pp", options.pp, "Pipeline-parallel size")
            ->check(whole_number_from(1, schemas::kMaxLayers + 2)));
   knob(command->add_option("--cp", options.cp, "Context-parallel size")->check(axis));
+  knob(command
+           ->add_option("--cp-comm", options.cp_comm,
+                        "How cp attention meets the other ranks' keys and values: ring (passed "
+                        "around, overlapped) or all_gather (gathered once)")
+           ->check(CLI::IsMember({"ring", "all_gather"})));
   knob(command
            ->add_option("--dp", options.dp, "Data-parallel size (default: what the cluster leaves)")
            ->check(axis));

@@ -62,4 +62,9 @@ std::string zero_text(const schemas::Plan& plan) {
   return fmt::format("{} (shard {})", plan.zero_stage, plan.mesh.dp_shard);
 }
 
+std::string cp_text(const schemas::Plan& plan) {
+  if (plan.cp_comm == schemas::ContextParallelComm::ring) return std::to_string(plan.mesh.cp);
+  return fmt::format("{} (gather)", plan.mesh.cp);
+}
+
 }  // namespace strata::tools

@@ -17,6 +17,9 @@ std::string format_percent(double fraction);      // 0.1234 -> "12.34%"
 // A plan's ZeRO stage, with its hybrid sharding: "3", or "3 (shard 8)" when each copy of the state
 // is sharded over 8 dp ranks.
 std::string zero_text(const schemas::Plan& plan);
+// The cp size, with " (gather)" when cp attention all-gathers its keys and values instead of
+// passing them around the ring.
+std::string cp_text(const schemas::Plan& plan);
 
 // A table with a header row; columns are left-aligned unless named in `right_aligned`.
 class TextTable {

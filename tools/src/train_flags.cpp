@@ -55,6 +55,12 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);
   command
+      ->add_option("--cp-comm", options.cp_comm,
+                   "How cp attention of a --model plan meets the other ranks' keys and values: "
+                   "ring (passed around, overlapped; default) or all_gather (gathered once)")
+      ->check(CLI::IsMember({"ring", "all_gather"}))
+      ->excludes(plan);
+  command
       ->add_option("--dp", options.dp,
                    "Data-parallel size of a --model plan (default: the job's ranks / (tp·cp·pp))")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))

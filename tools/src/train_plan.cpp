@@ -82,6 +82,7 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.micro_batch_size = options.micro_batch;
   knobs.mesh.tp = options.tp;
   knobs.mesh.cp = options.cp;
+  knobs.cp_comm = *schemas::value_of(options.cp_comm, schemas::kContextParallelCommNames);
   knobs.mesh.pp = options.pp;
   knobs.mesh.vpp = options.vpp;
   knobs.mesh.dp = options.dp.value_or(

@@ -2,6 +2,7 @@
 
 #include "strata/executor/check.h"
 #include "strata/executor/ops/attention_block.h"
+#include "visible_blocks.h"
 
 namespace strata::executor {
 namespace {
@@ -33,23 +34,6 @@ void size_buffers(const Tensor& qkv, const AttentionShape& shape, RingAttentionB
   }
 }
 
-// Calls visit(block) for every block of this rank's queries against the keys of `source`'s
-// chunks that the causal mask lets them see.
-template <class Visit>
-void for_each_visible_block(const ContextParallelism& cp, std::int64_t local_seq,
-                            std::int64_t source, Visit&& visit) {
-  const std::int64_t chunk = local_seq / 2;
-  for (std::int64_t query_half = 0; query_half < 2; ++query_half) {
-    const std::int64_t query_chunk = cp.chunk_of(cp.rank(), query_half);
-    for (std::int64_t key_half = 0; key_half < 2; ++key_half) {
-      const std::int64_t key_chunk = cp.chunk_of(source, key_half);
-      if (key_chunk > query_chunk) continue;
-      visit(AttentionBlock{query_half * chunk, key_half * chunk, chunk,
-                           key_chunk == query_chunk ? BlockMask::causal : BlockMask::full});
-    }
-  }
-}
-
 }  // namespace
 
 void ring_attention_forward(const ContextParallelism& cp, const Tensor& qkv,
@@ -73,7 +57,7 @@ void ring_attention_forward(const ContextParallelism& cp, const Tensor& qkv,
       send = ring.send_async(in_hand, next, tag_of(RingMessage::forward_keys, step));
     }
     const std::int64_t source = (cp.rank() + ranks - step) % ranks;
-    for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
+    detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
       attention_block_forward(qkv, in_hand, block, shape, out, lse);
     });
     send.wait();
@@ -104,7 +88,7 @@ void ring_attention_backward(const ContextParallelism& cp, const Tensor& dout, c
       send = ring.send_async(in_hand, next, tag_of(RingMessage::backward_keys, step));
     }
     const std::int64_t source = (cp.rank() + ranks - step) % ranks;
-    for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
+    detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
       attention_block_backward(dout, qkv, in_hand, lse, buffers.output_dot, block, shape, dqkv,
                                gradient_in_hand);
     });

@@ -12,6 +12,7 @@
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/position_embedding.h"
 #include "strata/executor/ops/reduction.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::executor {
@@ -20,23 +21,9 @@ using schemas::ModelConfig;
 
 void check_executor_supports(const ModelConfig& model, const std::string& source,
                              const std::string& json_prefix) {
-  auto refuse = [&](const char* field, std::string rule) {
-    throw schemas::InputError(source, json_prefix + "/" + field, std::move(rule));
-  };
-  if (model.position_embedding != schemas::PositionEmbedding::learned &&
-      model.position_embedding != schemas::PositionEmbedding::rope) {
-    refuse(
-        "position_embedding",
-        fmt::format("the executor builds learned or rope positions, not {}",
-                    schemas::name_of(model.position_embedding, schemas::kPositionEmbeddingNames)));
+  if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model)) {
+    throw schemas::InputError(source, json_prefix + refusal->json_path, std::move(refusal->rule));
   }
-  if (model.mlp_activation != schemas::MlpActivation::gelu &&
-      model.mlp_activation != schemas::MlpActivation::swiglu) {
-    refuse("mlp_activation",
-           fmt::format("the executor builds gelu or swiglu MLPs, not {}",
-                       schemas::name_of(model.mlp_activation, schemas::kMlpActivationNames)));
-  }
-  if (model.embedding_norm) refuse("embedding_norm", "the executor builds no embedding norm");
 }
 
 std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {

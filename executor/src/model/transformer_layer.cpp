@@ -257,7 +257,9 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
     rotary_forward_local(cp_, a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                          *model_.rope_theta);
   }
-  if (cp_.active()) {
+  if (cp_.active() && cp_.comm == schemas::ContextParallelComm::all_gather) {
+    all_gather_attention_forward(cp_, a.qkv, shape_, a.attention_out, a.lse, scratch.all_gathered);
+  } else if (cp_.active()) {
     ring_attention_forward(cp_, a.qkv, shape_, a.attention_out, a.lse, scratch.ring);
   } else {
     causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
@@ -355,7 +357,10 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
   const Tensor d_attention = scratch.d_attention.reshaped(a.attention_out.shape());
-  if (cp_.active()) {
+  if (cp_.active() && cp_.comm == schemas::ContextParallelComm::all_gather) {
+    all_gather_attention_backward(cp_, d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv,
+                                  scratch.all_gathered);
+  } else if (cp_.active()) {
     ring_attention_backward(cp_, d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv,
                             scratch.ring);
   } else {

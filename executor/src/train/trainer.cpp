@@ -15,6 +15,7 @@
 #include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
@@ -30,17 +31,8 @@ ScalarType compute_type_of(const schemas::Plan& plan) {
 void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, Device device,
                      std::int64_t world_size) {
   const schemas::Mesh& mesh = plan.mesh;
-  if (plan.tp_comm_overlap) {
-    throw InputError(plan_source, "/tp_comm_overlap",
-                     "the executor runs tensor-parallel collectives between the GEMMs, not "
-                     "pipelined with them: set it to false");
-  }
-  if (plan.framework != schemas::TrainingFramework::strata) {
-    throw InputError(
-        plan_source, "/framework",
-        fmt::format("\"{}\" is a plan for another training stack; strata train runs "
-                    "plans whose framework is strata (remove the field)",
-                    schemas::name_of(plan.framework, schemas::kTrainingFrameworkNames)));
+  if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_refusal(plan)) {
+    throw InputError(plan_source, refusal->json_path, std::move(refusal->rule));
   }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
@@ -56,10 +48,10 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                                  "run on the CPU (--device cpu)",
                                  mesh.world_size()));
   }
-  if (plan.precision != schemas::Dtype::fp32 && !(cuda && plan.precision == schemas::Dtype::bf16)) {
+  if (!cuda && plan.precision != schemas::Dtype::fp32) {
     throw InputError(plan_source, "/precision",
-                     fmt::format("the {} backend trains in {}, the plan says {}",
-                                 cuda ? "CUDA" : "CPU", cuda ? "fp32 or bf16" : "fp32",
+                     fmt::format("the CPU backend trains in fp32, the plan says {} (bf16 runs "
+                                 "on CUDA)",
                                  schemas::name_of(plan.precision, schemas::kDtypeNames)));
   }
   if (cuda && plan.zero_stage > 0) {
@@ -76,7 +68,6 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
       throw InputError("--device", "", fmt::format("cuda: no GPU to train on ({})", why_not));
     }
   }
-  check_executor_supports(plan.model, plan_source, "/model");
   // Refused before allocating: fp32 values, gradients and both AdamW moments, 16 bytes a parameter
   // (in host memory; a GPU run stages its initial values and its checkpoints through it), for
   // one tensor-parallel rank's share.
@@ -117,6 +108,7 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& group
   options.initialize_values = !values_are_loaded(training);
   options.tensor_parallel.group = &groups.tensor_parallel();
   options.context_parallel.group = &groups.context_parallel();
+  options.context_parallel.comm = plan.cp_comm;
   options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
   options.tensor_parallel.replicas = [&groups](std::int64_t replicas) -> Communicator& {
     return groups.tensor_parallel_replicas(replicas);

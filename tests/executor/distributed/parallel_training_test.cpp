@@ -83,6 +83,7 @@ struct Layout {
   std::vector<std::int64_t> stage_layers = {};
   std::int64_t cp = 1;
   std::int64_t dp_shard = 0;  // hybrid sharding: dp ranks per ZeRO shard group; 0: all of dp
+  schemas::ContextParallelComm cp_comm = schemas::ContextParallelComm::ring;
   std::int64_t ranks() const { return tp * cp * dp * pp; }
   std::int64_t zero_shards() const { return (dp_shard > 0 ? dp_shard : dp) * cp; }
 };
@@ -96,6 +97,13 @@ Layout hybrid(Layout layout, std::int64_t dp_shard) {
 // A context-parallel layout: tp·cp·dp·pp ranks.
 Layout context_parallel(Layout layout, std::int64_t cp) {
   layout.cp = cp;
+  return layout;
+}
+
+// Context parallelism whose attention all-gathers the keys and values (Llama 3's variant).
+Layout context_parallel_all_gather(Layout layout, std::int64_t cp) {
+  layout.cp = cp;
+  layout.cp_comm = schemas::ContextParallelComm::all_gather;
   return layout;
 }
 
@@ -150,10 +158,12 @@ std::vector<Layout> all_layouts() {
       // Context parallelism: 2 ranks.
       context_parallel({"Cp2Dropout", "gpt-tiny", 1, 1, false, 0, 0.1}, 2),
       context_parallel({"Cp2LlamaGqa", "llama-tiny", 1, 1}, 2),
+      context_parallel_all_gather({"Cp2AllGatherLlamaGqa", "llama-tiny", 1, 1}, 2),
       // 4 ranks.
       context_parallel({"Cp4Dropout", "gpt-odd", 1, 1, false, 0, 0.1}, 4),
       context_parallel({"Cp2Tp2SequenceParallelLlama", "llama-tiny", 2, 1, true}, 2),
       context_parallel({"Cp2Dp2Zero3Dropout", "gpt-odd", 1, 2, false, 3, 0.1}, 2),
+      context_parallel_all_gather({"Cp4AllGatherDropout", "gpt-odd", 1, 1, false, 0, 0.1}, 4),
       context_parallel(pipeline("Cp2Pp2Vpp2InterleavedLlama", "llama-tiny", 1, 1, 2, 2,
                                 schemas::ScheduleType::interleaved_one_f_one_b),
                        2),
@@ -222,6 +232,7 @@ schemas::Plan plan_of(const schemas::ModelConfig& model, const Layout& layout) {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = layout.tp;
   knobs.mesh.cp = layout.cp;
+  knobs.cp_comm = layout.cp_comm;
   knobs.mesh.dp_shard = layout.dp_shard;
   knobs.mesh.dp = layout.dp;
   knobs.mesh.pp = layout.pp;
@@ -487,6 +498,20 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ParallelResume,
                          });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ParallelResume);
 
+// A trainer resumed at step 5 of a 10-step run trains steps 6 to 10 with the losses of the run
+// it continues (`uninterrupted`, as rank 0 recorded it).
+void expect_continues_the_run(Communicator& world, Trainer& trainer, const RunRecord& uninterrupted,
+                              const std::string& layout) {
+  EXPECT_EQ(trainer.completed_steps(), 5) << layout;
+  const RunRecord continued = train(trainer);
+  if (world.rank() != 0) return;
+  ASSERT_EQ(continued.losses.size(), 5u) << layout;
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i], kTolerance * continued.losses[i])
+        << layout << ", step " << i + 6;
+  }
+}
+
 // A checkpoint moves between layouts: 5 steps on dp2·tp2·pp2, the step-5 checkpoint resharded to
 // tp4·pp2 and to one device, 5 more steps on each: the losses of 10 uninterrupted steps.
 TEST(ParallelReshard, ContinuesOnAnotherLayout) {
@@ -571,18 +596,10 @@ TEST(ParallelReshard, ResumesOnAnotherPlanDirectly) {
   options.resume = true;
   options.checkpoint_every = 0;
   const auto expect_steps_6_to_10 = [&](Trainer& trainer, const std::string& layout) {
-    EXPECT_EQ(trainer.completed_steps(), 5) << layout;
     ASSERT_EQ(trainer.resume_changes().size(), 1u) << layout;
     EXPECT_NE(trainer.resume_changes()[0].find("resharded on load"), std::string::npos)
         << trainer.resume_changes()[0];
-    const RunRecord continued = train(trainer);
-    if (world.rank() != 0) return;
-    ASSERT_EQ(continued.losses.size(), 5u) << layout;
-    for (std::size_t i = 0; i < 5; ++i) {
-      EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i],
-                  kTolerance * continued.losses[i])
-          << layout << ", step " << i + 6;
-    }
+    expect_continues_the_run(world, trainer, uninterrupted, layout);
   };
   options.checkpoint_dir = root / "second";
   Trainer resumed(
@@ -632,15 +649,7 @@ TEST(ParallelReshard, ContextParallelCheckpointResumesWithoutCp) {
   options.resume = true;
   options.checkpoint_every = 0;
   const auto expect_steps_6_to_10 = [&](Trainer& trainer, const std::string& layout) {
-    EXPECT_EQ(trainer.completed_steps(), 5) << layout;
-    const RunRecord continued = train(trainer);
-    if (world.rank() != 0) return;
-    ASSERT_EQ(continued.losses.size(), 5u) << layout;
-    for (std::size_t i = 0; i < 5; ++i) {
-      EXPECT_NEAR(continued.losses[i], uninterrupted.losses[5 + i],
-                  kTolerance * continued.losses[i])
-          << layout << ", step " << i + 6;
-    }
+    expect_continues_the_run(world, trainer, uninterrupted, layout);
   };
   options.checkpoint_dir = root / "without";
   Trainer without(plan_of(model, Layout{"Dp2Tp2Zero1", "llama-tiny", 2, 2, false, 1, 0.1}),

@@ -1,6 +1,7 @@
-// Ring attention and the context-parallel token map against one device: each cp rank (a thread
-// over threaded_communicator.h) holds its two chunks of every sequence, and its output, log-sum-
-// exps and gradients must be those rows of causal attention over the whole sequence.
+// Both ways of context-parallel attention (ring and all-gather) and the context-parallel token map
+// against one device: each cp rank (a thread over threaded_communicator.h) holds its two chunks of
+// every sequence, and its output, log-sum-exps and gradients must be those rows of causal
+// attention over the whole sequence.
 #include "strata/executor/model/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "strata/executor/model/all_gather_attention.h"
 #include "strata/executor/model/context_parallel.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "tensor_testing.h"
@@ -63,7 +65,11 @@ struct Case {
   AttentionShape shape;
 };
 
-TEST(RingAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
+// Runs `forward` twice (the buffers are reused from one call to the next, as layers reuse them)
+// and `backward` once on every cp rank, for every case, and checks each rank's rows of the output,
+// log-sum-exps and gradients against one device's causal attention.
+template <class Buffers, class Forward, class Backward>
+void expect_each_rank_gets_its_rows(Forward&& forward, Backward&& backward) {
   // MHA and GQA, chunks of one token and of many (more than one query piece of 64).
   for (const Case& c : {Case{2, 2, 8, {4, 4, 3}}, Case{3, 1, 12, {4, 2, 5}},
                         Case{4, 2, 8, {6, 2, 4}}, Case{2, 1, 264, {2, 1, 4}}}) {
@@ -88,14 +94,13 @@ TEST(RingAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
       Tensor local_out = Tensor::zeros(local_rows(cp, out).shape(), ScalarType::float64);
       Tensor local_lse =
           Tensor::zeros({c.batch, c.shape.num_heads, c.seq / c.ranks}, ScalarType::float64);
-      RingAttentionBuffers buffers;
-      // Twice: the buffers are reused from one call to the next, as layers reuse them.
+      Buffers buffers;
       for (int pass = 0; pass < 2; ++pass) {
-        ring_attention_forward(cp, local_qkv, c.shape, local_out, local_lse, buffers);
+        forward(cp, local_qkv, c.shape, local_out, local_lse, buffers);
       }
       Tensor local_dqkv = Tensor::zeros(local_qkv.shape(), ScalarType::float64);
-      ring_attention_backward(cp, local_rows(cp, dout), local_qkv, local_out, local_lse, c.shape,
-                              local_dqkv, buffers);
+      backward(cp, local_rows(cp, dout), local_qkv, local_out, local_lse, c.shape, local_dqkv,
+               buffers);
       const std::lock_guard<std::mutex> lock(guard);
       differences.push_back(largest_difference(local_out, local_rows(cp, out)));
       differences.push_back(largest_difference(local_lse, local_statistics(cp, lse)));
@@ -104,6 +109,18 @@ TEST(RingAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
     ASSERT_EQ(differences.size(), static_cast<std::size_t>(3 * c.ranks));
     for (double difference : differences) EXPECT_LT(difference, 1e-12);
   }
+}
+
+TEST(RingAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
+  expect_each_rank_gets_its_rows<RingAttentionBuffers>(
+      [](auto&&... arguments) { ring_attention_forward(arguments...); },
+      [](auto&&... arguments) { ring_attention_backward(arguments...); });
+}
+
+TEST(AllGatherAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
+  expect_each_rank_gets_its_rows<AllGatherAttentionBuffers>(
+      [](auto&&... arguments) { all_gather_attention_forward(arguments...); },
+      [](auto&&... arguments) { all_gather_attention_backward(arguments...); });
 }
 
 TEST(ContextParallelism, RanksHoldChunksRAnd2cpMinus1MinusRAsRunsOfTokens) {

@@ -15,8 +15,11 @@
 //                    critical path as in Megatron-LM; with tp_comm_overlap (sequence parallel
 //                    only) each is pipelined in tp chunks with the GEMM it feeds or drains,
 //                    and only what the GEMM does not cover shows.
-//   cp communication ring attention passes K,V (forward) and K,V,dK,dV (backward) cp−1 times,
-//                    hidden behind the attention kernels; only the excess shows.
+//   cp communication ring (cp_comm ring): K,V (forward) and K,V,dK,dV (backward) pass cp−1
+//                    times around the cp ring, hidden behind the attention kernels; only the
+//                    excess shows. All-gather (cp_comm all_gather): the forward all-gathers the
+//                    cp·K,V of the whole sequence, the backward gathers them again and
+//                    reduce-scatters their gradients, none of it overlapped.
 //   recompute        full: the whole forward again; selective: the attention core's forward.
 #pragma once
 
@@ -83,7 +86,9 @@ struct LayerContext {
   std::optional<GroupSpan> replica_span;
   double zero_shards = 1;  // ranks of the shard group
   GroupSpan tp_span;
-  int cp_tier = 0;  // the tier ring attention's neighbours talk over
+  schemas::ContextParallelComm cp_comm = schemas::ContextParallelComm::ring;
+  int cp_tier = 0;    // with cp > 1: the tier ring attention's neighbours talk over
+  GroupSpan cp_span;  // with cp > 1: the cp group, which the all-gather variant gathers over
 
   double local_tokens() const;      // micro_batch · seq / cp
   double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism

@@ -1,7 +1,9 @@
 // `strata plan`'s search: every layout of a model on a cluster (tp, cp, pp, dp, vpp, micro-batch,
 // ZeRO stage, recomputation, sequence parallelism, schedule, rank order onto the network tiers,
-// pipeline layer split), pruned by memory before any timing, ranked by a lower bound on the step
-// time, and the most promising simulated in full until no remaining bound can beat the K-th best.
+// pipeline layer split) — for the strata framework only those its executor admits
+// (schemas/executor_admission.h, the rule `strata train` applies) — pruned by memory before any
+// timing, ranked by a lower bound on the step time, and the most promising simulated in full until
+// no remaining bound can beat the K-th best.
 //
 // Because the bound never exceeds what the simulator predicts (layer_split.h and plan_search.cpp
 // say why), stopping when the next bound passes the K-th best simulated time returns exactly the
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/plan.h"
 #include "strata/simulator/plan_simulation.h"
 
@@ -59,6 +62,7 @@ struct NearMiss {
 struct SearchStatistics {
   std::int64_t enumerated = 0;
   std::int64_t pruned_by_rules = 0;         // divisibility, batch, interleaving, sequence rules
+  std::int64_t pruned_by_executor = 0;      // strata framework: what its executor refuses
   std::int64_t pruned_as_duplicates = 0;    // full recompute that needs no recomputed layer
   std::int64_t pruned_by_model_states = 0;  // weights + gradients + optimizer alone exceed memory
   std::int64_t pruned_by_activations = 0;   // no layer split fits with activations
@@ -72,6 +76,12 @@ struct SearchResult {
   std::vector<RankedPlan> best;    // fastest first
   std::vector<NearMiss> nearest;   // when nothing fits: the closest candidates
   std::string binding_constraint;  // when nothing fits: what binds, in words
+  // For the strata framework, why its executor refused candidates (schemas/executor_admission.h):
+  // they are never ranked. Absent when it refused none.
+  std::optional<schemas::ExecutorRefusal> executor_refusal;
+  // Nothing ranked because the executor refuses every candidate (binding_constraint says why), not
+  // because none fits.
+  bool executor_refuses_all = false;
   SearchStatistics statistics;
 };
 

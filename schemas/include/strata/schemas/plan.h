@@ -92,6 +92,15 @@ enum class AttentionKernel { flash, unfused };
 inline constexpr std::array<EnumName<AttentionKernel>, 2> kAttentionKernelNames{
     {{AttentionKernel::flash, "flash"}, {AttentionKernel::unfused, "unfused"}}};
 
+// How context parallelism's attention meets the other cp ranks' keys and values: passed around a
+// ring one block at a time while the block in hand is attended to (Ring Attention; Megatron-Core's
+// --cp-comm-type p2p), or all-gathered once before the attention and their gradients
+// reduce-scattered after it (Llama 3's choice; --cp-comm-type allgather): fewer, larger messages
+// and no overlap.
+enum class ContextParallelComm { ring, all_gather };
+inline constexpr std::array<EnumName<ContextParallelComm>, 2> kContextParallelCommNames{
+    {{ContextParallelComm::ring, "ring"}, {ContextParallelComm::all_gather, "all_gather"}}};
+
 enum class ScheduleType { gpipe, one_f_one_b, interleaved_one_f_one_b, zb_h1, custom };
 inline constexpr std::array<EnumName<ScheduleType>, 5> kScheduleTypeNames{
     {{ScheduleType::gpipe, "gpipe"},
@@ -153,6 +162,7 @@ struct Plan {
   // (costmodels/framework_behaviour.h).
   TrainingFramework framework = TrainingFramework::strata;
   AttentionKernel attention = AttentionKernel::flash;
+  ContextParallelComm cp_comm = ContextParallelComm::ring;  // with cp > 1
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -22,6 +22,7 @@ struct PlanKnobs {
   bool tp_comm_overlap = false;
   TrainingFramework framework = TrainingFramework::strata;
   AttentionKernel attention = AttentionKernel::flash;
+  ContextParallelComm cp_comm = ContextParallelComm::ring;
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;

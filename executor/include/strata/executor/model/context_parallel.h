@@ -8,7 +8,8 @@
 // keys in total. Everything that works token by token (norms, projections, the MLP, the loss) runs
 // on the local tokens unchanged; what depends on a token's place in the sequence uses its global
 // position: the learned position embedding, RoPE, dropout's mask (keyed by the global token index,
-// so cp ranks drop exactly what one device drops) and causal attention (ring_attention.h).
+// so cp ranks drop exactly what one device drops) and causal attention (ring_attention.h or
+// all_gather_attention.h, as the plan's cp_comm says).
 //
 // Local rows are batch-major, [batch, seq / cp] flattened, as on one device; a tp rank under
 // sequence parallelism holds a contiguous range of them.
@@ -20,6 +21,7 @@
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/tensor/tensor.h"
+#include "strata/schemas/plan.h"
 
 namespace strata::executor {
 
@@ -33,6 +35,8 @@ struct TokenRun {
 
 struct ContextParallelism {
   Communicator* group = nullptr;  // the cp group; null on a single rank
+  // How attention meets the other ranks' keys and values: around the ring, or all-gathered.
+  schemas::ContextParallelComm comm = schemas::ContextParallelComm::ring;
 
   std::int64_t rank() const { return group ? group->rank() : 0; }
   std::int64_t size() const { return group ? group->size() : 1; }

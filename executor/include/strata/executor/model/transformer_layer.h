@@ -15,12 +15,13 @@
 // reduce_sequence leaves it after each output projection, whose bias is added after the sum.
 // With context parallelism (model/context_parallel.h) the layer runs on the rank's chunks of each
 // sequence: RoPE and dropout at the tokens' global positions, attention around the cp ring
-// (model/ring_attention.h).
+// (model/ring_attention.h) or over all-gathered keys (model/all_gather_attention.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "strata/executor/model/all_gather_attention.h"
 #include "strata/executor/model/context_parallel.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/ring_attention.h"
@@ -85,7 +86,8 @@ struct LayerScratch {
   Tensor norm_local, branch_full, branch, mlp_full;
   Tensor d_norm, d_norm_full, d_attention, d_qkv, d_hidden, d_gate, d_up, d_middle,
       d_attention_branch, d_branch, d_branch_full;
-  RingAttentionBuffers ring;  // context parallelism's
+  RingAttentionBuffers ring;  // context parallelism's, by cp_comm
+  AllGatherAttentionBuffers all_gathered;
   void resize(const schemas::ModelConfig& model, const TensorParallelism& tp, std::int64_t batch,
               std::int64_t seq, ScalarType type, Device device);
 

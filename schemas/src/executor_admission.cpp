@@ -1,0 +1,52 @@
+#include "strata/schemas/executor_admission.h"
+
+#include <fmt/format.h>
+
+#include "strata/schemas/enum_names.h"
+
+namespace strata::schemas {
+
+std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model) {
+  if (model.position_embedding != PositionEmbedding::learned &&
+      model.position_embedding != PositionEmbedding::rope) {
+    return ExecutorRefusal{"/position_embedding",
+                           fmt::format("the executor builds learned or rope positions, not {}",
+                                       name_of(model.position_embedding, kPositionEmbeddingNames))};
+  }
+  if (model.mlp_activation != MlpActivation::gelu &&
+      model.mlp_activation != MlpActivation::swiglu) {
+    return ExecutorRefusal{"/mlp_activation",
+                           fmt::format("the executor builds gelu or swiglu MLPs, not {}",
+                                       name_of(model.mlp_activation, kMlpActivationNames))};
+  }
+  if (model.embedding_norm) {
+    return ExecutorRefusal{"/embedding_norm", "the executor builds no embedding norm"};
+  }
+  return std::nullopt;
+}
+
+std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
+  if (plan.framework != TrainingFramework::strata) {
+    return ExecutorRefusal{
+        "/framework",
+        fmt::format("\"{}\" is a plan for another training stack, for simulation only; strata "
+                    "train runs plans whose framework is strata (remove the field)",
+                    name_of(plan.framework, kTrainingFrameworkNames))};
+  }
+  if (plan.tp_comm_overlap) {
+    return ExecutorRefusal{"/tp_comm_overlap",
+                           "the executor runs tensor-parallel collectives between the GEMMs, not "
+                           "pipelined with them: set it to false"};
+  }
+  if (plan.precision != Dtype::fp32 && plan.precision != Dtype::bf16) {
+    return ExecutorRefusal{"/precision", fmt::format("the executor trains in fp32 or bf16, not {}",
+                                                     name_of(plan.precision, kDtypeNames))};
+  }
+  if (std::optional<ExecutorRefusal> refusal = executor_model_refusal(plan.model)) {
+    refusal->json_path = "/model" + refusal->json_path;
+    return refusal;
+  }
+  return std::nullopt;
+}
+
+}  // namespace strata::schemas

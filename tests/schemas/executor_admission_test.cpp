@@ -1,0 +1,69 @@
+#include "strata/schemas/executor_admission.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/schemas/plan_builder.h"
+#include "strata/schemas/presets.h"
+
+namespace strata::schemas {
+namespace {
+
+Plan llama_plan() {
+  PlanKnobs knobs;
+  knobs.seq_length = 64;
+  knobs.global_batch_size = 8;
+  knobs.micro_batch_size = 1;
+  knobs.mesh = Mesh{.tp = 2, .cp = 2, .dp = 2, .pp = 1, .dp_shard = 0};
+  knobs.zero_stage = 3;
+  knobs.precision = Dtype::fp32;
+  return build_plan(model_preset("llama-tiny"), cluster_preset("cpu-local:8"), knobs, "test");
+}
+
+TEST(ExecutorAdmission, AdmitsEveryLayoutOfAModelItBuilds) {
+  Plan plan = llama_plan();
+  EXPECT_FALSE(executor_refusal(plan).has_value());
+  plan.precision = Dtype::bf16;  // a CUDA run's precision: a backend's gap, not the rule's
+  EXPECT_FALSE(executor_refusal(plan).has_value());
+}
+
+TEST(ExecutorAdmission, RefusesWithTheFieldAndTheRule) {
+  const auto refused_at = [](const Plan& plan) {
+    const std::optional<ExecutorRefusal> refusal = executor_refusal(plan);
+    return refusal ? refusal->json_path : std::string("admitted");
+  };
+  Plan other_stack = llama_plan();
+  other_stack.framework = TrainingFramework::megatron_lm;
+  EXPECT_EQ(refused_at(other_stack), "/framework");
+  EXPECT_NE(executor_refusal(other_stack)->rule.find("simulation only"), std::string::npos);
+
+  Plan overlapped = llama_plan();
+  overlapped.tp_comm_overlap = true;
+  EXPECT_EQ(refused_at(overlapped), "/tp_comm_overlap");
+
+  Plan fp8 = llama_plan();
+  fp8.precision = Dtype::fp8;
+  EXPECT_EQ(refused_at(fp8), "/precision");
+
+  Plan alibi = llama_plan();
+  alibi.model.position_embedding = PositionEmbedding::alibi;
+  EXPECT_EQ(refused_at(alibi), "/model/position_embedding");
+
+  Plan squared_relu = llama_plan();
+  squared_relu.model.mlp_activation = MlpActivation::squared_relu;
+  EXPECT_EQ(refused_at(squared_relu), "/model/mlp_activation");
+
+  Plan embedding_norm = llama_plan();
+  embedding_norm.model.embedding_norm = true;
+  EXPECT_EQ(refused_at(embedding_norm), "/model/embedding_norm");
+}
+
+TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
+  const std::optional<ExecutorRefusal> bloom = executor_model_refusal(model_preset("bloom-176b"));
+  ASSERT_TRUE(bloom.has_value());
+  EXPECT_EQ(bloom->json_path, "/position_embedding");
+  EXPECT_EQ(bloom->rule, "the executor builds learned or rope positions, not alibi");
+  EXPECT_FALSE(executor_model_refusal(model_preset("gpt2-124m")).has_value());
+}
+
+}  // namespace
+}  // namespace strata::schemas
