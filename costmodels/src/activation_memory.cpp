@@ -22,7 +22,8 @@ double executor_scratch_bytes(const LayerContext& context) {
 }
 
 // Context parallelism's attention buffers while a layer's attention runs, shared by the layers:
-// the ring's block in hand and the arriving one, and in the backward their gradients, or the
+// the ring's block in hand and the arriving one, and in the backward three of their gradients
+// (two contributions, one computed while the other is sent, and the sum arriving), or the
 // all-gather variant's gathered keys and values of the whole sequence and their gradients; both
 // with the per-query softmax term of the backward (executor/model/ring_attention.h,
 // all_gather_attention.h).
@@ -35,7 +36,7 @@ double context_parallel_attention_bytes(const LayerContext& context) {
   const double output_dot = element * tokens * heads;
   const double blocks = context.cp_comm == schemas::ContextParallelComm::all_gather
                             ? 2.0 * static_cast<double>(context.cp) + 2.0
-                            : 4.0;
+                            : 5.0;
   return blocks * keys_values + output_dot;
 }
 

@@ -2,6 +2,7 @@
 
 #include "strata/executor/check.h"
 #include "strata/executor/ops/attention_block.h"
+#include "strata/executor/ops/residual.h"
 #include "visible_blocks.h"
 
 namespace strata::executor {
@@ -25,6 +26,7 @@ void size_buffers(const Tensor& qkv, const AttentionShape& shape, RingAttentionB
     if (gradients && (buffers.keys_values_grad[i].shape() != kv_shape ||
                       buffers.keys_values_grad[i].scalar_type() != qkv.scalar_type())) {
       buffers.keys_values_grad[i] = Tensor::zeros(kv_shape, qkv.scalar_type(), qkv.device());
+      buffers.keys_values_grad_arriving = Tensor::zeros(kv_shape, qkv.scalar_type(), qkv.device());
     }
   }
   const Shape dot_shape{qkv.size(0), shape.num_heads, qkv.size(1)};
@@ -76,35 +78,42 @@ void ring_attention_backward(const ContextParallelism& cp, const Tensor& dout, c
   const int previous = static_cast<int>((cp.rank() + ranks - 1) % ranks);
   size_buffers(qkv, shape, buffers, true);
   extract_keys_values(qkv, shape, buffers.keys_values[0]);
-  buffers.keys_values_grad[0].fill_zero();
   attention_output_dot(dout, out, shape, buffers.output_dot);
+  // The gradient of each source's keys and values travels with them, summed along the way: a
+  // rank adds its blocks' contribution into a fresh buffer while the sum of the ranks before it
+  // arrives, adds the two, and passes the sum on while it computes the next step. After the last
+  // step each rank receives its own gradient, complete. Only the additions wait on the ring.
+  CommunicationRequest gradient_send, gradient_receive;
   for (std::int64_t step = 0; step < ranks; ++step) {
     Tensor& in_hand = buffers.keys_values[step % 2];
-    Tensor& gradient_in_hand = buffers.keys_values_grad[step % 2];
     CommunicationRequest receive, send;
     if (step + 1 < ranks) {
       receive = ring.receive_async(buffers.keys_values[(step + 1) % 2], previous,
                                    tag_of(RingMessage::backward_keys, step));
       send = ring.send_async(in_hand, next, tag_of(RingMessage::backward_keys, step));
     }
+    Tensor& contribution = buffers.keys_values_grad[step % 2];
+    contribution.fill_zero();
     const std::int64_t source = (cp.rank() + ranks - step) % ranks;
     detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
       attention_block_backward(dout, qkv, in_hand, lse, buffers.output_dot, block, shape, dqkv,
-                               gradient_in_hand);
+                               contribution);
     });
-    // The gradient of `source`'s keys and values moves on with them; after the last step each
-    // rank receives its own, complete.
-    CommunicationRequest gradient_receive =
-        ring.receive_async(buffers.keys_values_grad[(step + 1) % 2], previous,
-                           tag_of(RingMessage::backward_gradients, step));
-    CommunicationRequest gradient_send =
-        ring.send_async(gradient_in_hand, next, tag_of(RingMessage::backward_gradients, step));
+    if (step > 0) {
+      gradient_receive.wait();
+      residual_forward(contribution, buffers.keys_values_grad_arriving, contribution);
+    }
+    gradient_send.wait();  // the other contribution buffer, sent a step ago
+    gradient_send =
+        ring.send_async(contribution, next, tag_of(RingMessage::backward_gradients, step));
+    gradient_receive = ring.receive_async(buffers.keys_values_grad_arriving, previous,
+                                          tag_of(RingMessage::backward_gradients, step));
     send.wait();
     receive.wait();
-    gradient_send.wait();
-    gradient_receive.wait();
   }
-  add_keys_values_gradient(buffers.keys_values_grad[ranks % 2], shape, dqkv);
+  gradient_receive.wait();
+  gradient_send.wait();
+  add_keys_values_gradient(buffers.keys_values_grad_arriving, shape, dqkv);
 }
 
 }  // namespace strata::executor

@@ -4,8 +4,8 @@
 // queries' width) travel once around the cp ring; while one block travels, the rank attends to
 // the block in hand (ops/attention_block.h), so communication hides behind compute as the
 // simulator prices it (costmodels: cp − 1 point-to-point steps beside the attention). The
-// backward sends the keys and values around again with their gradients, which arrive back at
-// their owner after the last step.
+// backward sends the keys and values around again with their gradients, summed along the way and
+// passed on while the next step computes; each arrives back at its owner after the last step.
 //
 // Which blocks a query chunk q meets: key chunks k < q whole, k = q causally (the diagonal),
 // k > q not at all. With the load-balanced split every rank computes the same number of blocks.
@@ -19,9 +19,10 @@ namespace strata::executor {
 
 // Buffers of one ring pass, reused across layers and micro-batches (one set per rank).
 struct RingAttentionBuffers {
-  Tensor keys_values[2];  // [batch, local seq, kv width]: the block in hand and the next
-  Tensor keys_values_grad[2];
-  Tensor output_dot;  // [batch, heads, local seq]
+  Tensor keys_values[2];       // [batch, local seq, kv width]: the block in hand and the next
+  Tensor keys_values_grad[2];  // this rank's contribution: one computed while the other is sent
+  Tensor keys_values_grad_arriving;  // the sum of the ranks before, arriving meanwhile
+  Tensor output_dot;                 // [batch, heads, local seq]
 };
 
 // qkv [batch, local seq, qkv width] → out [batch, local seq, heads·d], lse [batch, heads, local
