@@ -134,23 +134,23 @@ TEST(ShardedTraining, TensorAndPipelineParallelismComputeTheOneDeviceNumbers) {
       plan_of(schemas::model_preset("gpt-tiny"), {.tp = 1, .cp = 1, .dp = 2, .pp = 2}, 3));
 }
 
-TEST(ContextParallelTraining, RingAttentionOverSequenceChunksComputesTheOneDeviceNumbers) {
+TEST(ContextParallelTraining, AttentionOverSequenceChunksComputesTheOneDeviceNumbers) {
   // gpt: learned positions and dropout at every site, keyed by global token; llama: GQA and RoPE.
+  // Both ways cp attention communicates (the ring's cp 4 and llama alone run in the MPI suite,
+  // tests/executor/distributed/parallel_training_test.cpp).
   schemas::ModelConfig gpt = testing::odd_gpt();
   gpt.dropout = 0.1;
   {
-    SCOPED_TRACE("gpt, cp 2");
+    SCOPED_TRACE("gpt, cp 2, ring");
     expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 2, .dp = 1, .pp = 1}, 0));
   }
   {
-    SCOPED_TRACE("gpt, cp 4");
-    expect_one_device_numbers(plan_of(gpt, {.tp = 1, .cp = 4, .dp = 1, .pp = 1}, 0));
+    SCOPED_TRACE("gpt, cp 4, all-gather");
+    schemas::Plan gathered = plan_of(gpt, {.tp = 1, .cp = 4, .dp = 1, .pp = 1}, 0);
+    gathered.cp_comm = schemas::ContextParallelComm::all_gather;
+    expect_one_device_numbers(gathered);
   }
   const schemas::ModelConfig llama = schemas::model_preset("llama-tiny");
-  {
-    SCOPED_TRACE("llama, cp 2");
-    expect_one_device_numbers(plan_of(llama, {.tp = 1, .cp = 2, .dp = 1, .pp = 1}, 0));
-  }
   {
     SCOPED_TRACE("llama, cp 2 · tp 2, sequence parallel");
     expect_one_device_numbers(plan_of(llama, {.tp = 2, .cp = 2, .dp = 1, .pp = 1}, 1, true));
