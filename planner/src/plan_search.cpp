@@ -267,7 +267,9 @@ class Evaluator {
 
   // How cp attention communicates is the planner's to choose (schemas/plan.h): the all-gather
   // variant where what it exposes per layer costs less than what the ring cannot hide behind the
-  // attention. A tie keeps the ring, which holds two blocks of keys and values rather than all.
+  // attention. A tie keeps the ring, which holds 5 blocks of keys and values where the gather
+  // holds 2·cp + 2. Memory does not enter the choice: a layout whose gather would not fit while
+  // its ring would is judged by the gather (rare: the gap is a few K/V blocks of one layer).
   void choose_cp_comm(costmodels::LayerContext& context) {
     const auto exposed = [](const costmodels::PassCosts& layer) {
       return layer.forward.cp_comm_s + layer.backward_input.cp_comm_s + layer.recompute.cp_comm_s;

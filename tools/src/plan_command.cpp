@@ -191,7 +191,6 @@ int run_plan(const PlanOptions& options) {
   }
   const planner::SearchResult result = planner::search_plans(model, cluster, search);
   const planner::SearchStatistics& stats = result.statistics;
-  const bool runs_nowhere = result.executor_refuses_all;
 
   if (options.out_path) {
     for (std::size_t i = 0; i < result.best.size(); ++i) {
@@ -285,7 +284,8 @@ int run_plan(const PlanOptions& options) {
       }
       std::cout << table.render();
     } else {
-      std::cout << (runs_nowhere ? "No plan runs: " : "No plan fits. Binding constraint: ")
+      std::cout << (result.executor_refuses_all ? "No plan runs: "
+                                                : "No plan fits. Binding constraint: ")
                 << result.binding_constraint << "\n";
       if (!result.nearest.empty()) {
         std::cout << "Nearest candidates:\n";
@@ -328,7 +328,7 @@ int run_plan(const PlanOptions& options) {
     }
   }
   if (result.best.empty()) {
-    std::fprintf(stderr, "strata: no plan %s: %s\n", runs_nowhere ? "runs" : "fits",
+    std::fprintf(stderr, "strata: no plan %s: %s\n", result.executor_refuses_all ? "runs" : "fits",
                  result.binding_constraint.c_str());
     return 1;
   }
