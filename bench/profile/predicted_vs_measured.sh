@@ -11,6 +11,11 @@
 # minute of a shared machine falls on every configuration rather than on one. Measured = the
 # median of steps 2.. of all rounds (the first step of a run carries page faults); "rounds" is
 # the range of the per-round medians, the noise this machine put on the comparison.
+# PROFILE_EACH_ROUND=RANKS re-profiles the machine (`strata profile --quick` on RANKS ranks) before
+# every round and predicts that round from its own profile (CLUSTER.json is then not read; give
+# -): a shared machine's speed drifts by more than the prediction's error between a profile
+# and a run minutes later, so each round's ratio compares a run with the machine it ran on, and
+# "ratio" is the median of the per-round ratios (their range beside it).
 # Memory: the largest rank's peak RSS, its growth since before the model was built (the memory the
 # model took) and the simulator's predicted peak (MiB), and measured growth / predicted.
 set -euo pipefail
@@ -30,6 +35,11 @@ run() {  # model label ranks flags...
 }
 
 for round in $(seq "$rounds"); do
+  if [[ -n ${PROFILE_EACH_ROUND:-} ]]; then
+    cluster=$logs/cluster.round$round.json
+    mpirun -np "$PROFILE_EACH_ROUND" --oversubscribe "$strata" profile --quick --out "$cluster" \
+      > /dev/null
+  fi
   for model in $models; do
     for layout in $layouts; do
       case $layout in
@@ -53,6 +63,7 @@ import glob, json, os, statistics, sys
 logs, models = sys.argv[1], sys.argv[2:]
 layouts = os.environ["LAYOUTS"].split()
 print(f"{'model':<12} {'layout':<16} {'meas ms':>10} {'rounds ms':>17} {'pred ms':>10} {'ratio':>7} "
+      f"{'rounds ratio':>13} "
       f"{'RSS MiB':>9} {'model MiB':>9} {'pred MiB':>9} {'ratio':>7}")
 for model in models:
     for label in layouts:
@@ -65,12 +76,17 @@ for model in models:
         times = [r["step_time_s"] for steps in per_round for r in steps]
         measured = statistics.median(times)
         medians = [statistics.median(r["step_time_s"] for r in steps) for steps in per_round]
-        predicted = per_round[-1][-1]["predicted_step_time_s"]
+        predicted = statistics.median(steps[-1]["predicted_step_time_s"] for steps in per_round)
+        # Each round against its own prediction: with PROFILE_EACH_ROUND the rounds ran on
+        # different profiles; without it every round has the same prediction.
+        ratios = [statistics.median(r["step_time_s"] for r in steps) / steps[-1]["predicted_step_time_s"]
+                  for steps in per_round]
+        ratio = statistics.median(ratios)
         rss = max(r.get("peak_host_bytes", 0) for r in rows_all) / 2**20
         grown = max(r.get("peak_model_host_bytes", 0) for r in rows_all) / 2**20
         pred_mem = per_round[-1][-1].get("predicted_peak_bytes", 0) / 2**20
         spread = f"{min(medians)*1e3:.0f}-{max(medians)*1e3:.0f}"
         print(f"{model:<12} {label:<16} {measured*1e3:10.1f} {spread:>17} {predicted*1e3:10.1f} "
-              f"{measured/predicted:7.3f} {rss:9.0f} {grown:9.1f} {pred_mem:9.1f} "
+              f"{ratio:7.3f} {min(ratios):6.3f}-{max(ratios):.3f} {rss:9.0f} {grown:9.1f} {pred_mem:9.1f} "
               f"{grown/pred_mem:7.3f}")
 EOF
