@@ -6,17 +6,36 @@ namespace strata::costmodels {
 
 FlopsPerToken model_flops_per_token(const schemas::ModelConfig& model, std::int64_t seq_length) {
   const schemas::ModelConfig& m = model;
-  const std::int64_t up_matrices = m.mlp_activation == schemas::MlpActivation::swiglu ? 2 : 1;
-  const double layer_matrix_parameters =
-      static_cast<double>(m.hidden_size) * (2.0 * m.attention_width() + 2.0 * m.kv_width()) +
-      static_cast<double>(up_matrices + 1) * m.hidden_size * m.ffn_hidden_size;
+  const auto attention_matrices = static_cast<double>(attention_matrix_parameters(m));
+  const double dense_layer_matrices =
+      attention_matrices + static_cast<double>(mlp_matrix_parameters(m, m.ffn_hidden_size));
+  // A MoE layer multiplies a token by the router's gate and the experts it visits: its top k
+  // routed experts and every shared expert (and Qwen2-MoE's hidden → 1 shared-expert gate).
+  double moe_layer_matrices = 0;
+  std::int64_t moe_layers = 0;
+  if (m.moe) {
+    const schemas::MoeConfig& moe = *m.moe;
+    moe_layers = moe.num_moe_layers(m.num_layers);
+    moe_layer_matrices =
+        attention_matrices + static_cast<double>(m.hidden_size) * moe.num_experts +
+        static_cast<double>(moe.experts_per_token) *
+            static_cast<double>(mlp_matrix_parameters(m, moe.expert_ffn_hidden_size)) +
+        static_cast<double>(moe.num_shared_experts) *
+            static_cast<double>(mlp_matrix_parameters(m, moe.shared_expert_ffn_hidden_size)) +
+        (moe.shared_expert_gate ? static_cast<double>(m.hidden_size) : 0.0);
+  }
   const double lm_head_parameters = static_cast<double>(m.vocab_size) * m.hidden_size;
-  // Per token and layer, QKᵀ and AV each multiply a width-wide vector with seq_length rows.
-  const double attention_per_layer =
-      2.0 * 2.0 * static_cast<double>(seq_length) * m.attention_width();
+  // Per token and layer, QKᵀ multiplies a query with seq_length keys of the query/key width and AV
+  // seq_length values of the value width (the same width but for latent attention).
+  const auto value_width =
+      static_cast<double>(m.mla ? m.num_attention_heads * m.mla->v_head_dim : m.attention_width());
+  const double attention_per_layer = 2.0 * static_cast<double>(seq_length) *
+                                     (static_cast<double>(m.attention_width()) + value_width);
 
   FlopsPerToken flops;
-  flops.forward = m.num_layers * (2.0 * layer_matrix_parameters + attention_per_layer) +
+  flops.forward = static_cast<double>(m.num_layers) * attention_per_layer +
+                  static_cast<double>(m.num_layers - moe_layers) * 2.0 * dense_layer_matrices +
+                  static_cast<double>(moe_layers) * 2.0 * moe_layer_matrices +
                   2.0 * lm_head_parameters;
   flops.backward = 2.0 * flops.forward;
   return flops;

@@ -6,12 +6,51 @@ using schemas::MlpActivation;
 using schemas::NormKind;
 using schemas::PositionEmbedding;
 
+namespace {
+
+// LayerNorm has a scale and a bias per feature, RMSNorm only a scale.
+std::int64_t norm_parameters(const schemas::ModelConfig& model, std::int64_t width) {
+  return model.norm == NormKind::layernorm ? 2 * width : width;
+}
+
+std::int64_t up_matrices(const schemas::ModelConfig& model) {
+  // SwiGLU has gate and up projections (h → width each); GELU and squared ReLU one up projection.
+  return model.mlp_activation == MlpActivation::swiglu ? 2 : 1;
+}
+
+std::int64_t mlp_parameters(const schemas::ModelConfig& model, std::int64_t width) {
+  std::int64_t count = mlp_matrix_parameters(model, width);
+  if (model.mlp_bias) count += up_matrices(model) * width + model.hidden_size;
+  return count;
+}
+
+}  // namespace
+
+std::int64_t attention_matrix_parameters(const schemas::ModelConfig& model) {
+  const std::int64_t h = model.hidden_size;
+  const std::int64_t heads = model.num_attention_heads;
+  if (model.mla) {
+    const schemas::MlaConfig& mla = *model.mla;
+    const std::int64_t q_width = heads * mla.qk_head_dim();
+    const std::int64_t queries =
+        mla.q_lora_rank > 0 ? h * mla.q_lora_rank + mla.q_lora_rank * q_width : h * q_width;
+    // The kv latent and the rotary key shared by all heads come down in one projection.
+    const std::int64_t keys_values =
+        h * (mla.kv_lora_rank + mla.qk_rope_head_dim) +
+        mla.kv_lora_rank * heads * (mla.qk_nope_head_dim + mla.v_head_dim);
+    return queries + keys_values + heads * mla.v_head_dim * h;
+  }
+  const std::int64_t q_width = model.attention_width();
+  return h * q_width + 2 * h * model.kv_width() + q_width * h;
+}
+
+std::int64_t mlp_matrix_parameters(const schemas::ModelConfig& model, std::int64_t width) {
+  return (up_matrices(model) + 1) * model.hidden_size * width;
+}
+
 ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
   const std::int64_t h = model.hidden_size;
-  // LayerNorm has a scale and a bias per feature, RMSNorm only a scale.
-  const std::int64_t norm = model.norm == NormKind::layernorm ? 2 * h : h;
-  const std::int64_t q_width = model.attention_width();
-  const std::int64_t kv_width = model.kv_width();
+  const std::int64_t norm = norm_parameters(model, h);
 
   ParameterBreakdown count;
   count.num_layers = model.num_layers;
@@ -20,15 +59,31 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
       model.position_embedding == PositionEmbedding::learned ? model.max_seq_length * h : 0;
   count.embedding_norm = model.embedding_norm ? norm : 0;
 
-  count.attention_per_layer = h * q_width + 2 * h * kv_width + q_width * h;
-  if (model.qkv_bias) count.attention_per_layer += q_width + 2 * kv_width;
+  count.attention_per_layer = attention_matrix_parameters(model);
+  if (model.mla) {
+    if (model.mla->q_lora_rank > 0) {
+      count.attention_per_layer += norm_parameters(model, model.mla->q_lora_rank);
+    }
+    count.attention_per_layer += norm_parameters(model, model.mla->kv_lora_rank);
+  }
+  if (model.qkv_bias) count.attention_per_layer += model.attention_width() + 2 * model.kv_width();
   if (model.attention_output_bias) count.attention_per_layer += h;
+  // One norm over head_dim each for queries and keys, shared by the heads.
+  if (model.qk_norm) count.attention_per_layer += 2 * norm_parameters(model, model.head_dim);
 
-  // SwiGLU has gate and up projections (h → ffn each) and a down projection; GELU and squared
-  // ReLU one up and one down projection.
-  const std::int64_t up_matrices = model.mlp_activation == MlpActivation::swiglu ? 2 : 1;
-  count.mlp_per_layer = (up_matrices + 1) * h * model.ffn_hidden_size;
-  if (model.mlp_bias) count.mlp_per_layer += up_matrices * model.ffn_hidden_size + h;
+  count.mlp_per_layer = mlp_parameters(model, model.ffn_hidden_size);
+  if (model.moe) {
+    const schemas::MoeConfig& moe = *model.moe;
+    count.num_moe_layers = moe.num_moe_layers(model.num_layers);
+    count.router_per_moe_layer = h * moe.num_experts;
+    if (moe.router.expert_bias) count.router_per_moe_layer += moe.num_experts;
+    if (moe.shared_expert_gate) count.router_per_moe_layer += h;
+    count.routed_expert = mlp_parameters(model, moe.expert_ffn_hidden_size);
+    count.num_routed_experts = moe.num_experts;
+    count.experts_per_token = moe.experts_per_token;
+    count.shared_experts_per_moe_layer =
+        moe.num_shared_experts * mlp_parameters(model, moe.shared_expert_ffn_hidden_size);
+  }
 
   count.norms_per_layer = 2 * norm;
   count.final_norm = norm;

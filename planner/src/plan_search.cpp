@@ -23,6 +23,7 @@
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/mesh_ranks.h"
+#include "strata/schemas/plannable_model.h"
 #include "thread_shares.h"
 
 namespace strata::planner {
@@ -768,6 +769,10 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
 SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
                           const SearchOptions& given) {
   const auto started = std::chrono::steady_clock::now();
+  if (std::optional<schemas::ModelFeatureRefusal> refusal =
+          schemas::unplannable_model_feature(model)) {
+    throw schemas::InputError(model.name, "/" + refusal->key, refusal->rule);
+  }
   SearchOptions options = given;
   if (options.seq_length <= 0) options.seq_length = model.max_seq_length;
   if (options.top_k == 0) options.top_k = 1;

@@ -22,6 +22,16 @@ std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model) 
   if (model.embedding_norm) {
     return ExecutorRefusal{"/embedding_norm", "the executor builds no embedding norm"};
   }
+  if (model.qk_norm) {
+    return ExecutorRefusal{"/qk_norm", "the executor builds no query/key norm"};
+  }
+  if (model.moe) {
+    return ExecutorRefusal{"/moe", "the executor builds dense MLPs, not mixture-of-experts layers"};
+  }
+  if (model.mla) {
+    return ExecutorRefusal{"/mla",
+                           "the executor builds multi-head attention, not latent attention"};
+  }
   return std::nullopt;
 }
 

@@ -11,7 +11,17 @@
 namespace strata::schemas {
 namespace {
 
-enum class HfFamily { llama, mistral, qwen2, gpt2 };
+enum class HfFamily {
+  llama,
+  mistral,
+  qwen2,
+  qwen3,
+  mixtral,
+  qwen2_moe,
+  qwen3_moe,
+  deepseek_v3,
+  gpt2
+};
 
 struct HfArchitecture {
   std::string_view architecture;  // "architectures"[0]
@@ -19,10 +29,15 @@ struct HfArchitecture {
   HfFamily family;
 };
 
-constexpr std::array<HfArchitecture, 4> kSupported{{
+constexpr std::array<HfArchitecture, 9> kSupported{{
     {"LlamaForCausalLM", "llama", HfFamily::llama},
     {"MistralForCausalLM", "mistral", HfFamily::mistral},
     {"Qwen2ForCausalLM", "qwen2", HfFamily::qwen2},
+    {"Qwen3ForCausalLM", "qwen3", HfFamily::qwen3},
+    {"MixtralForCausalLM", "mixtral", HfFamily::mixtral},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HfFamily::qwen2_moe},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HfFamily::qwen3_moe},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", HfFamily::deepseek_v3},
     {"GPT2LMHeadModel", "gpt2", HfFamily::gpt2},
 }};
 
@@ -92,7 +107,13 @@ const HfArchitecture& find_architecture(const nlohmann::json& config,
       .fail(fmt::format("{} is not supported; supported: {}", model_type.dump(), supported));
 }
 
-std::optional<Dtype> checkpoint_dtype(const HfConfigReader& reader) {
+std::optional<Dtype> checkpoint_dtype(const HfConfigReader& reader, const nlohmann::json& config) {
+  // Weights published quantized (DeepSeek-V3's block-scaled e4m3) say so in quantization_config;
+  // "torch_dtype" then names the dtype they are computed in.
+  if (reader.given("quantization_config") && config.at("quantization_config").is_object() &&
+      config.at("quantization_config").value("quant_method", "") == "fp8") {
+    return Dtype::fp8;
+  }
   // Newer transformers write "dtype", older ones "torch_dtype".
   const std::string_view key = reader.given("dtype") ? "dtype" : "torch_dtype";
   const std::optional<std::string> name = reader.string(key);
@@ -135,8 +156,11 @@ ModelConfig import_llama_family(const HfConfigReader& reader, HfFamily family) {
                                 {.minimum = 0, .maximum = 1, .maximum_exclusive = true});
   model.tied_embeddings = reader.boolean("tie_word_embeddings", false);
   const bool attention_bias = reader.boolean("attention_bias", false);
-  model.qkv_bias = family == HfFamily::qwen2 || attention_bias;  // Qwen2 always biases q, k, v
-  model.attention_output_bias = family != HfFamily::qwen2 && attention_bias;
+  // Qwen2 and Qwen2-MoE always bias q, k and v and never the output projection.
+  const bool qwen2 = family == HfFamily::qwen2 || family == HfFamily::qwen2_moe;
+  model.qkv_bias = qwen2 || attention_bias;
+  model.attention_output_bias = !qwen2 && attention_bias;
+  model.qk_norm = family == HfFamily::qwen3 || family == HfFamily::qwen3_moe;
   model.mlp_bias = reader.boolean("mlp_bias", false);
   const std::string activation = reader.string("hidden_act").value_or("silu");
   if (activation != "silu") {
@@ -145,6 +169,131 @@ ModelConfig import_llama_family(const HfConfigReader& reader, HfFamily family) {
                           activation));
   }
   return model;
+}
+
+constexpr NumberRange kCoefficient{.minimum = 0, .maximum = 1e3};
+
+// Transformers' MoE configs leave dense layers only through a list Strata's layer pattern does
+// not express; an empty or absent list is the common case.
+void require_no_mlp_only_layers(const HfConfigReader& reader, const nlohmann::json& config) {
+  if (!reader.given("mlp_only_layers")) return;
+  const nlohmann::json& layers = config.at("mlp_only_layers");
+  require_array(layers, reader.location() / "mlp_only_layers");
+  if (!layers.empty()) {
+    (reader.location() / "mlp_only_layers")
+        .fail(
+            "dense layers by list are not supported; Strata's moe block names dense layers as "
+            "the first k and every n-th (decoder_sparse_step)");
+  }
+}
+
+// The rules between an MoE config's keys, reported at the config's own keys (validate_model then
+// finds nothing left to refuse in the moe block).
+void check_moe_keys(const HfConfigReader& reader, const MoeConfig& moe,
+                    std::string_view experts_key) {
+  if (moe.experts_per_token > moe.num_experts) {
+    (reader.location() / "num_experts_per_tok")
+        .fail(fmt::format("{} is more than {}={}", moe.experts_per_token, experts_key,
+                          moe.num_experts));
+  }
+  if (moe.num_experts % moe.router.expert_groups != 0) {
+    (reader.location() / "n_group")
+        .fail(fmt::format("{} does not divide {}={}", moe.router.expert_groups, experts_key,
+                          moe.num_experts));
+  }
+  if (moe.router.groups_per_token > moe.router.expert_groups ||
+      moe.experts_per_token >
+          moe.router.groups_per_token * (moe.num_experts / moe.router.expert_groups)) {
+    (reader.location() / "topk_group")
+        .fail(fmt::format("{} of n_group={} groups cannot hold num_experts_per_tok={} experts",
+                          moe.router.groups_per_token, moe.router.expert_groups,
+                          moe.experts_per_token));
+  }
+}
+
+// Mixtral (every layer MoE, no shared expert, experts of intermediate_size).
+MoeConfig import_mixtral_moe(const HfConfigReader& reader, const ModelConfig& model) {
+  MoeConfig moe;
+  moe.num_experts = reader.integer("num_local_experts", {1, kMaxExperts});
+  moe.experts_per_token =
+      reader.optional_integer("num_experts_per_tok", {1, kMaxExperts}).value_or(2);
+  moe.expert_ffn_hidden_size = model.ffn_hidden_size;
+  moe.router.aux_loss_coefficient = reader.number("router_aux_loss_coef", 0.001, kCoefficient);
+  check_moe_keys(reader, moe, "num_local_experts");
+  return moe;
+}
+
+// Qwen2-MoE and Qwen3-MoE: experts of moe_intermediate_size on every decoder_sparse_step-th layer;
+// Qwen2-MoE adds one gated shared expert of shared_expert_intermediate_size.
+MoeConfig import_qwen_moe(const HfConfigReader& reader, const nlohmann::json& config,
+                          HfFamily family) {
+  require_no_mlp_only_layers(reader, config);
+  MoeConfig moe;
+  moe.num_experts = reader.integer("num_experts", {1, kMaxExperts});
+  moe.experts_per_token = reader.integer("num_experts_per_tok", {1, kMaxExperts});
+  moe.expert_ffn_hidden_size = reader.integer("moe_intermediate_size", {1, 1 << 22});
+  moe.moe_layer_interval = reader.optional_integer("decoder_sparse_step", {1, 4096}).value_or(1);
+  if (family == HfFamily::qwen2_moe) {
+    const std::int64_t shared =
+        reader.optional_integer("shared_expert_intermediate_size", {0, 1 << 22}).value_or(0);
+    if (shared > 0) {
+      moe.num_shared_experts = 1;
+      moe.shared_expert_ffn_hidden_size = shared;
+      moe.shared_expert_gate = true;
+    }
+  }
+  moe.router.normalize_top_k = reader.boolean("norm_topk_prob", false);
+  moe.router.aux_loss_coefficient = reader.number("router_aux_loss_coef", 0.001, kCoefficient);
+  check_moe_keys(reader, moe, "num_experts");
+  return moe;
+}
+
+// DeepSeek-V3: dense first_k_dense_replace layers, then MoE layers with n_shared_experts shared
+// experts of moe_intermediate_size (transformers builds them as one MLP n_shared times as wide:
+// the same parameters and FLOPs) and group-limited sigmoid routing.
+MoeConfig import_deepseek_moe(const HfConfigReader& reader) {
+  MoeConfig moe;
+  moe.num_experts = reader.integer("n_routed_experts", {1, kMaxExperts});
+  moe.experts_per_token = reader.integer("num_experts_per_tok", {1, kMaxExperts});
+  moe.expert_ffn_hidden_size = reader.integer("moe_intermediate_size", {1, 1 << 22});
+  moe.num_shared_experts = reader.optional_integer("n_shared_experts", {0, 64}).value_or(0);
+  moe.shared_expert_ffn_hidden_size = moe.num_shared_experts > 0 ? moe.expert_ffn_hidden_size : 0;
+  moe.first_dense_layers =
+      reader.optional_integer("first_k_dense_replace", {0, kMaxLayers}).value_or(0);
+  // DeepSeek counts moe_layer_freq from layer 0, Strata's interval from the first MoE layer: the
+  // two agree for 1, the value every DeepSeek-V2/V3 config has.
+  if (reader.optional_integer("moe_layer_freq", {1, kMaxLayers}).value_or(1) != 1) {
+    (reader.location() / "moe_layer_freq")
+        .fail("only 1 (every layer after the dense ones) is supported");
+  }
+  const std::string scoring = reader.string("scoring_func").value_or("softmax");
+  const std::optional<RouterScoreFunction> score = value_of(scoring, kRouterScoreFunctionNames);
+  if (!score) {
+    (reader.location() / "scoring_func")
+        .fail(fmt::format("\"{}\" is not \"softmax\" or \"sigmoid\"", scoring));
+  }
+  moe.router.score_function = *score;
+  moe.router.expert_groups = reader.optional_integer("n_group", {1, kMaxExperts}).value_or(1);
+  moe.router.groups_per_token =
+      reader.optional_integer("topk_group", {1, kMaxExperts}).value_or(moe.router.expert_groups);
+  // "noaux_tc": top-k over scores plus a learned correction bias (auxiliary-loss-free balancing).
+  moe.router.expert_bias = reader.string("topk_method").value_or("") == "noaux_tc";
+  moe.router.normalize_top_k = reader.boolean("norm_topk_prob", false);
+  moe.router.scaling_factor = reader.number(
+      "routed_scaling_factor", 1.0, {.minimum = 0, .maximum = 1e3, .minimum_exclusive = true});
+  moe.router.aux_loss_coefficient = reader.number("aux_loss_alpha", 0.0, kCoefficient);
+  check_moe_keys(reader, moe, "n_routed_experts");
+  return moe;
+}
+
+MlaConfig import_mla(const HfConfigReader& reader) {
+  MlaConfig mla;
+  mla.q_lora_rank = reader.optional_integer("q_lora_rank", {1, kMaxLatentRank}).value_or(0);
+  mla.kv_lora_rank = reader.integer("kv_lora_rank", {1, kMaxLatentRank});
+  mla.qk_nope_head_dim = reader.integer("qk_nope_head_dim", {0, 4096});
+  mla.qk_rope_head_dim = reader.integer("qk_rope_head_dim", {2, 4096});
+  mla.v_head_dim = reader.integer("v_head_dim", {1, 4096});
+  return mla;
 }
 
 ModelConfig import_gpt2(const HfConfigReader& reader) {
@@ -188,7 +337,23 @@ ModelConfig import_hf_config(const nlohmann::json& config, const JsonLocation& l
   ModelConfig model = architecture.family == HfFamily::gpt2
                           ? import_gpt2(reader)
                           : import_llama_family(reader, architecture.family);
-  model.checkpoint_dtype = checkpoint_dtype(reader);
+  switch (architecture.family) {
+    case HfFamily::mixtral:
+      model.moe = import_mixtral_moe(reader, model);
+      break;
+    case HfFamily::qwen2_moe:
+    case HfFamily::qwen3_moe:
+      model.moe = import_qwen_moe(reader, config, architecture.family);
+      break;
+    case HfFamily::deepseek_v3:
+      model.moe = import_deepseek_moe(reader);
+      model.mla = import_mla(reader);
+      model.head_dim = model.mla->qk_head_dim();
+      break;
+    default:
+      break;
+  }
+  model.checkpoint_dtype = checkpoint_dtype(reader, config);
   const std::optional<std::string> name_or_path = reader.string("_name_or_path");
   const std::string from_path =
       name_or_path ? std::filesystem::path(*name_or_path).filename().string() : "";

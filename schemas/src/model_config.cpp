@@ -47,10 +47,13 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
                              "attention_output_bias",
                              "mlp_bias",
                              "embedding_norm",
+                             "qk_norm",
                              "dropout",
                              "norm_epsilon",
                              "rope_theta",
-                             "checkpoint_dtype"});
+                             "checkpoint_dtype",
+                             "moe",
+                             "mla"});
   check_document_header(reader, DocumentKind::model, kModelSchemaVersion);
 
   ModelConfig model = ModelConfig::defaults_for(reader.choice("architecture", kArchitectureNames));
@@ -77,6 +80,7 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
       reader.optional_boolean("attention_output_bias").value_or(model.attention_output_bias);
   model.mlp_bias = reader.optional_boolean("mlp_bias").value_or(model.mlp_bias);
   model.embedding_norm = reader.optional_boolean("embedding_norm").value_or(false);
+  model.qk_norm = reader.optional_boolean("qk_norm").value_or(false);
   model.dropout =
       reader.optional_number("dropout", {.minimum = 0, .maximum = 1, .maximum_exclusive = true})
           .value_or(0.0);
@@ -89,8 +93,21 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
   const std::optional<double> rope_theta = reader.optional_number(
       "rope_theta", {.minimum = 0, .maximum = 1e12, .minimum_exclusive = true});
   model.checkpoint_dtype = reader.optional_choice("checkpoint_dtype", kDtypeNames);
+  if (reader.has("moe")) {
+    model.moe = parse_moe(reader.object("moe"), reader.at("moe"), model.num_layers);
+  }
+  if (reader.has("mla")) model.mla = parse_mla(reader.object("mla"), reader.at("mla"));
 
-  if (head_dim) {
+  if (model.mla) {
+    // Latent attention fixes the head widths and gives every query head its own key and value.
+    if (head_dim && *head_dim != model.mla->qk_head_dim()) {
+      reader.at("head_dim")
+          .fail(fmt::format(
+              "{} is not qk_nope_head_dim + qk_rope_head_dim = {} of the mla block; leave it out",
+              *head_dim, model.mla->qk_head_dim()));
+    }
+    model.head_dim = model.mla->qk_head_dim();
+  } else if (head_dim) {
     model.head_dim = *head_dim;
   } else if (model.hidden_size % model.num_attention_heads != 0) {
     reader.at("num_attention_heads")
@@ -116,6 +133,44 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
 }
 
 void validate_model(const ModelConfig& model, const JsonLocation& location) {
+  if (model.moe) {
+    const MoeConfig& moe = *model.moe;
+    validate_moe(moe, location / "moe", model.num_layers);
+    // Bounds on the experts' summed width, so that every parameter and byte count stays far
+    // inside int64 (the largest published models use below 2^20).
+    if (moe.num_experts * moe.expert_ffn_hidden_size > kMaxExpertsWidth) {
+      (location / "moe" / "expert_ffn_hidden_size")
+          .fail(fmt::format("num_experts × expert_ffn_hidden_size = {} × {} is above the maximum {}",
+                            moe.num_experts, moe.expert_ffn_hidden_size, kMaxExpertsWidth));
+    }
+    if (moe.num_shared_experts * moe.shared_expert_ffn_hidden_size > kMaxExpertsWidth) {
+      (location / "moe" / "shared_expert_ffn_hidden_size")
+          .fail(fmt::format(
+              "num_shared_experts × shared_expert_ffn_hidden_size = {} × {} is above the maximum {}",
+              moe.num_shared_experts, moe.shared_expert_ffn_hidden_size, kMaxExpertsWidth));
+    }
+  }
+  if (model.mla) {
+    if (model.num_kv_heads != model.num_attention_heads) {
+      (location / "num_kv_heads")
+          .fail(fmt::format("{} differs from num_attention_heads={}: latent attention (mla) gives "
+                            "every head its own key and value",
+                            model.num_kv_heads, model.num_attention_heads));
+    }
+    if (model.position_embedding != PositionEmbedding::rope) {
+      (location / "position_embedding")
+          .fail(fmt::format("\"{}\": latent attention (mla) rotates qk_rope_head_dim features, "
+                            "so it needs rope",
+                            name_of(model.position_embedding, kPositionEmbeddingNames)));
+    }
+    if (model.qkv_bias) {
+      (location / "qkv_bias").fail("true, but latent attention (mla) projections have no biases");
+    }
+    if (model.qk_norm) {
+      (location / "qk_norm")
+          .fail("true, but latent attention (mla) normalises its latents instead");
+    }
+  }
   if (model.num_kv_heads > model.num_attention_heads) {
     (location / "num_kv_heads")
         .fail(fmt::format("{} is more than num_attention_heads={}", model.num_kv_heads,
@@ -168,6 +223,11 @@ nlohmann::json model_to_json(const ModelConfig& model) {
   if (model.checkpoint_dtype) {
     document["checkpoint_dtype"] = name_of(*model.checkpoint_dtype, kDtypeNames);
   }
+  // Written only when set, as the blocks below: a plan's content hash covers its model's JSON, and
+  // plans made before these fields existed keep their hash.
+  if (model.qk_norm) document["qk_norm"] = true;
+  if (model.moe) document["moe"] = moe_to_json(*model.moe);
+  if (model.mla) document["mla"] = mla_to_json(*model.mla);
   return document;
 }
 

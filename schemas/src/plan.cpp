@@ -7,6 +7,7 @@
 
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/object_reader.h"
+#include "strata/schemas/plannable_model.h"
 
 namespace strata::schemas {
 
@@ -453,6 +454,9 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
 }
 
 void validate_plan(const Plan& plan, const JsonLocation& location) {
+  if (std::optional<ModelFeatureRefusal> refusal = unplannable_model_feature(plan.model)) {
+    (location / "model" / refusal->key).fail(refusal->rule);
+  }
   validate_mesh(plan, location);
   validate_batch(plan, location);
   if (plan.sequence_parallel && plan.mesh.tp == 1) {

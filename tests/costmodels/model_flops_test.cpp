@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/presets.h"
 
 namespace strata::costmodels {
@@ -34,6 +35,41 @@ TEST(ModelFlops, GptMatchesMegatronFormula) {
 TEST(ModelFlops, LlamaWithGroupedQueryAttentionByHand) {
   const FlopsPerToken flops = model_flops_per_token(schemas::model_preset("llama3.1-8b"), 8192);
   EXPECT_DOUBLE_EQ(flops.forward, 19'304'284'160.0);
+}
+
+// Mixtral 8×7B at s = 4096 counts the router and 2 of 8 experts: per layer 2 × (2·4096² +
+// 2·4096·1024 + 4096·8 + 2 × 3·4096·14336) + 2·4096·(4096 + 4096) = 2 × 394,297,344 + 67,108,864
+// = 855,703,552; × 32 + 2 × 32000 × 4096 = 27,644,657,664.
+TEST(ModelFlops, MixtureOfExpertsCountsTheRouterAndTheVisitedExperts) {
+  const schemas::ModelConfig mixtral = schemas::model_preset("mixtral-8x7b");
+  EXPECT_DOUBLE_EQ(model_flops_per_token(mixtral, 4096).forward, 27'644'657'664.0);
+  // Without attention's score FLOPs, forward is 2 × the active parameters less the token
+  // embedding (a lookup) and the norms (no FLOPs counted).
+  const ParameterBreakdown count = count_parameters(mixtral);
+  const double no_scores = model_flops_per_token(mixtral, 0).forward;
+  const double norms =
+      static_cast<double>(count.num_layers * count.norms_per_layer + count.final_norm);
+  EXPECT_DOUBLE_EQ(no_scores, 2.0 * (static_cast<double>(count.active()) -
+                                     static_cast<double>(count.token_embedding) - norms));
+}
+
+// DeepSeek-V3's latent attention: QKᵀ over 192-wide and AV over 128-wide heads; the dense first
+// three layers use the 18432-wide MLP. Cross-checked against the parameter counts: with no
+// attention scores, forward = 2 × (active − token embedding − norms) (the LM head is untied).
+TEST(ModelFlops, LatentAttentionAndDenseFirstLayers) {
+  const schemas::ModelConfig v3 = schemas::model_preset("deepseek-v3");
+  const ParameterBreakdown count = count_parameters(v3);
+  const double latent_norms = 61.0 * (1536 + 512);
+  const double norms =
+      static_cast<double>(count.num_layers * count.norms_per_layer + count.final_norm);
+  const double expert_bias = 58.0 * 256;  // chooses experts, multiplies nothing
+  EXPECT_DOUBLE_EQ(
+      model_flops_per_token(v3, 0).forward,
+      2.0 * (static_cast<double>(count.active()) - static_cast<double>(count.token_embedding) -
+             norms - latent_norms - expert_bias));
+  const double per_token_scores = 61.0 * 2.0 * 4096 * (128 * 192 + 128 * 128);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(v3, 4096).forward - model_flops_per_token(v3, 0).forward,
+                   per_token_scores);
 }
 
 }  // namespace

@@ -31,6 +31,31 @@ TEST(ParameterCount, PresetsMatchPublishedCounts) {
   EXPECT_EQ(preset_parameters("llama3.1-70b"), 70'553'706'496);
   EXPECT_EQ(preset_parameters("llama3.1-405b"), 405'853'388'800);
   EXPECT_EQ(preset_parameters("bloom-176b"), 176'247'271'424);
+  // Mixtures of experts: the Hugging Face checkpoints' totals (DeepSeek-V3's main model, without
+  // its multi-token-prediction module: DeepSeek's "671 B").
+  EXPECT_EQ(preset_parameters("mixtral-8x7b"), 46'702'792'704);
+  EXPECT_EQ(preset_parameters("mixtral-8x22b"), 140'630'071'296);
+  EXPECT_EQ(preset_parameters("deepseek-v3"), 671'026'419'200);
+  EXPECT_EQ(preset_parameters("qwen3-30b-a3b"), 30'532'122'624);
+  EXPECT_EQ(preset_parameters("qwen3-235b-a22b"), 235'093'634'560);
+}
+
+// Active parameters: the total less the routed experts a token does not visit. The model cards
+// round them: Mixtral 8×7B "12.9 B", 8×22B "39 B", DeepSeek-V3 "37 B", Qwen3 "3.3 B" and "22 B".
+TEST(ParameterCount, ActiveParametersOfMixturesOfExperts) {
+  const auto active = [](std::string_view name) {
+    return count_parameters(schemas::model_preset(name)).active();
+  };
+  // Mixtral 8×7B: 32 layers × 6 unvisited experts × 3·4096·14336 weights.
+  EXPECT_EQ(active("mixtral-8x7b"), 46'702'792'704 - 32LL * 6 * 3 * 4096 * 14336);
+  EXPECT_EQ(active("mixtral-8x7b"), 12'879'925'248);
+  EXPECT_EQ(active("mixtral-8x22b"), 39'161'468'928);
+  // DeepSeek-V3: 58 MoE layers × 248 unvisited experts × 3·7168·2048.
+  EXPECT_EQ(active("deepseek-v3"), 671'026'419'200 - 58LL * 248 * 3 * 7168 * 2048);
+  EXPECT_EQ(active("qwen3-30b-a3b"), 3'353'032'704);
+  EXPECT_EQ(active("qwen3-235b-a22b"), 22'190'763'520);
+  EXPECT_EQ(count_parameters(schemas::model_preset("llama3.1-8b")).active(), 8'030'261'248)
+      << "a dense model's active parameters are all of them";
 }
 
 TEST(ParameterCount, HuggingFaceConfigsMatchPublishedCounts) {
@@ -44,6 +69,23 @@ TEST(ParameterCount, HuggingFaceConfigsMatchPublishedCounts) {
   EXPECT_EQ(hf_parameters("mistral-nemo-12b.json"), 12'247'782'400);
   EXPECT_EQ(hf_parameters("qwen2-7b.json"), 7'615'616'512);
   EXPECT_EQ(hf_parameters("qwen2-0.5b.json"), 494'032'768);
+  EXPECT_EQ(hf_parameters("mixtral-8x7b-v0.1.json"), 46'702'792'704);
+  EXPECT_EQ(hf_parameters("mixtral-8x22b-v0.1.json"), 140'630'071'296);
+  EXPECT_EQ(hf_parameters("deepseek-v3.json"), 671'026'419'200);
+  EXPECT_EQ(hf_parameters("qwen3-30b-a3b.json"), 30'532'122'624);
+  EXPECT_EQ(hf_parameters("qwen3-235b-a22b.json"), 235'093'634'560);
+  EXPECT_EQ(hf_parameters("qwen1.5-moe-a2.7b.json"), 14'315'784'192);
+}
+
+TEST(ParameterCount, PresetsAndHuggingFaceConfigsAreTheSameModels) {
+  for (const auto& [preset, config] : {std::pair{"mixtral-8x7b", "mixtral-8x7b-v0.1.json"},
+                                       std::pair{"deepseek-v3", "deepseek-v3.json"},
+                                       std::pair{"qwen3-235b-a22b", "qwen3-235b-a22b.json"}}) {
+    schemas::ModelConfig imported = schemas::load_model_file(fixture(std::string("hf/") + config));
+    imported.name = preset;
+    imported.description = schemas::model_preset(preset).description;
+    EXPECT_EQ(imported, schemas::model_preset(preset)) << preset;
+  }
 }
 
 // Narayanan et al. (2021), eq. 2: P = 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)) for a GPT with
@@ -80,6 +122,81 @@ TEST(ParameterCount, ComponentsOfAGroupedQueryModelWithBiases) {
   EXPECT_EQ(count.final_norm, 64);
   EXPECT_EQ(count.lm_head, 6400);
   EXPECT_EQ(count.total(), 6400 + 2 * (24832 + 18432 + 128) + 64 + 6400);
+}
+
+// A small mixture of experts counted by hand: a dense first layer, then MoE layers of 8 SwiGLU
+// experts of width 32 (top 2), one shared expert of width 48 and a router.
+TEST(ParameterCount, ComponentsOfAMixtureOfExperts) {
+  schemas::ModelConfig m = schemas::ModelConfig::defaults_for(schemas::Architecture::llama);
+  m.num_layers = 4;
+  m.hidden_size = 64;
+  m.ffn_hidden_size = 128;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.vocab_size = 100;
+  m.max_seq_length = 16;
+  m.moe.emplace();
+  m.moe->num_experts = 8;
+  m.moe->experts_per_token = 2;
+  m.moe->expert_ffn_hidden_size = 32;
+  m.moe->num_shared_experts = 1;
+  m.moe->shared_expert_ffn_hidden_size = 48;
+  m.moe->first_dense_layers = 1;
+  const ParameterBreakdown count = count_parameters(m);
+  EXPECT_EQ(count.num_moe_layers, 3);
+  EXPECT_EQ(count.num_dense_layers(), 1);
+  EXPECT_EQ(count.router_per_moe_layer, 64 * 8);
+  EXPECT_EQ(count.routed_expert, 3 * 64 * 32);
+  EXPECT_EQ(count.shared_experts_per_moe_layer, 3 * 64 * 48);
+  // q 64×64 + k, v 64×32 each + o 64×64; norms 2×64.
+  const std::int64_t attention = 4096 + 2048 + 2048 + 4096;
+  const std::int64_t moe_layer = 512 + 8 * 6144 + 9216;
+  EXPECT_EQ(count.total(),
+            6400 + 4 * (attention + 128) + 1 * 3 * 64 * 128 + 3 * moe_layer + 64 + 6400);
+  EXPECT_EQ(count.active(), count.total() - 3 * 6 * 6144);
+
+  // Every second layer after the dense one: layers 2 only (layer 1 + 2 = 3 > 4 is past the end
+  // for the next); the router's expert bias and the shared-expert gate add E and h per layer.
+  m.moe->moe_layer_interval = 2;
+  m.moe->router.expert_bias = true;
+  m.moe->shared_expert_gate = true;
+  EXPECT_TRUE(m.moe->is_moe_layer(2));
+  EXPECT_FALSE(m.moe->is_moe_layer(1));
+  EXPECT_FALSE(m.moe->is_moe_layer(3));
+  const ParameterBreakdown every_other = count_parameters(m);
+  EXPECT_EQ(every_other.num_moe_layers, 1);
+  EXPECT_EQ(every_other.router_per_moe_layer, 512 + 8 + 64);
+}
+
+// Latent attention counted by hand: the q latent (h → 24, norm, 24 → heads·(8 + 4)), the kv latent
+// with the shared rotary key (h → 16 + 4, norm, 16 → heads·(8 + 8)) and the output (heads·8 → h).
+TEST(ParameterCount, LatentAttentionByHand) {
+  schemas::ModelConfig m = schemas::ModelConfig::defaults_for(schemas::Architecture::llama);
+  m.num_layers = 1;
+  m.hidden_size = 64;
+  m.ffn_hidden_size = 128;
+  m.num_attention_heads = 4;
+  m.num_kv_heads = 4;
+  m.mla = schemas::MlaConfig{.q_lora_rank = 24,
+                             .kv_lora_rank = 16,
+                             .qk_nope_head_dim = 8,
+                             .qk_rope_head_dim = 4,
+                             .v_head_dim = 8};
+  m.head_dim = 12;
+  m.vocab_size = 100;
+  m.max_seq_length = 16;
+  EXPECT_EQ(attention_matrix_parameters(m), 64 * 24 + 24 * 48 + 64 * 20 + 16 * 64 + 32 * 64);
+  EXPECT_EQ(count_parameters(m).attention_per_layer, attention_matrix_parameters(m) + 24 + 16);
+  m.mla->q_lora_rank = 0;  // queries straight from the hidden state
+  EXPECT_EQ(count_parameters(m).attention_per_layer, 64 * 48 + 64 * 20 + 16 * 64 + 32 * 64 + 16);
+}
+
+TEST(ParameterCount, QueryKeyNormsAreOnePerHeadWidth) {
+  schemas::ModelConfig m = schemas::model_preset("llama3.1-8b");
+  const std::int64_t without = count_parameters(m).attention_per_layer;
+  m.qk_norm = true;
+  EXPECT_EQ(count_parameters(m).attention_per_layer, without + 2 * 128);
 }
 
 }  // namespace

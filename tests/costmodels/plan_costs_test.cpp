@@ -256,7 +256,7 @@ TEST(PlanCosts, CommunicatorTemporariesFollowTheMeasuredRatios) {
   // GPT-2's 7.1M-parameter layers (with the final norm) are the first to reach 40M.
   const PlanCosts zero1 = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 2, .pp = 1}, 1, true));
   EXPECT_DOUBLE_EQ(zero1.rank_states[0].communicator_bytes,
-                   static_cast<double>(6 * counts.per_layer() + counts.final_norm) * 4);
+                   static_cast<double>(6 * counts.per_dense_layer() + counts.final_norm) * 4);
 
   const PlanCosts pipeline = plan_costs(cpu_plan({.tp = 1, .cp = 1, .dp = 1, .pp = 2}, 0, true));
   for (const RankStateMemory& rank : pipeline.rank_states) {

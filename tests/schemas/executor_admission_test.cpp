@@ -63,6 +63,13 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_EQ(bloom->json_path, "/position_embedding");
   EXPECT_EQ(bloom->rule, "the executor builds learned or rope positions, not alibi");
   EXPECT_FALSE(executor_model_refusal(model_preset("gpt2-124m")).has_value());
+  EXPECT_EQ(executor_model_refusal(model_preset("qwen3-30b-a3b"))->json_path, "/qk_norm");
+  ModelConfig mixtral = model_preset("mixtral-8x7b");
+  EXPECT_EQ(executor_model_refusal(mixtral)->json_path, "/moe");
+  EXPECT_EQ(executor_model_refusal(model_preset("deepseek-v3"))->json_path, "/moe");
+  ModelConfig latent_only = model_preset("deepseek-v3");
+  latent_only.moe.reset();
+  EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
 }
 
 }  // namespace

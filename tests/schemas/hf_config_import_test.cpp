@@ -70,7 +70,9 @@ TEST(HfConfigImport, Gpt2NamesAndNullInner) {
 TEST(HfConfigImport, RefusesWhatItCannotRepresent) {
   EXPECT_EQ(error_of({{"architectures", {"FalconForCausalLM"}}}),
             "config.json: /architectures/0: \"FalconForCausalLM\" is not supported; supported: "
-            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel");
+            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+            "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, "
+            "GPT2LMHeadModel");
   nlohmann::json gelu_llama = read_json_file(fixture("hf/llama-3.1-8b.json"));
   gelu_llama["hidden_act"] = "gelu";
   EXPECT_EQ(error_of(gelu_llama),
@@ -88,6 +90,90 @@ TEST(HfConfigImport, RefusesWhatItCannotRepresent) {
   EXPECT_EQ(
       error_of(bad_dtype),
       "config.json: /torch_dtype: \"int8\" is not one of \"float32\", \"bfloat16\" or \"float16\"");
+}
+
+TEST(HfConfigImport, MixtralRoutesEveryLayerToTwoOfEightExperts) {
+  const ModelConfig model = import_fixture("mixtral-8x7b-v0.1.json");
+  ASSERT_TRUE(model.moe);
+  EXPECT_EQ(model.moe->num_experts, 8);
+  EXPECT_EQ(model.moe->experts_per_token, 2);
+  EXPECT_EQ(model.moe->expert_ffn_hidden_size, 14336);
+  EXPECT_EQ(model.moe->num_moe_layers(model.num_layers), 32);
+  EXPECT_EQ(model.moe->router.score_function, RouterScoreFunction::softmax);
+  EXPECT_EQ(model.moe->router.aux_loss_coefficient, 0.02);
+  EXPECT_FALSE(model.mla);
+}
+
+TEST(HfConfigImport, QwenMoeSharedExpertAndQwen3QueryKeyNorms) {
+  const ModelConfig qwen15 = import_fixture("qwen1.5-moe-a2.7b.json");
+  ASSERT_TRUE(qwen15.moe);
+  EXPECT_EQ(qwen15.moe->num_experts, 60);
+  EXPECT_EQ(qwen15.moe->expert_ffn_hidden_size, 1408);
+  EXPECT_EQ(qwen15.moe->num_shared_experts, 1);
+  EXPECT_EQ(qwen15.moe->shared_expert_ffn_hidden_size, 5632);
+  EXPECT_TRUE(qwen15.moe->shared_expert_gate);
+  EXPECT_FALSE(qwen15.moe->router.normalize_top_k);
+  EXPECT_TRUE(qwen15.qkv_bias) << "Qwen2-MoE biases q, k and v as Qwen2 does";
+  EXPECT_FALSE(qwen15.qk_norm);
+
+  const ModelConfig qwen3 = import_fixture("qwen3-30b-a3b.json");
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_FALSE(qwen3.qkv_bias);
+  EXPECT_EQ(qwen3.head_dim, 128);
+  EXPECT_EQ(qwen3.moe->num_shared_experts, 0);
+  EXPECT_TRUE(qwen3.moe->router.normalize_top_k);
+
+  nlohmann::json every_other = read_json_file(fixture("hf/qwen3-30b-a3b.json"));
+  every_other["decoder_sparse_step"] = 2;
+  const ModelConfig sparse_step = import_hf_config(every_other, JsonLocation("config.json"), "m");
+  EXPECT_EQ(sparse_step.moe->num_moe_layers(48), 24);
+  EXPECT_TRUE(sparse_step.moe->is_moe_layer(1)) << "transformers: (i + 1) % step == 0";
+  EXPECT_FALSE(sparse_step.moe->is_moe_layer(0));
+}
+
+TEST(HfConfigImport, DeepSeekV3LatentAttentionDenseLayersAndGroupedSigmoidRouting) {
+  const ModelConfig model = import_fixture("deepseek-v3.json");
+  ASSERT_TRUE(model.mla);
+  EXPECT_EQ(model.mla->q_lora_rank, 1536);
+  EXPECT_EQ(model.mla->kv_lora_rank, 512);
+  EXPECT_EQ(model.head_dim, 192) << "qk_nope_head_dim + qk_rope_head_dim";
+  ASSERT_TRUE(model.moe);
+  EXPECT_EQ(model.moe->first_dense_layers, 3);
+  EXPECT_EQ(model.moe->num_moe_layers(model.num_layers), 58);
+  EXPECT_EQ(model.moe->num_shared_experts, 1);
+  EXPECT_EQ(model.moe->router.score_function, RouterScoreFunction::sigmoid);
+  EXPECT_EQ(model.moe->router.expert_groups, 8);
+  EXPECT_EQ(model.moe->router.groups_per_token, 4);
+  EXPECT_TRUE(model.moe->router.expert_bias) << "topk_method noaux_tc";
+  EXPECT_EQ(model.moe->router.scaling_factor, 2.5);
+  EXPECT_EQ(model.ffn_hidden_size, 18432) << "the dense layers' width";
+  EXPECT_EQ(model.checkpoint_dtype, Dtype::fp8) << "quantization_config names fp8 weights";
+}
+
+TEST(HfConfigImport, RefusesMoeLayoutsItCannotRepresent) {
+  nlohmann::json listed = read_json_file(fixture("hf/qwen3-30b-a3b.json"));
+  listed["mlp_only_layers"] = {0, 5};
+  EXPECT_EQ(error_of(listed),
+            "config.json: /mlp_only_layers: dense layers by list are not supported; Strata's moe "
+            "block names dense layers as the first k and every n-th (decoder_sparse_step)");
+  nlohmann::json every_other = read_json_file(fixture("hf/deepseek-v3.json"));
+  every_other["moe_layer_freq"] = 2;
+  EXPECT_EQ(error_of(every_other),
+            "config.json: /moe_layer_freq: only 1 (every layer after the dense ones) is supported");
+  nlohmann::json scoring = read_json_file(fixture("hf/deepseek-v3.json"));
+  scoring["scoring_func"] = "sparsemax";
+  EXPECT_EQ(error_of(scoring),
+            "config.json: /scoring_func: \"sparsemax\" is not \"softmax\" or \"sigmoid\"");
+  nlohmann::json too_many = read_json_file(fixture("hf/mixtral-8x7b-v0.1.json"));
+  too_many["num_experts_per_tok"] = 9;
+  EXPECT_EQ(error_of(too_many),
+            "config.json: /num_experts_per_tok: 9 is more than num_local_experts=8");
+  nlohmann::json narrow = read_json_file(fixture("hf/deepseek-v3.json"));
+  narrow["topk_group"] = 1;
+  narrow["num_experts_per_tok"] = 33;
+  EXPECT_EQ(error_of(narrow),
+            "config.json: /topk_group: 1 of n_group=8 groups cannot hold num_experts_per_tok=33 "
+            "experts");
 }
 
 }  // namespace

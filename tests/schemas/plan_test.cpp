@@ -174,6 +174,25 @@ TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
   EXPECT_NO_THROW(validate_plan(plan, JsonLocation("plan.json")));
 }
 
+// Until plans carry expert parallelism and latent attention's costs, a plan of such a model is
+// refused at the model's field rather than priced as a dense model.
+TEST(Plan, MixtureOfExpertsAndLatentAttentionModelsAreRefusedAtTheirField) {
+  Plan moe = gpt2_plan();
+  moe.model = model_preset("mixtral-8x7b");
+  moe.stages = even_pipeline_stages(32, 2);
+  EXPECT_EQ(error_of([&] { validate_plan(moe, JsonLocation("plan.json")); }),
+            "plan.json: /model/moe: plans do not yet carry expert parallelism (ep, etp) or expert "
+            "costs; strata describe counts a mixture-of-experts model's total and active "
+            "parameters and FLOPs");
+  Plan latent = gpt2_plan();
+  latent.model = model_preset("deepseek-v3");
+  latent.model.moe.reset();
+  latent.stages = even_pipeline_stages(61, 2);
+  EXPECT_EQ(error_of([&] { validate_plan(latent, JsonLocation("plan.json")); }),
+            "plan.json: /model/mla: plans do not yet price latent attention; strata describe "
+            "counts its parameters and FLOPs");
+}
+
 TEST(Plan, StandaloneLmHeadStageIsAllowed) {
   Plan plan = gpt2_plan();
   plan.stages = {{0, 12, true, false}, {12, 0, false, true}};

@@ -104,6 +104,39 @@ TEST(Cli, DescribeReadsHuggingFaceConfigs) {
   EXPECT_EQ(nlohmann::json::parse(run.out).at("parameters"), 7615616512LL);
 }
 
+TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
+  const CommandResult json = strata("describe --format json --model mixtral-8x7b --seq-len 4096");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report.at("parameters"), 46702792704LL);
+  EXPECT_EQ(report.at("active_parameters"), 12879925248LL);
+  EXPECT_EQ(report.at("parameters_by_component").at("routed_experts"), 32LL * 8 * 3 * 4096 * 14336);
+  EXPECT_EQ(report.at("parameters_by_component").at("router"), 32LL * 4096 * 8);
+  EXPECT_EQ(report.at("parameters_by_component").at("mlp"), 0) << "no dense layer";
+  EXPECT_DOUBLE_EQ(report.at("flops_per_token").at("forward").get<double>(), 27644657664.0);
+
+  const CommandResult table = strata("describe --model deepseek-v3 --seq-len 4096");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("671,026,419,200 parameters"));
+  EXPECT_THAT(table.out, HasSubstr("256 routed experts, 8 per token, 1 shared on 58 of 61 layers"));
+  EXPECT_THAT(table.out, HasSubstr("mlp (3 dense layers)"));
+  EXPECT_THAT(table.out, HasSubstr("routed experts (58 MoE layers × 256)"));
+}
+
+TEST(Cli, PlansOfMixturesOfExpertsAreRefusedAtTheModelField) {
+  const CommandResult plan = strata("plan --model mixtral-8x7b --cluster dgx-h100");
+  EXPECT_EQ(plan.exit_code, 1);
+  EXPECT_EQ(plan.err,
+            "strata: mixtral-8x7b: /moe: plans do not yet carry expert parallelism (ep, etp) or "
+            "expert costs; strata describe counts a mixture-of-experts model's total and active "
+            "parameters and FLOPs\n");
+  const CommandResult simulate = strata(
+      "simulate --model deepseek-v3 --cluster dgx-h100:32 --tp 8 --global-batch 256 --seq-len "
+      "4096");
+  EXPECT_EQ(simulate.exit_code, 1);
+  EXPECT_THAT(simulate.err, HasSubstr("/model/moe: plans do not yet carry expert parallelism"));
+}
+
 TEST(Cli, PresetsListAndShow) {
   const CommandResult table = strata("presets");
   ASSERT_EQ(table.exit_code, 0);
@@ -111,7 +144,8 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
-  EXPECT_EQ(listing.at("models").size(), 24u);  // 22 published models + gpt-tiny, llama-tiny
+  // 22 dense published models, 5 mixtures of experts, gpt-tiny and llama-tiny.
+  EXPECT_EQ(listing.at("models").size(), 29u);
   EXPECT_EQ(listing.at("clusters").size(), 5u);
 
   const CommandResult shown = strata("presets --show dgx-h100:4");

@@ -27,15 +27,31 @@ struct Component {
   std::int64_t parameters;
 };
 
+std::string layers_label(std::int64_t layers, std::string_view kind = "") {
+  return fmt::format("({} {}layer{})", layers, kind, layers == 1 ? "" : "s");
+}
+
+// A dense model's rows are its embedding, attention, mlp, norms and head; a mixture of experts
+// adds the router, routed experts and shared experts of its MoE layers (zero rows are not shown).
 std::vector<Component> components_of(const costmodels::ParameterBreakdown& count) {
-  const std::string layers = fmt::format("({} layers)", count.num_layers);
+  const std::int64_t dense = count.num_dense_layers();
+  const std::int64_t moe = count.num_moe_layers;
+  const std::string dense_kind = moe > 0 ? "dense " : "";
   std::vector<Component> components = {
       {"token_embedding", "token embedding", count.token_embedding},
       {"position_embedding", "position embedding", count.position_embedding},
       {"embedding_norm", "embedding norm", count.embedding_norm},
-      {"attention", "attention " + layers, count.num_layers * count.attention_per_layer},
-      {"mlp", "mlp " + layers, count.num_layers * count.mlp_per_layer},
-      {"layer_norms", "norms " + layers, count.num_layers * count.norms_per_layer},
+      {"attention", "attention " + layers_label(count.num_layers),
+       count.num_layers * count.attention_per_layer},
+      {"mlp", "mlp " + layers_label(dense, dense_kind), dense * count.mlp_per_layer},
+      {"router", "router " + layers_label(moe, "MoE "), moe * count.router_per_moe_layer},
+      {"routed_experts",
+       fmt::format("routed experts ({} MoE layers × {})", moe, count.num_routed_experts),
+       moe * count.routed_experts_per_moe_layer()},
+      {"shared_experts", "shared experts " + layers_label(moe, "MoE "),
+       moe * count.shared_experts_per_moe_layer},
+      {"layer_norms", "norms " + layers_label(count.num_layers),
+       count.num_layers * count.norms_per_layer},
       {"final_norm", "final norm", count.final_norm},
       {"lm_head", "lm head (untied)", count.lm_head}};
   return components;
@@ -88,6 +104,7 @@ int run_describe(const DescribeOptions& options) {
       {"model", model.name},
       {"architecture", schemas::name_of(model.architecture, schemas::kArchitectureNames)},
       {"parameters", parameters},
+      {"active_parameters", count.active()},
       {"seq_length", seq_length},
       {"flops_per_token",
        {{"forward", flops.forward}, {"backward", flops.backward}, {"training", flops.training()}}}};
@@ -124,16 +141,29 @@ int run_describe(const DescribeOptions& options) {
   std::cout << fmt::format("Model {} ({}): {} parameters\n", model.name,
                            schemas::name_of(model.architecture, schemas::kArchitectureNames),
                            group_thousands(parameters));
+  if (model.moe) {
+    std::cout << fmt::format(
+        "Mixture of experts: {} routed experts, {} per token{} on {} of {} layers: {} parameters "
+        "active per token ({})\n",
+        model.moe->num_experts, model.moe->experts_per_token,
+        model.moe->num_shared_experts > 0
+            ? fmt::format(", {} shared", model.moe->num_shared_experts)
+            : "",
+        count.num_moe_layers, count.num_layers, group_thousands(count.active()),
+        format_percent(static_cast<double>(count.active()) / static_cast<double>(parameters)));
+  }
   TextTable components({"component", "parameters", "share"}, {false, true, true});
   for (const Component& component : components_of(count)) {
     if (component.parameters == 0) continue;
     components.add_row({component.label, group_thousands(component.parameters),
-                        format_percent(static_cast<double>(component.parameters) / parameters)});
+                        format_percent(static_cast<double>(component.parameters) /
+                                       static_cast<double>(parameters))});
   }
   std::cout << components.render();
   std::cout << fmt::format(
-      "\nFLOPs per token at seq_length {}: forward {}, training (forward + backward) {}\n",
-      seq_length, format_flops(flops.forward), format_flops(flops.training()));
+      "\nFLOPs per token at seq_length {}{}: forward {}, training (forward + backward) {}\n",
+      seq_length, model.moe ? " (the router and the experts a token visits)" : "",
+      format_flops(flops.forward), format_flops(flops.training()));
 
   std::cout << "\nModel states with Adam, unsharded (weights + gradients + optimizer state):\n";
   TextTable states({"precision", "bytes/param", "weights", "gradients", "optimizer", "total"},

@@ -43,6 +43,7 @@ nlohmann::json model_summary_json(const ModelConfig& model) {
   return {{"name", model.name},
           {"architecture", schemas::name_of(model.architecture, schemas::kArchitectureNames)},
           {"parameters", costmodels::count_parameters(model).total()},
+          {"active_parameters", costmodels::count_parameters(model).active()},
           {"num_layers", model.num_layers},
           {"hidden_size", model.hidden_size},
           {"num_attention_heads", model.num_attention_heads},
@@ -118,13 +119,21 @@ int run_presets(const PresetsOptions& options) {
     return 0;
   }
 
-  TextTable model_table(
-      {"name", "arch", "parameters", "layers", "hidden", "ffn", "heads", "kv", "vocab", "max seq"},
-      {false, false, true, true, true, true, true, true, true, true});
+  TextTable model_table({"name", "arch", "parameters", "active", "experts", "layers", "hidden",
+                         "ffn", "heads", "kv", "vocab", "max seq"},
+                        {false, false, true, true, true, true, true, true, true, true, true, true});
   for (const ModelConfig& model : models) {
+    const costmodels::ParameterBreakdown count = costmodels::count_parameters(model);
+    // "routed/top-k", "+shared" when a mixture has shared experts; "-" for a dense model.
+    const std::string experts =
+        model.moe ? fmt::format("{}/{}{}", model.moe->num_experts, model.moe->experts_per_token,
+                                model.moe->num_shared_experts > 0
+                                    ? fmt::format("+{}", model.moe->num_shared_experts)
+                                    : "")
+                  : "-";
     model_table.add_row(
         {model.name, std::string(schemas::name_of(model.architecture, schemas::kArchitectureNames)),
-         group_thousands(costmodels::count_parameters(model).total()),
+         group_thousands(count.total()), model.moe ? group_thousands(count.active()) : "-", experts,
          std::to_string(model.num_layers), std::to_string(model.hidden_size),
          std::to_string(model.ffn_hidden_size), std::to_string(model.num_attention_heads),
          std::to_string(model.num_kv_heads), std::to_string(model.vocab_size),

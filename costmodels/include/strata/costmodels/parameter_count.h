@@ -9,23 +9,57 @@
 namespace strata::costmodels {
 
 struct ParameterBreakdown {
-  std::int64_t token_embedding = 0;      // vocab × hidden
-  std::int64_t position_embedding = 0;   // max_seq × hidden, learned positions only
-  std::int64_t embedding_norm = 0;       // BLOOM's norm after the embedding
-  std::int64_t attention_per_layer = 0;  // q, k, v, output projections and their biases
-  std::int64_t mlp_per_layer = 0;        // two (GELU) or three (SwiGLU) matrices and biases
-  std::int64_t norms_per_layer = 0;      // the two pre-norms' scales (and LayerNorm biases)
+  std::int64_t token_embedding = 0;     // vocab × hidden
+  std::int64_t position_embedding = 0;  // max_seq × hidden, learned positions only
+  std::int64_t embedding_norm = 0;      // BLOOM's norm after the embedding
+  // q, k, v, output projections and their biases, the query/key norms; for latent attention the
+  // down and up projections of the q and kv latents and the latents' norms.
+  std::int64_t attention_per_layer = 0;
+  std::int64_t mlp_per_layer = 0;  // a dense layer's two (GELU) or three (SwiGLU) matrices, biases
+  std::int64_t norms_per_layer = 0;  // the two pre-norms' scales (and LayerNorm biases)
   std::int64_t final_norm = 0;
   std::int64_t lm_head = 0;  // 0 when tied to the token embedding
   std::int64_t num_layers = 0;
 
-  std::int64_t per_layer() const { return attention_per_layer + mlp_per_layer + norms_per_layer; }
+  // Mixture of experts: num_moe_layers of the num_layers hold, instead of the dense MLP, a router
+  // (its gate matrix, expert bias and shared-expert gate), num_routed_experts experts of
+  // routed_expert parameters of which each token visits experts_per_token, and shared experts.
+  std::int64_t num_moe_layers = 0;
+  std::int64_t router_per_moe_layer = 0;
+  std::int64_t routed_expert = 0;
+  std::int64_t num_routed_experts = 0;
+  std::int64_t experts_per_token = 0;
+  std::int64_t shared_experts_per_moe_layer = 0;
+
+  std::int64_t num_dense_layers() const { return num_layers - num_moe_layers; }
+  std::int64_t per_dense_layer() const {
+    return attention_per_layer + mlp_per_layer + norms_per_layer;
+  }
+  std::int64_t routed_experts_per_moe_layer() const { return num_routed_experts * routed_expert; }
+  std::int64_t moe_per_layer() const {
+    return router_per_moe_layer + routed_experts_per_moe_layer() + shared_experts_per_moe_layer;
+  }
   std::int64_t embeddings() const { return token_embedding + position_embedding + embedding_norm; }
   std::int64_t total() const {
-    return embeddings() + num_layers * per_layer() + final_norm + lm_head;
+    return embeddings() + num_layers * (attention_per_layer + norms_per_layer) +
+           num_dense_layers() * mlp_per_layer + num_moe_layers * moe_per_layer() + final_norm +
+           lm_head;
+  }
+  // The parameters one token's forward pass multiplies with: all but the routed experts it does
+  // not visit (the router and shared experts count). Equal to total() for a dense model.
+  std::int64_t active() const {
+    return total() - num_moe_layers * (num_routed_experts - experts_per_token) * routed_expert;
   }
 };
 
 ParameterBreakdown count_parameters(const schemas::ModelConfig& model);
+
+// The weight matrices of one layer's attention (no biases or norms): what its GEMMs multiply by,
+// the FLOP counts' and kernel models' shapes. Latent attention's five projections included.
+std::int64_t attention_matrix_parameters(const schemas::ModelConfig& model);
+
+// One MLP of `width` in the model's MLP kind (GELU/squared ReLU: up and down; SwiGLU: gate, up,
+// down), matrices only.
+std::int64_t mlp_matrix_parameters(const schemas::ModelConfig& model, std::int64_t width);
 
 }  // namespace strata::costmodels

@@ -25,7 +25,8 @@ struct ExecutorRefusal {
 };
 
 // The first refusal for a model: learned or rotary positions, GELU or SwiGLU MLPs, no embedding
-// norm. Paths are relative to the model object ("/position_embedding").
+// or query/key norm, dense MLPs and (grouped-query) multi-head attention. Paths are relative to the
+// model object ("/position_embedding").
 std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 
 // The first refusal for a plan, nullopt when the executor runs it: a plan for the strata framework

@@ -11,6 +11,8 @@
 #include "strata/schemas/dtype.h"
 #include "strata/schemas/enum_names.h"
 #include "strata/schemas/json_location.h"
+#include "strata/schemas/mla_config.h"
+#include "strata/schemas/moe_config.h"
 
 namespace strata::schemas {
 
@@ -43,6 +45,7 @@ inline constexpr std::int64_t kMaxHiddenSize = 1 << 20;
 inline constexpr std::int64_t kMaxHeads = 1 << 14;
 inline constexpr std::int64_t kMaxVocabSize = 1 << 24;
 inline constexpr std::int64_t kMaxSeqLength = 1 << 24;
+inline constexpr std::int64_t kMaxExpertsWidth = 1 << 26;  // experts × their MLP width
 
 inline constexpr int kModelSchemaVersion = 1;
 
@@ -66,10 +69,17 @@ struct ModelConfig {
   bool attention_output_bias = true;  // bias of the attention output projection
   bool mlp_bias = true;
   bool embedding_norm = false;  // a norm right after the token embedding (BLOOM)
+  bool qk_norm = false;         // a norm over each head's query and key (Qwen3, OLMo 2)
   double dropout = 0.0;         // hidden and attention dropout probability
   double norm_epsilon = 1e-5;
   std::optional<double> rope_theta;       // rotary base; set iff position_embedding is rope
   std::optional<Dtype> checkpoint_dtype;  // dtype of the published weights, if known
+  // Mixture-of-experts MLPs on the layers the block names (the others keep the dense MLP of
+  // ffn_hidden_size); absent: every layer is dense.
+  std::optional<MoeConfig> moe;
+  // Multi-head latent attention instead of (grouped-query) multi-head attention; head_dim is
+  // then qk_nope_head_dim + qk_rope_head_dim and every head has its own key and value.
+  std::optional<MlaConfig> mla;
 
   // The architecture's defaults for every per-feature field (with rope_theta 10000 for llama).
   static ModelConfig defaults_for(Architecture architecture);
