@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <optional>
+#include <tuple>
 
 #include "strata/costmodels/collective_time.h"
 #include "strata/costmodels/framework_behaviour.h"
@@ -278,7 +280,9 @@ LayerCostSet layer_cost_set(const LayerContext& context) {
           .lm_head_activations = lm_head_activation_bytes(context)};
 }
 
-PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers) {
+PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers,
+                     CostDetail detail) {
+  const bool full = detail == CostDetail::full;
   const LayerContext context = layer_context(plan);
   const ParameterBreakdown counts = count_parameters(plan.model);
   const schemas::ClusterConfig& cluster = plan.cluster;
@@ -288,13 +292,19 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas).
   const double reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
   const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
+  // The optimizer step's all-gather needs the shard group's span; only the gradient buckets
+  // the reduction's and the replicas'.
   const GroupSpan reduction_span =
-      group_span(cluster, first_group_ranks(plan.mesh, {MeshAxis::dp, MeshAxis::cp}));
-  const GroupSpan dp_span = group_span(cluster, schemas::zero_shard_group_of(plan.mesh, 0));
+      full ? group_span(cluster, first_group_ranks(plan.mesh, {MeshAxis::dp, MeshAxis::cp}))
+           : GroupSpan{};
+  const GroupSpan dp_span = full || plan.zero_stage == 1 || plan.zero_stage == 2
+                                ? group_span(cluster, schemas::zero_shard_group_of(plan.mesh, 0))
+                                : GroupSpan{};
   const std::optional<GroupSpan> replica_span =
-      plan.mesh.zero_replicas() > 1 ? std::optional<GroupSpan>(group_span(
-                                          cluster, schemas::zero_replica_group_of(plan.mesh, 0)))
-                                    : std::nullopt;
+      full && plan.mesh.zero_replicas() > 1
+          ? std::optional<GroupSpan>(
+                group_span(cluster, schemas::zero_replica_group_of(plan.mesh, 0)))
+          : std::nullopt;
   const std::int64_t pp_stride = schemas::axis_stride(plan.mesh, MeshAxis::pp);
   const int pp_tier = pp > 1 ? tier_between(cluster, 0, pp_stride) : 0;
 
@@ -347,6 +357,13 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   costs.stages.resize(num_stages);
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
   costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
+  using BucketKey = std::tuple<std::int64_t, bool, bool>;
+  struct StageBuckets {
+    BucketKey key;
+    std::vector<double> times_s;
+    double largest = 0;  // parameters of the largest bucket
+  };
+  std::vector<StageBuckets> bucket_times;
   std::vector<double> rank_parameters(static_cast<std::size_t>(pp), 0.0);
   std::vector<double> rank_layers(static_cast<std::size_t>(pp), 0.0);
   for (std::size_t s = 0; s < num_stages; ++s) {
@@ -358,36 +375,47 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     if (s > 0) stage_costs.send_backward_s = send_s;
 
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
-    if (reducing_ranks > 1 && !context.zero3_layer_gathers) {
-      const std::vector<double> buckets =
-          framework.gradient_buckets_close_at_units
-              ? unit_gradient_buckets(plan, counts, stage)
-              : even_gradient_buckets(stage_costs.parameters, bucket_parameters);
-      const double largest_bucket = *std::max_element(buckets.begin(), buckets.end());
+    if (full && reducing_ranks > 1 && !context.zero3_layer_gathers) {
+      // A stage's buckets and their times depend on the stage only through its layer count and
+      // whether it holds the embedding or the head: most stages of a deep pipeline share them
+      // (the planner prices hundreds of thousands of plans through here).
+      const BucketKey key{stage.num_layers, stage.embedding, stage.lm_head};
+      auto same = std::find_if(bucket_times.begin(), bucket_times.end(),
+                               [&](const StageBuckets& entry) { return entry.key == key; });
+      if (same == bucket_times.end()) {
+        const std::vector<double> buckets =
+            framework.gradient_buckets_close_at_units
+                ? unit_gradient_buckets(plan, counts, stage)
+                : even_gradient_buckets(stage_costs.parameters, bucket_parameters);
+        StageBuckets computed{key, {}, *std::max_element(buckets.begin(), buckets.end())};
+        for (const double bucket : buckets) {
+          double bucket_s = collective_time_s(cluster, all_reduced ? reduction_span : dp_span,
+                                              reduction, bucket * gradient_bytes);
+          if (!all_reduced && replica_span) {
+            bucket_s += collective_time_s(cluster, *replica_span, Collective::all_reduce,
+                                          bucket / dp_shards * gradient_bytes);
+          }
+          computed.times_s.push_back(bucket_s);
+        }
+        bucket_times.push_back(std::move(computed));
+        same = std::prev(bucket_times.end());
+      }
+      stage_costs.gradient_buckets_s = same->times_s;
       if (all_reduced) {
         // Every bucket's non-blocking all-reduce is waited for only before the step.
         temporaries.hold_until_step(rank_of_stage, CommunicatorOperation::all_reduce_non_blocking,
                                     stage_costs.parameters * gradient_bytes);
       } else {
         temporaries.while_running(rank_of_stage, CommunicatorOperation::reduce_scatter,
-                                  largest_bucket * gradient_bytes);
+                                  same->largest * gradient_bytes);
       }
       if (plan.zero_stage == 1 || plan.zero_stage == 2) {
         // The updated weights gathered back after the step, bucket by bucket.
         temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather,
-                                  largest_bucket * element);
-      }
-      for (const double bucket : buckets) {
-        double bucket_s = collective_time_s(cluster, all_reduced ? reduction_span : dp_span,
-                                            reduction, bucket * gradient_bytes);
-        if (!all_reduced && replica_span) {
-          bucket_s += collective_time_s(cluster, *replica_span, Collective::all_reduce,
-                                        bucket / dp_shards * gradient_bytes);
-        }
-        stage_costs.gradient_buckets_s.push_back(bucket_s);
+                                  same->largest * element);
       }
     }
-    if (context.zero3_layer_gathers) {
+    if (full && context.zero3_layer_gathers) {
       // Gathered and reduce-scattered layer by layer inside the passes (layer_costs.cpp): what is
       // held is the layer running and the one prefetched, or the embedding or head if larger.
       const double largest = std::max(
@@ -398,7 +426,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
            stage.lm_head ? static_cast<double>(counts.lm_head) / static_cast<double>(plan.mesh.tp)
                          : 0.0});
       stage_costs.unshard_bytes = 2 * largest * element;
-    } else if (plan.zero_stage == 3) {
+    } else if (full && plan.zero_stage == 3) {
       stage_costs.unshard_bytes = stage_costs.parameters * element;
       stage_costs.unshard_s =
           collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);
@@ -435,7 +463,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     costs.rank_states[rank].communicator_bytes = temporaries.on_rank(rank);
   }
 
-  add_step_flops(plan, costs);
+  if (full) add_step_flops(plan, costs);
   return costs;
 }
 

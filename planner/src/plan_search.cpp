@@ -559,8 +559,8 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
       double peak = 0;
       const Verdict verdict = evaluator.build(candidates[i], &peak);
       if (verdict == Verdict::ok) {
-        const costmodels::PlanCosts costs =
-            costmodels::plan_costs(evaluator.plan(), &evaluator.current_layer_costs());
+        const costmodels::PlanCosts costs = costmodels::plan_costs(
+            evaluator.plan(), &evaluator.current_layer_costs(), costmodels::CostDetail::step_bound);
         share.scored.push_back({evaluator.lower_bound(costs), i});
       } else if (options.exhaustive &&
                  (verdict == Verdict::model_states || verdict == Verdict::activations)) {

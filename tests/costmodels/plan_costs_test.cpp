@@ -64,6 +64,29 @@ TEST(PlanCosts, DeepSpeedSendsWholeActivationsFromEveryTpRank) {
       plan_costs(zero1_plan(TrainingFramework::strata, true)).stages[0].send_forward_s);
 }
 
+// What the planner's bound reads is the same at step_bound as in full; the rest is left empty.
+TEST(PlanCosts, StepBoundDetailKeepsWhatTheBoundReadsAndSkipsTheRest) {
+  for (const schemas::Plan& plan :
+       {zero1_plan(TrainingFramework::strata), zero1_plan(TrainingFramework::megatron_lm, true)}) {
+    const PlanCosts full = plan_costs(plan);
+    const PlanCosts bound = plan_costs(plan, nullptr, CostDetail::step_bound);
+    ASSERT_EQ(bound.stages.size(), full.stages.size());
+    for (std::size_t s = 0; s < full.stages.size(); ++s) {
+      EXPECT_EQ(bound.stages[s].passes.forward_backward_s(),
+                full.stages[s].passes.forward_backward_s());
+      EXPECT_EQ(bound.stages[s].passes.forward.total_s(), full.stages[s].passes.forward.total_s());
+      EXPECT_EQ(bound.stages[s].send_forward_s, full.stages[s].send_forward_s);
+      EXPECT_EQ(bound.stages[s].send_backward_s, full.stages[s].send_backward_s);
+      EXPECT_FALSE(full.stages[s].gradient_buckets_s.empty());
+      EXPECT_TRUE(bound.stages[s].gradient_buckets_s.empty());
+    }
+    EXPECT_EQ(bound.optimizer_step_s, full.optimizer_step_s)
+        << "ZeRO-1's weight all-gather over the shard group is part of the step";
+    EXPECT_EQ(bound.tied_embedding_grad_s, full.tied_embedding_grad_s);
+    EXPECT_EQ(bound.model_flops_per_step, 0.0);
+  }
+}
+
 // Under ZeRO-1 in bf16 a gradient bucket of P parameters is reduce-scattered as 4·P bytes of fp32
 // accumulators (Megatron's distributed optimizer), or all-reduced whole (DeepSpeed's
 // BF16_Optimizer): each bucket costs the all-reduce of the same bytes.

@@ -76,8 +76,16 @@ struct LayerCostSet {
 };
 LayerCostSet layer_cost_set(const LayerContext& context);
 
+// How much of PlanCosts to compute. step_bound: what the planner's lower bound on the step reads
+// — every stage's passes and sends, each pipeline rank's optimizer step, the tied embedding's
+// reduction — leaving the gradient buckets, ZeRO-3's gathers, model-state and communicator
+// memory and the FLOP counts empty (the planner prices hundreds of thousands of candidates for
+// their bound and simulates a few hundred, whose full costs the simulator computes).
+enum class CostDetail { full, step_bound };
+
 // `layers`, when given, must be layer_cost_set(layer_context(plan)).
-PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr);
+PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr,
+                     CostDetail detail = CostDetail::full);
 
 // Parameters of one virtual stage held by one tp rank. Norm scales (and LayerNorm biases) and
 // learned positions are replicated across tp; everything else is split. A tied LM head is the
