@@ -618,6 +618,45 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
   return scores;
 }
 
+double peak_memory_bytes(const RankedPlan& ranked) {
+  double peak = 0;
+  for (const simulator::RankMemory& memory : ranked.memory)
+    peak = std::max(peak, memory.peak_bytes);
+  return peak;
+}
+
+bool equivalent(double a, double b) {
+  return std::fabs(a - b) <= kEquivalentTolerance * std::max(std::fabs(a), std::fabs(b));
+}
+
+// Which of two equivalent plans shows their answer: fewer parallel axes, then no context
+// parallelism, then the default mesh order (lower is simpler).
+std::tuple<int, bool, bool> complexity(const schemas::Plan& plan) {
+  const schemas::Mesh& mesh = plan.mesh;
+  const int axes = (mesh.tp > 1) + (mesh.cp > 1) + (mesh.pp > 1) + (mesh.dp > 1);
+  return {axes, mesh.cp > 1, mesh.order != schemas::Mesh{}.order};
+}
+
+// Adds a simulated plan to the ranking: as its own row, or (unless every variant is its own row)
+// as a variant of the row with the same step time and peak memory, which the simpler of the two
+// then shows. Rows keep the order their first plan arrived in: the (bound, index) order.
+void keep_answer(RankedPlan ranked, bool all_variants, std::vector<RankedPlan>& kept) {
+  if (!all_variants) {
+    const double peak = peak_memory_bytes(ranked);
+    for (RankedPlan& row : kept) {
+      if (!equivalent(row.metrics.step_time_s, ranked.metrics.step_time_s) ||
+          !equivalent(peak_memory_bytes(row), peak)) {
+        continue;
+      }
+      const std::int64_t variants = row.variants + 1;
+      if (complexity(ranked.plan) < complexity(row.plan)) row = std::move(ranked);
+      row.variants = variants;
+      return;
+    }
+  }
+  kept.push_back(std::move(ranked));
+}
+
 // Branch and bound: simulates the scored candidates in order of their bound, a batch at a time
 // across the threads, until the next bound cannot beat the K-th best simulated step. Returns the
 // best K; candidates that overflow memory in simulation go to `over_memory`.
@@ -630,9 +669,14 @@ std::vector<RankedPlan> simulate_best(const SearchContext& context,
   // A fixed batch size (not the thread count) keeps even the statistics independent of threads.
   const std::size_t batch = 8;
   for (std::size_t next = 0; next < scored.size();) {
-    if (!options.exhaustive && kept.size() >= options.top_k &&
-        scored[next].lower_bound_s >= kept[options.top_k - 1].metrics.step_time_s) {
-      break;
+    // Distinct answers simulate the candidates whose bound ties the K-th as well: any of them may
+    // be a variant of it (and the simplest one), so the K-th answer is complete.
+    if (!options.exhaustive && kept.size() >= options.top_k) {
+      const double kth_s = kept[options.top_k - 1].metrics.step_time_s;
+      if (options.all_variants ? scored[next].lower_bound_s >= kth_s
+                               : scored[next].lower_bound_s > kth_s * (1 + kEquivalentTolerance)) {
+        break;
+      }
     }
     const std::size_t end = std::min(scored.size(), next + batch);
     std::vector<std::optional<RankedPlan>> simulated(end - next);
@@ -673,7 +717,7 @@ std::vector<RankedPlan> simulate_best(const SearchContext& context,
     });
     for (std::size_t i = 0; i < simulated.size(); ++i) {
       ++stats.simulated;
-      if (simulated[i]) kept.push_back(std::move(*simulated[i]));
+      if (simulated[i]) keep_answer(std::move(*simulated[i]), options.all_variants, kept);
       if (misses[i]) {
         ++stats.over_memory_in_simulation;
         over_memory.push_back(std::move(*misses[i]));

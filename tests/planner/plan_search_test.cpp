@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "strata/planner/megatron_arguments.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/presets.h"
@@ -43,6 +46,65 @@ TEST(PlanSearch, PruningAndBoundKeepExactlyTheExhaustiveTopK) {
     EXPECT_DOUBLE_EQ(pruned.best[i].metrics.step_time_s, exhaustive.best[i].metrics.step_time_s)
         << "rank " << i;
     EXPECT_LE(pruned.best[i].lower_bound_s, pruned.best[i].metrics.step_time_s);
+  }
+}
+
+double peak_of(const RankedPlan& ranked) {
+  double peak = 0;
+  for (const simulator::RankMemory& memory : ranked.memory)
+    peak = std::max(peak, memory.peak_bytes);
+  return peak;
+}
+
+bool same_answer(const RankedPlan& a, const RankedPlan& b) {
+  const auto close = [](double x, double y) {
+    return std::fabs(x - y) <= kEquivalentTolerance * std::max(std::fabs(x), std::fabs(y));
+  };
+  return close(a.metrics.step_time_s, b.metrics.step_time_s) && close(peak_of(a), peak_of(b));
+}
+
+// llama-tiny on cpu-local:8, whose one network tier makes many layouts cost exactly the same: the
+// top five of every variant are ties, the default top five are five different answers, each
+// standing for its ties by the one with the fewest parallel axes, then without cp, then in the
+// default order — and simulating everything gives the same rows and counts.
+TEST(PlanSearch, TiesAreOneAnswerShownByItsSimplestVariant) {
+  const schemas::ModelConfig model = schemas::model_preset("llama-tiny");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("cpu-local:8");
+  SearchOptions options = options_for(16, 128);
+  options.precision = schemas::Dtype::fp32;
+  options.all_variants = true;
+  options.top_k = 40;
+  const SearchResult every = search_plans(model, cluster, options);
+  ASSERT_EQ(every.best.size(), 40u);
+  ASSERT_TRUE(same_answer(every.best[0], every.best[1])) << "the case needs ties at the top";
+
+  options.all_variants = false;
+  options.top_k = 5;
+  const SearchResult distinct = search_plans(model, cluster, options);
+  ASSERT_EQ(distinct.best.size(), 5u);
+  EXPECT_GT(distinct.best[0].variants, 0);
+  for (std::size_t i = 0; i < distinct.best.size(); ++i) {
+    const RankedPlan& row = distinct.best[i];
+    for (std::size_t j = 0; j < i; ++j) EXPECT_FALSE(same_answer(distinct.best[j], row));
+    const schemas::Mesh& shown = row.plan.mesh;
+    const int shown_axes = (shown.tp > 1) + (shown.cp > 1) + (shown.pp > 1) + (shown.dp > 1);
+    std::int64_t listed = 0;
+    for (const RankedPlan& plan : every.best) {
+      if (!same_answer(plan, row)) continue;
+      ++listed;
+      const schemas::Mesh& mesh = plan.plan.mesh;
+      EXPECT_LE(shown_axes, (mesh.tp > 1) + (mesh.cp > 1) + (mesh.pp > 1) + (mesh.dp > 1))
+          << "row " << i + 1 << " is shown by a plan with more parallel axes than a variant";
+    }
+    if (every.best.back().metrics.step_time_s > row.metrics.step_time_s) {
+      EXPECT_EQ(row.variants + 1, listed) << "row " << i + 1 << ": every variant counted";
+    }
+  }
+  options.exhaustive = true;
+  const SearchResult exhaustive = search_plans(model, cluster, options);
+  EXPECT_EQ(plans_of(exhaustive), plans_of(distinct));
+  for (std::size_t i = 0; i < distinct.best.size(); ++i) {
+    EXPECT_EQ(exhaustive.best[i].variants, distinct.best[i].variants) << "row " << i + 1;
   }
 }
 

@@ -97,6 +97,7 @@ struct PlanOptions {
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
   std::string framework = "strata";
   std::string emit;
+  bool all_variants = false;
   bool quiet = false;
   OutputFormat format = OutputFormat::table;
 };

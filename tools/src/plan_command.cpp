@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -100,6 +101,16 @@ void print_progress(std::size_t done, std::size_t total) {
   std::fflush(stderr);
 }
 
+// "73.1/75.3 GiB"; below a GiB the peak in MiB ("22.8 MiB/4.0 GiB"), so that small models'
+// plans do not all read 0.0.
+std::string memory_text(double peak_bytes, double capacity_bytes) {
+  if (peak_bytes < kGiB) {
+    return fmt::format("{:.1f} MiB/{:.1f} GiB", peak_bytes / (1024.0 * 1024.0),
+                       capacity_bytes / kGiB);
+  }
+  return fmt::format("{:.1f}/{:.1f} GiB", peak_bytes / kGiB, capacity_bytes / kGiB);
+}
+
 }  // namespace
 
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
@@ -146,6 +157,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
       ->capture_default_str();
   command->add_option("--emit", options.emit, "Also print the best plan for: megatron")
       ->check(CLI::IsMember({"megatron"}));
+  command->add_flag("--all-variants", options.all_variants,
+                    "List plans with the same predicted step time and memory as rows of their own "
+                    "(by default one row, its simplest plan, stands for them)");
   command->add_flag("--quiet", options.quiet, "No progress bar");
   add_format_option(command, options.format);
   return command;
@@ -161,6 +175,7 @@ int run_plan(const PlanOptions& options) {
   search.seq_length =
       options.seq_length.value_or(std::min<std::int64_t>(8192, model.max_seq_length));
   search.top_k = options.top_k;
+  search.all_variants = options.all_variants;
   search.memory_reserve_fraction = options.memory_reserve;
   search.max_tp = options.max_tp.value_or(0);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
@@ -219,6 +234,7 @@ int run_plan(const PlanOptions& options) {
                        {"peak_memory_bytes", peak_bytes(ranked.memory)},
                        {"capacity_bytes", ranked.memory.front().capacity_bytes},
                        {"bottleneck", ranked.bottleneck},
+                       {"variants", ranked.variants},
                        {"plan", schemas::plan_to_json(ranked.plan)}});
     }
     nlohmann::json nearest = nlohmann::json::array();
@@ -261,28 +277,35 @@ int run_plan(const PlanOptions& options) {
     if (!precision.note.empty()) std::cout << precision.note << "\n";
     if (!result.best.empty()) {
       TextTable table(
-          {"#", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp", "schedule", "order",
-           "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
-          {true, true, true, true, true, true, true, true, false, false, false, false, false, true,
-           true, true, true, false});
+          {"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",
+           "schedule", "order", "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
+          {true, true, true, true, true, true, true, true, true, false, false, false, false, false,
+           true, true, true, true, false});
       for (std::size_t i = 0; i < result.best.size(); ++i) {
         const planner::RankedPlan& ranked = result.best[i];
         const schemas::Plan& plan = ranked.plan;
         table.add_row(
-            {std::to_string(i + 1), std::to_string(plan.mesh.tp), cp_text(plan),
-             std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
-             std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
-             zero_text(plan), recompute_text(plan), plan.sequence_parallel ? "on" : "off",
+            {std::to_string(i + 1),
+             ranked.variants > 0 ? fmt::format("+{}", ranked.variants) : std::string(),
+             std::to_string(plan.mesh.tp), cp_text(plan), std::to_string(plan.mesh.pp),
+             std::to_string(plan.mesh.dp), std::to_string(plan.mesh.vpp),
+             std::to_string(plan.batch.micro_batch_size), zero_text(plan), recompute_text(plan),
+             plan.sequence_parallel ? "on" : "off",
              std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
              schemas::mesh_order_to_string(plan.mesh.order), split_text(plan),
              fmt::format("{:.3f} s", ranked.metrics.step_time_s),
              group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
              format_percent(ranked.metrics.mfu),
-             fmt::format("{:.1f}/{:.1f} GiB", peak_bytes(ranked.memory) / kGiB,
-                         ranked.memory.front().capacity_bytes / kGiB),
+             memory_text(peak_bytes(ranked.memory), ranked.memory.front().capacity_bytes),
              ranked.bottleneck});
       }
       std::cout << table.render();
+      if (!options.all_variants &&
+          std::any_of(result.best.begin(), result.best.end(),
+                      [](const planner::RankedPlan& ranked) { return ranked.variants > 0; })) {
+        std::cout << "variants: other plans with the same predicted step and memory, shown by "
+                     "their simplest (--all-variants lists each)\n";
+      }
     } else {
       std::cout << (result.executor_refuses_all ? "No plan runs: "
                                                 : "No plan fits. Binding constraint: ")

@@ -39,6 +39,11 @@ struct SearchOptions {
   // Tests only: no memory pruning and no bound, every candidate simulated — the reference the
   // pruning and the branch and bound are checked against.
   bool exhaustive = false;
+  // Rank every simulated plan on its own. By default plans whose predicted step time and peak
+  // memory agree within kEquivalentTolerance are one answer (RankedPlan::variants): mesh orders
+  // that put the groups on the same tiers, cp · dp splits that cost the same. The top K are then
+  // K distinct answers, each shown by its simplest variant.
+  bool all_variants = false;
   // Called from the calling thread now and then with (candidates done, candidates in all).
   std::function<void(std::size_t, std::size_t)> progress;
 };
@@ -49,7 +54,14 @@ struct RankedPlan {
   std::vector<simulator::RankMemory> memory;
   std::string bottleneck;  // in words, e.g. "pipeline bubble 11%"
   double lower_bound_s = 0;
+  // Other plans with the same predicted step time and peak memory that this one stands for
+  // (SearchOptions::all_variants off): it is the simplest of them — fewest parallel axes, then
+  // no context parallelism, then the default mesh order.
+  std::int64_t variants = 0;
 };
+
+// Relative difference within which two plans' step times and peak memories are the same answer.
+inline constexpr double kEquivalentTolerance = 1e-9;
 
 // A layout that does not fit, with how much memory its fullest GPU lacks.
 struct NearMiss {
