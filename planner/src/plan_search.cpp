@@ -486,6 +486,13 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
 
+double peak_memory_bytes(const RankedPlan& ranked) {
+  double peak = 0;
+  for (const simulator::RankMemory& memory : ranked.memory)
+    peak = std::max(peak, memory.peak_bytes);
+  return peak;
+}
+
 std::string describe_bottleneck(const schemas::Plan& plan, const simulator::StepMetrics& metrics) {
   const simulator::TimeBreakdown& time = metrics.breakdown;
   const double step = metrics.step_time_s;
@@ -616,13 +623,6 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
     return std::tie(a.lower_bound_s, a.index) < std::tie(b.lower_bound_s, b.index);
   });
   return scores;
-}
-
-double peak_memory_bytes(const RankedPlan& ranked) {
-  double peak = 0;
-  for (const simulator::RankMemory& memory : ranked.memory)
-    peak = std::max(peak, memory.peak_bytes);
-  return peak;
 }
 
 bool equivalent(double a, double b) {

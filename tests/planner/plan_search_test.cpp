@@ -49,18 +49,12 @@ TEST(PlanSearch, PruningAndBoundKeepExactlyTheExhaustiveTopK) {
   }
 }
 
-double peak_of(const RankedPlan& ranked) {
-  double peak = 0;
-  for (const simulator::RankMemory& memory : ranked.memory)
-    peak = std::max(peak, memory.peak_bytes);
-  return peak;
-}
-
 bool same_answer(const RankedPlan& a, const RankedPlan& b) {
   const auto close = [](double x, double y) {
     return std::fabs(x - y) <= kEquivalentTolerance * std::max(std::fabs(x), std::fabs(y));
   };
-  return close(a.metrics.step_time_s, b.metrics.step_time_s) && close(peak_of(a), peak_of(b));
+  return close(a.metrics.step_time_s, b.metrics.step_time_s) &&
+         close(peak_memory_bytes(a), peak_memory_bytes(b));
 }
 
 // llama-tiny on cpu-local:8, whose one network tier makes many layouts cost exactly the same: the

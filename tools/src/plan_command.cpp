@@ -60,12 +60,6 @@ std::string recompute_text(const schemas::Plan& plan) {
   return fmt::format("full {}", fmt::join(plan.recompute.full_layers_per_stage, "/"));
 }
 
-double peak_bytes(const std::vector<simulator::RankMemory>& memory) {
-  double peak = 0;
-  for (const simulator::RankMemory& rank : memory) peak = std::max(peak, rank.peak_bytes);
-  return peak;
-}
-
 nlohmann::json layout_json(const schemas::Plan& plan) {
   return {{"tp", plan.mesh.tp},
           {"cp", plan.mesh.cp},
@@ -231,7 +225,7 @@ int run_plan(const PlanOptions& options) {
                        {"step_time_s", ranked.metrics.step_time_s},
                        {"tokens_per_s", ranked.metrics.tokens_per_s},
                        {"mfu", ranked.metrics.mfu},
-                       {"peak_memory_bytes", peak_bytes(ranked.memory)},
+                       {"peak_memory_bytes", planner::peak_memory_bytes(ranked)},
                        {"capacity_bytes", ranked.memory.front().capacity_bytes},
                        {"bottleneck", ranked.bottleneck},
                        {"variants", ranked.variants},
@@ -296,7 +290,7 @@ int run_plan(const PlanOptions& options) {
              fmt::format("{:.3f} s", ranked.metrics.step_time_s),
              group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
              format_percent(ranked.metrics.mfu),
-             memory_text(peak_bytes(ranked.memory), ranked.memory.front().capacity_bytes),
+             memory_text(planner::peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes),
              ranked.bottleneck});
       }
       std::cout << table.render();

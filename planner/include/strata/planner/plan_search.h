@@ -60,6 +60,9 @@ struct RankedPlan {
   std::int64_t variants = 0;
 };
 
+// The fullest rank's predicted peak memory of a ranked plan.
+double peak_memory_bytes(const RankedPlan& ranked);
+
 // Relative difference within which two plans' step times and peak memories are the same answer.
 inline constexpr double kEquivalentTolerance = 1e-9;
 
