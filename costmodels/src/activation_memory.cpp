@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "strata/costmodels/moe_block_costs.h"
+
 namespace strata::costmodels {
 namespace {
 
@@ -13,7 +15,9 @@ namespace {
 double executor_scratch_bytes(const LayerContext& context) {
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
+  const LocalLayerDims d = local_layer_dims(context);
+  const double hidden = d.hidden, head_dim = d.head_dim, heads = d.heads, kv_heads = d.kv_heads,
+               ffn = d.ffn, gate = d.gate;
   const double sp = context.sequence_parallel ? 1.0 : 0.0;
   return context.activation_bytes() *
          ((2 + 2 * sp) * tokens * hidden + (5 + 3 * sp) * norm_tokens * hidden +
@@ -31,8 +35,9 @@ double context_parallel_attention_bytes(const LayerContext& context) {
   if (context.cp == 1) return 0;
   const double element = context.activation_bytes();
   const double tokens = context.local_tokens();
-  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
-  const double keys_values = 2 * element * tokens * kv_heads * head_dim;
+  const LocalLayerDims d = local_layer_dims(context);
+  const double keys_values = element * tokens * d.kv_heads * (d.head_dim + d.value_dim);
+  const double heads = d.heads;
   const double output_dot = element * tokens * heads;
   const double blocks = context.cp_comm == schemas::ContextParallelComm::all_gather
                             ? 2.0 * static_cast<double>(context.cp) + 2.0
@@ -43,14 +48,17 @@ double context_parallel_attention_bytes(const LayerContext& context) {
 }  // namespace
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
-                                            schemas::RecomputeGranularity recompute) {
+                                            schemas::RecomputeGranularity recompute,
+                                            LayerKind kind) {
   using schemas::AttentionKernel;
   const AttentionKernel kernel = context.attention;
   const schemas::ModelConfig& model = *context.model;
   const double element = context.activation_bytes();
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
+  const LocalLayerDims d = local_layer_dims(context, kind);
+  const double hidden = d.hidden, head_dim = d.head_dim, heads = d.heads, kv_heads = d.kv_heads,
+               ffn = d.ffn, gate = d.gate;
   const double mask = model.dropout > 0 ? 1.0 : 0.0;
   const double batch = static_cast<double>(context.micro_batch_size);
   const double query_tokens =
@@ -58,9 +66,12 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
   const double key_tokens = static_cast<double>(context.seq_length);
 
   const double qkv_input = element * norm_tokens * hidden;
-  const double qkv = element * tokens * (heads + 2 * kv_heads) * head_dim;
-  const double attention_output = element * tokens * heads * head_dim;
-  const double fc1_input = element * norm_tokens * hidden;
+  // Queries and keys head_dim wide, values value_dim; latent attention also keeps its latents
+  // (the up projections' inputs).
+  const double qkv =
+      element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim + d.latent);
+  const double attention_output = element * tokens * heads * d.value_dim;
+  const double fc1_input = element * norm_tokens * hidden;  // a MoE layer's router input
   const double fc2_input = element * tokens * ffn;
   // Unfused: the softmax output, and with dropout its mask and output, per score.
   const double core_scores =
@@ -70,19 +81,37 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
           : 4.0 * batch * heads * query_tokens;  // flash: the fp32 log-sum-exp per query
   const double attention_block = element * norm_tokens * hidden + qkv_input + qkv +
                                  attention_output + mask * norm_tokens * hidden;
-  const double mlp_block = element * norm_tokens * hidden + fc1_input +
-                           element * tokens * gate * ffn + fc2_input + mask * norm_tokens * hidden;
+  double mlp_block = element * norm_tokens * hidden + fc1_input + element * tokens * gate * ffn +
+                     fc2_input + mask * norm_tokens * hidden;
+  // Output gradients of the layer's GEMMs, produced by the input-gradient pass, live until W.
+  double output_gradients =
+      element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim) +
+      element * norm_tokens * hidden + element * tokens * gate * ffn +
+      element * norm_tokens * hidden;
+  double expert_weight_inputs = 0;
+  double dispatch_buffers = 0;
+  if (kind == LayerKind::moe) {
+    // The routed experts keep their permuted input tokens, the activation's input, fc2's input
+    // and fc2's output (the un-permute's weighted sum needs it), and the router its fp32
+    // probabilities and routing map; the backward writes the expert GEMMs' output gradients and
+    // receives the dispatched gradients into buffers of the computed tokens.
+    const MoeTokenCounts routed = moe_token_counts(context);
+    const double computed = routed.computed;
+    const double width = routed.expert_width;
+    const double experts = static_cast<double>(model.moe->num_experts);
+    expert_weight_inputs = element * computed * (hidden + width);
+    mlp_block += element * computed * (2 * hidden + gate * width + width) +
+                 (4.0 + 1.0) * routed.block_tokens * experts;
+    output_gradients += element * computed * (gate * width + hidden);
+    dispatch_buffers = 2 * element * computed * hidden;
+  }
   const double full_layer = attention_block + mlp_block + core_scores;
 
   LayerActivationBytes bytes;
-  // Output gradients of the four GEMMs, produced by the input-gradient pass, live until W.
-  const double output_gradients = element * tokens * (heads + 2 * kv_heads) * head_dim +
-                                  element * norm_tokens * hidden + element * tokens * gate * ffn +
-                                  element * norm_tokens * hidden;
   // What the backward writes into: Megatron's output gradients, or the executor's scratch.
   const double backward_buffers =
       (context.executor_activation_buffers ? executor_scratch_bytes(context) : output_gradients) +
-      context_parallel_attention_bytes(context);
+      context_parallel_attention_bytes(context) + dispatch_buffers;
   switch (recompute) {
     case schemas::RecomputeGranularity::none:
       bytes.stored = full_layer;
@@ -101,9 +130,9 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       bytes.working = backward_buffers + full_layer;
       break;
   }
-  bytes.weight_inputs =
-      std::min(bytes.stored, qkv_input + attention_output + fc1_input + fc2_input) +
-      output_gradients;
+  bytes.weight_inputs = std::min(bytes.stored, qkv_input + attention_output + fc1_input +
+                                                   fc2_input + expert_weight_inputs) +
+                        output_gradients;
   return bytes;
 }
 

@@ -112,11 +112,36 @@ double multi_tier_ring_time_s(const schemas::ClusterConfig& cluster, const Group
   return (n - 1) * latency_s + slowest_s;
 }
 
+// All-to-all sends each member S/n to every other member at once (NCCL's grouped sends and
+// receives). Of S, a member's peers outside its tier-i domain but inside its tier-(i+1) domain
+// receive (members_inside_next − members_inside)/n over tier i's links, each GPU with its own;
+// the tiers carry their shares at the same time, so the slowest sets the pace, after one latency
+// of the outermost tier crossed.
+double all_to_all_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
+                         double bytes) {
+  const double n = static_cast<double>(span.size);
+  double slowest_s = 0;
+  double latency_s = 0;
+  double members_inside = 1;
+  for (const TierSpan& level : span.levels) {
+    const schemas::NetworkTier& tier = cluster.network_tiers[static_cast<std::size_t>(level.tier)];
+    const double members_next = members_inside * static_cast<double>(level.fan_out);
+    const double crossing_bytes = bytes * (members_next - members_inside) / n;
+    slowest_s =
+        std::max(slowest_s, crossing_bytes / bus_bandwidth_bytes_per_s(
+                                                 tier, schemas::TierCollective::all_gather, bytes));
+    latency_s = std::max(latency_s, tier.latency_us * 1e-6);
+    members_inside = members_next;
+  }
+  return latency_s + slowest_s;
+}
+
 }  // namespace
 
 double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
                          Collective collective, double bytes) {
   if (span.size <= 1 || bytes <= 0) return 0;
+  if (collective == Collective::all_to_all) return all_to_all_time_s(cluster, span, bytes);
   if (span.levels.size() > 1 &&
       (collective == Collective::all_gather || collective == Collective::reduce_scatter)) {
     return multi_tier_ring_time_s(cluster, span, measured_kind(collective), bytes);
@@ -144,7 +169,7 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
         break;
       case Collective::all_gather:
       case Collective::reduce_scatter:
-      case Collective::all_to_all:
+      case Collective::all_to_all:  // returned above
         total_s +=
             level_time_s(tier, kind, n, level_bytes, fraction, static_cast<double>(n - 1), 1);
         break;

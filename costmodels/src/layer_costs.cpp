@@ -7,8 +7,10 @@
 
 #include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/framework_behaviour.h"
+#include "strata/costmodels/gemm_passes.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/model_state_memory.h"
+#include "strata/costmodels/moe_block_costs.h"
 #include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/mesh_ranks.h"
 
@@ -18,60 +20,19 @@ namespace {
 using schemas::Dtype;
 using schemas::RecomputeGranularity;
 
-struct GemmShape {
-  double m = 0, n = 0, k = 0;
-};
-
-// Forward, input-gradient and weight-gradient times of a list of forward GEMM shapes, in sum
-// and (forward and input gradient) per shape.
-struct GemmPassTimes {
-  double forward_s = 0, input_s = 0, weight_s = 0, forward_flops = 0;
-  std::vector<double> forward_each_s, input_each_s;
-};
-
-// Bytes per weight that a weight-gradient GEMM's epilogue moves beyond what the calibrated GEMM
-// curve already covers. The GEMM adds into the gradient accumulator (Megatron's gradient
-// accumulation fusion): it reads and writes one accumulator element per weight every
-// micro-batch. The curve was fitted to fp16 runs, whose accumulator has the GEMM output's width;
-// fp32 main gradients under bf16 and fp8 read and write 2 more bytes each way, and in the
-// epilogue no tensor-core work hides them. (4 bytes on every weight per micro-batch: with 4,096
-// tokens the weight GEMM does 8,192 FLOPs per weight, so about 7% of it on an A100.)
-double wide_accumulator_bytes_per_weight(const LayerContext& context) {
-  const double accumulator =
-      static_cast<double>(adam_model_state_bytes(context.precision).gradients);
-  return 2 * std::max(0.0, accumulator - context.activation_bytes());
-}
-
-GemmPassTimes gemm_pass_times(const LayerContext& context, Dtype dtype,
-                              std::initializer_list<GemmShape> shapes) {
-  const schemas::GpuProfile& gpu = context.cluster->gpu;
-  const double accumulator_bytes = wide_accumulator_bytes_per_weight(context);
-  GemmPassTimes times;
-  for (const GemmShape& shape : shapes) {
-    // Y[m×n] = X[m×k]·W[k×n];  dX[m×k] = dY·Wᵀ;  dW[k×n] = Xᵀ·dY.
-    times.forward_each_s.push_back(gemm_time_s(gpu, dtype, shape.m, shape.n, shape.k));
-    times.input_each_s.push_back(gemm_time_s(gpu, dtype, shape.m, shape.k, shape.n));
-    times.forward_s += times.forward_each_s.back();
-    times.input_s += times.input_each_s.back();
-    times.weight_s += gemm_time_s(gpu, dtype, shape.k, shape.n, shape.m) +
-                      memory_bound_time_s(gpu, accumulator_bytes * shape.k * shape.n, 0);
-    times.forward_flops += gemm_flops(shape.m, shape.n, shape.k);
-  }
-  return times;
-}
-
 // A layer pass's tensor-parallel collectives over T·h activations: one all-reduce per block
-// (attention, MLP), or under sequence parallelism an all-gather before and a reduce-scatter after
-// each block — the same bytes on the wire.
-double tp_layer_comm_s(const LayerContext& context, double bytes) {
+// (attention, and the MLP or a MoE layer's shared experts), or under sequence parallelism an
+// all-gather before and a reduce-scatter after each block — the same bytes on the wire.
+double tp_layer_comm_s(const LayerContext& context, double bytes, double blocks) {
   if (context.tp <= 1) return 0;
   if (context.sequence_parallel) {
-    return 2 *
+    return blocks *
            (collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes) +
             collective_time_s(*context.cluster, context.tp_span, Collective::reduce_scatter,
                               bytes));
   }
-  return 2 * collective_time_s(*context.cluster, context.tp_span, Collective::all_reduce, bytes);
+  return blocks *
+         collective_time_s(*context.cluster, context.tp_span, Collective::all_reduce, bytes);
 }
 
 // What a pass's tensor-parallel collectives add to its GEMMs when each is pipelined with the
@@ -103,24 +64,45 @@ double overlapped_tp_comm_s(const LayerContext& context, const std::vector<doubl
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 
 // ZeRO-3 layer by layer: gathering `parameters` (this rank's tp shard of them, in 16 bits) over
-// the dp·cp group, and reduce-scattering their gradients (at the gradient accumulator's width).
+// `span`, the shard group of `shards` ranks, and reduce-scattering their gradients (at the
+// gradient accumulator's width).
 struct Zero3Collectives {
   double gather_s = 0;
   double scatter_s = 0;
 };
-Zero3Collectives zero3_collectives(const LayerContext& context, double parameters) {
+Zero3Collectives zero3_collectives_over(const LayerContext& context, const GroupSpan& span,
+                                        double shards, double parameters) {
   const double gradient_bytes =
       static_cast<double>(adam_model_state_bytes(context.precision).gradients);
   Zero3Collectives collectives{
-      .gather_s = collective_time_s(*context.cluster, context.dp_span, Collective::all_gather,
+      .gather_s = collective_time_s(*context.cluster, span, Collective::all_gather,
                                     parameters * context.activation_bytes()),
-      .scatter_s = collective_time_s(*context.cluster, context.dp_span, Collective::reduce_scatter,
+      .scatter_s = collective_time_s(*context.cluster, span, Collective::reduce_scatter,
                                      parameters * gradient_bytes)};
   if (context.replica_span) {
     // Hybrid sharding: each reduced shard is then summed over its replicas.
     collectives.scatter_s +=
         collective_time_s(*context.cluster, *context.replica_span, Collective::all_reduce,
-                          parameters / context.zero_shards * gradient_bytes);
+                          parameters / shards * gradient_bytes);
+  }
+  return collectives;
+}
+Zero3Collectives zero3_collectives(const LayerContext& context, double parameters) {
+  return zero3_collectives_over(context, context.dp_span, context.zero_shards, parameters);
+}
+
+// A layer's: its dense parameters over the dp·cp shard group, a MoE layer's routed experts over
+// the expert data-parallel shard group (their replicas priced on the dense replicas' span).
+Zero3Collectives zero3_collectives(const LayerContext& context, LayerKind kind) {
+  const RankParameters parameters =
+      rank_layer_parameters(count_parameters(*context.model), context.tp, context.ep, context.etp,
+                            kind == LayerKind::moe);
+  Zero3Collectives collectives = zero3_collectives(context, parameters.dense);
+  if (parameters.expert > 0) {
+    const Zero3Collectives experts = zero3_collectives_over(
+        context, context.expert_zero_span, context.expert_zero_shards, parameters.expert);
+    collectives.gather_s += experts.gather_s;
+    collectives.scatter_s += experts.scatter_s;
   }
   return collectives;
 }
@@ -132,11 +114,17 @@ double beside_compute_s(const LayerContext& context, double comm_s, double compu
   return std::max(0.0, comm_s - compute_s) + slowdown * std::min(comm_s, compute_s);
 }
 
+// The larger of a dense and a MoE layer's parameters on a rank: what the embedding's and head's
+// neighbouring gathers move.
 double layer_parameters_on_rank(const LayerContext& context) {
   const ParameterBreakdown counts = count_parameters(*context.model);
-  return static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
-             static_cast<double>(context.tp) +
-         static_cast<double>(counts.norms_per_layer);
+  double parameters = rank_layer_parameters(counts, context.tp, 1, 1, false).total();
+  if (counts.num_moe_layers > 0) {
+    parameters =
+        std::max(parameters,
+                 rank_layer_parameters(counts, context.tp, context.ep, context.etp, true).total());
+  }
+  return parameters;
 }
 
 // Bytes the casts to fp8 move in one layer pass (Transformer Engine). Every fp8 GEMM needs its
@@ -150,14 +138,53 @@ struct FloatEightCastBytes {
   double forward = 0;
   double backward = 0;
 };
-FloatEightCastBytes fp8_cast_bytes(const LayerContext& context) {
+FloatEightCastBytes fp8_cast_bytes(const LayerContext& context, LayerKind kind) {
   const double tokens = context.local_tokens();
-  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
+  const LocalLayerDims d = local_layer_dims(context, kind);
   FloatEightCastBytes bytes;
-  bytes.forward = 2 * 1.0 * tokens * hidden + 4.0 * tokens * (heads * head_dim + ffn);
-  bytes.backward =
-      4.0 * tokens * ((heads + 2 * kv_heads) * head_dim + hidden + gate * ffn + hidden);
+  bytes.forward =
+      (d.ffn > 0 ? 2.0 : 1.0) * tokens * d.hidden + 4.0 * tokens * (d.heads * d.value_dim + d.ffn);
+  bytes.backward = 4.0 * tokens *
+                   ((d.heads + d.kv_heads) * d.head_dim + d.kv_heads * d.value_dim + d.hidden +
+                    (d.ffn > 0 ? d.gate * d.ffn + d.hidden : 0.0));
   return bytes;
+}
+
+// The attention block's forward GEMMs on one tp rank, in order, and how many of the first ones
+// take the block's gathered input (what sequence parallelism's all-gather feeds; the last GEMM,
+// the output projection, drains into its reduce-scatter). Multi-head attention: the fused QKV
+// projection and the output projection. Latent attention: the query and key-value down
+// projections (whole on every tp rank), their up projections (split over tp), and the output.
+struct AttentionGemms {
+  std::vector<GemmShape> shapes;
+  std::size_t fed = 1;
+};
+AttentionGemms attention_gemms(const LayerContext& context) {
+  const LocalLayerDims d = local_layer_dims(context);
+  const double tokens = context.local_tokens();
+  const schemas::ModelConfig& model = *context.model;
+  if (!model.mla) {
+    return {{{tokens, (d.heads + 2 * d.kv_heads) * d.head_dim, d.hidden},
+             {tokens, d.hidden, d.heads * d.head_dim}},
+            1};
+  }
+  const schemas::MlaConfig& mla = *model.mla;
+  const double q_lora = static_cast<double>(mla.q_lora_rank);
+  const double kv_lora = static_cast<double>(mla.kv_lora_rank);
+  const double rope = static_cast<double>(mla.qk_rope_head_dim);
+  const double nope = static_cast<double>(mla.qk_nope_head_dim);
+  AttentionGemms gemms;
+  if (mla.q_lora_rank > 0) {
+    gemms.shapes.push_back({tokens, q_lora, d.hidden});
+    gemms.shapes.push_back({tokens, d.heads * d.head_dim, q_lora});
+  } else {
+    gemms.shapes.push_back({tokens, d.heads * d.head_dim, d.hidden});
+  }
+  gemms.shapes.push_back({tokens, kv_lora + rope, d.hidden});
+  gemms.shapes.push_back({tokens, d.heads * (nope + d.value_dim), kv_lora});
+  gemms.fed = gemms.shapes.size();
+  gemms.shapes.push_back({tokens, d.hidden, d.heads * d.value_dim});
+  return gemms;
 }
 
 }  // namespace
@@ -167,11 +194,13 @@ PassTime& PassTime::operator+=(const PassTime& other) {
   tp_comm_s += other.tp_comm_s;
   cp_comm_s += other.cp_comm_s;
   dp_comm_s += other.dp_comm_s;
+  ep_comm_s += other.ep_comm_s;
   return *this;
 }
 
 PassTime PassTime::scaled(double factor) const {
-  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor, dp_comm_s * factor};
+  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor, dp_comm_s * factor,
+          ep_comm_s * factor};
 }
 
 PassCosts& PassCosts::operator+=(const PassCosts& other) {
@@ -202,15 +231,28 @@ double LayerContext::activation_bytes() const {
   return precision == Dtype::fp32 || precision == Dtype::tf32 ? 4.0 : 2.0;
 }
 
-LocalLayerDims local_layer_dims(const LayerContext& context) {
+LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
   const schemas::ModelConfig& model = *context.model;
   const double t = static_cast<double>(context.tp);
-  return {.hidden = static_cast<double>(model.hidden_size),
-          .head_dim = static_cast<double>(model.head_dim),
-          .heads = static_cast<double>(model.num_attention_heads) / t,
-          .kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t),
-          .ffn = static_cast<double>(model.ffn_hidden_size) / t,
-          .gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0};
+  double ffn = static_cast<double>(model.ffn_hidden_size);
+  if (kind == LayerKind::moe) {
+    ffn = static_cast<double>(model.moe->num_shared_experts *
+                              model.moe->shared_expert_ffn_hidden_size);
+  }
+  LocalLayerDims dims{.hidden = static_cast<double>(model.hidden_size),
+                      .head_dim = static_cast<double>(model.head_dim),
+                      .heads = static_cast<double>(model.num_attention_heads) / t,
+                      .kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t),
+                      .ffn = ffn / t,
+                      .gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0,
+                      .value_dim = static_cast<double>(model.head_dim),
+                      .latent = 0};
+  if (model.mla) {
+    dims.value_dim = static_cast<double>(model.mla->v_head_dim);
+    dims.latent = static_cast<double>(model.mla->q_lora_rank + model.mla->kv_lora_rank +
+                                      model.mla->qk_rope_head_dim);
+  }
+  return dims;
 }
 
 LayerContext layer_context(const schemas::Plan& plan) {
@@ -234,15 +276,39 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .dp_span = {},
       .replica_span = std::nullopt,
       .zero_shards = 1,
+      .expert_zero_span = {},
+      .expert_zero_shards = 1,
       .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
       .cp_comm = plan.cp_comm,
       .cp_tier = 0,
-      .cp_span = {}};
+      .cp_span = {},
+      .ep = 1,
+      .etp = 1,
+      .ep_span = {},
+      .etp_span = {},
+      .expert_load_imbalance = 1.0,
+      .ep_comm_overlap = false};
   if (plan.mesh.cp > 1) {
     context.cp_tier =
         tier_between(plan.cluster, 0, schemas::axis_stride(plan.mesh, schemas::MeshAxis::cp));
     context.cp_span =
         group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::cp}));
+  }
+  if (plan.model.moe) {
+    context.ep = plan.mesh.ep;
+    context.etp = plan.mesh.etp;
+    context.ep_span =
+        group_span(plan.cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::ep}, 0));
+    context.etp_span = group_span(
+        plan.cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::etp}, 0));
+    context.expert_load_imbalance =
+        plan.expert_load_imbalance.value_or(kDefaultExpertLoadImbalance);
+    context.ep_comm_overlap = plan.ep_comm_overlap;
+    if (context.zero3_layer_gathers) {
+      context.expert_zero_span =
+          group_span(plan.cluster, schemas::expert_zero_shard_group_of(plan.mesh, 0));
+      context.expert_zero_shards = static_cast<double>(plan.mesh.expert_zero_shards());
+    }
   }
   // Only per-layer ZeRO-3 reads it; the planner builds a context for every candidate.
   if (context.zero3_layer_gathers) {
@@ -255,27 +321,39 @@ LayerContext layer_context(const schemas::Plan& plan) {
   return context;
 }
 
-PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranularity recompute) {
+PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranularity recompute,
+                                  LayerKind kind) {
   const schemas::ModelConfig& model = *context.model;
   const schemas::GpuProfile& gpu = context.cluster->gpu;
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
-  const auto [hidden, head_dim, heads, kv_heads, ffn, gate] = local_layer_dims(context);
-  const bool swiglu = gate == 2;
+  const LocalLayerDims dims = local_layer_dims(context, kind);
+  const double hidden = dims.hidden;
+  const double head_dim = dims.head_dim;
+  const double heads = dims.heads;
+  const double kv_heads = dims.kv_heads;
+  const double ffn = dims.ffn;  // a MoE layer's shared experts, 0 without any
+  const bool swiglu = dims.gate == 2;
   const double element = context.activation_bytes();
+  const bool has_mlp = ffn > 0;
 
-  const GemmPassTimes gemms = gemm_pass_times(context, context.precision,
-                                              {{tokens, (heads + 2 * kv_heads) * head_dim, hidden},
-                                               {tokens, hidden, heads * head_dim},
-                                               {tokens, (swiglu ? 2 : 1) * ffn, hidden},
-                                               {tokens, hidden, ffn}});
+  // The attention's GEMMs, then the MLP's (the dense MLP or the shared experts): fc1, fc2.
+  const AttentionGemms attention_shapes = attention_gemms(context);
+  std::vector<GemmShape> shapes = attention_shapes.shapes;
+  if (has_mlp) {
+    shapes.push_back({tokens, (swiglu ? 2 : 1) * ffn, hidden});
+    shapes.push_back({tokens, hidden, ffn});
+  }
+  const GemmPassTimes gemms = gemm_pass_times(context, context.precision, shapes);
 
+  // Latent attention's queries and keys are head_dim wide, its values value_dim: the kernel's
+  // two products are priced at their mean width, which gives their FLOPs exactly.
   const AttentionShape attention_shape{
       .batch = static_cast<double>(context.micro_batch_size),
       .heads = heads,
       .query_tokens = static_cast<double>(context.seq_length) / static_cast<double>(context.cp),
       .key_tokens = static_cast<double>(context.seq_length),
-      .head_dim = head_dim};
+      .head_dim = (head_dim + dims.value_dim) / 2};
   const AttentionFlops attention = causal_attention_flops(attention_shape);
   const AttentionTime attention_times =
       attention_time(gpu, context.precision, context.attention, attention_shape);
@@ -293,42 +371,60 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   if (model.position_embedding == schemas::PositionEmbedding::rope) {
     memory_bytes += 2 * element * tokens * (heads + kv_heads) * head_dim;  // rotary on q, k
   }
+  // Latent attention's norms of its q and kv latents.
+  memory_bytes += 2 * element * tokens * dims.latent;
   double memory_backward_bytes = 2 * memory_bytes;
   if (context.precision == Dtype::fp8) {
-    const FloatEightCastBytes casts = fp8_cast_bytes(context);
+    const FloatEightCastBytes casts = fp8_cast_bytes(context, kind);
     memory_bytes += casts.forward;
     memory_backward_bytes += casts.backward;
   }
   // Their kernels: two norms, two residual adds (bias and dropout fused in), the activation,
   // rotary; the backward has about two for each; fp8 adds the casts that no norm fuses.
   const bool rope = model.position_embedding == schemas::PositionEmbedding::rope;
-  const double elementwise_kernels = rope ? 6 : 5;
+  const double elementwise_kernels = (rope ? 6 : 5) - (has_mlp ? 0 : 1) + (model.mla ? 2 : 0);
   const bool fp8 = context.precision == Dtype::fp8;
   // Dropout on both residual branches draws a keep decision per element in the forward and
   // again in the backward (the executor regenerates the mask rather than storing it).
   const double dropout_s =
       model.dropout > 0 ? random_number_time_s(gpu, 2 * norm_tokens * hidden) : 0.0;
+  const double activation_forward_s =
+      has_mlp ? elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1) : 0.0;
+  const double activation_backward_s =
+      has_mlp ? elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2) : 0.0;
   const double memory_forward_s =
       memory_bound_time_s(gpu, memory_bytes, elementwise_kernels - 1 + (fp8 ? 2 : 0)) +
-      elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1) + dropout_s;
+      activation_forward_s + dropout_s;
   const double memory_backward_s =
       memory_bound_time_s(gpu, memory_backward_bytes,
                           2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0)) +
-      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2) + dropout_s;
+      activation_backward_s + dropout_s;
 
+  // The blocks whose input sequence parallelism gathers and whose output it reduce-scatters:
+  // attention, and the MLP (a MoE layer's shared experts; its routed experts take their tokens
+  // by all-to-all, moe_block_costs.h).
   const double tp_bytes = tokens * hidden * element;
-  double tp_forward_s = tp_layer_comm_s(context, tp_bytes);
+  double tp_forward_s = tp_layer_comm_s(context, tp_bytes, has_mlp ? 2.0 : 1.0);
   double tp_backward_s = tp_forward_s;
   if (context.tp_comm_overlap && context.sequence_parallel && context.tp > 1) {
-    // The GEMMs in block order: qkv (fed), out-proj (drains), fc1 (fed), fc2 (drains).
-    tp_forward_s = overlapped_tp_comm_s(context, gemms.forward_each_s, tp_bytes);
-    tp_backward_s = overlapped_tp_comm_s(context, gemms.input_each_s, tp_bytes);
+    // Each collective beside the GEMMs it feeds or drains, in block order: the attention's
+    // input GEMMs (fed), its output projection (drains), fc1 (fed), fc2 (drains).
+    const auto paired = [&](const std::vector<double>& each_s) {
+      const std::size_t fed = attention_shapes.fed;
+      std::vector<double> pairs{0.0, each_s[fed]};
+      for (std::size_t i = 0; i < fed; ++i) pairs[0] += each_s[i];
+      if (has_mlp)
+        pairs.insert(pairs.end(), each_s.begin() + static_cast<long>(fed) + 1, each_s.end());
+      return pairs;
+    };
+    tp_forward_s = overlapped_tp_comm_s(context, paired(gemms.forward_each_s), tp_bytes);
+    tp_backward_s = overlapped_tp_comm_s(context, paired(gemms.input_each_s), tp_bytes);
   }
 
   double cp_forward_s = 0;
   double cp_backward_s = 0;
   if (context.cp > 1) {
-    const double kv_bytes = 2 * tokens * kv_heads * head_dim * element;
+    const double kv_bytes = tokens * kv_heads * (head_dim + dims.value_dim) * element;
     if (context.cp_comm == schemas::ContextParallelComm::all_gather) {
       const double whole = static_cast<double>(context.cp) * kv_bytes;
       const double gather_s =
@@ -354,6 +450,22 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
                           cp_backward_s};
   costs.backward_weight = {gemms.weight_s, 0, 0};
   costs.forward_flops = gemms.forward_flops + attention.forward;
+  if (kind == LayerKind::moe) {
+    const MoeBlockCosts experts = moe_block_costs(context);
+    costs.forward += experts.forward;
+    costs.backward_input += experts.backward_input;
+    costs.backward_weight += experts.backward_weight;
+    costs.forward_flops += experts.forward_flops;
+    if (context.ep_comm_overlap) {
+      // Beside the other micro-batch's compute of the same size: only what outlasts it shows,
+      // plus the compute's slowdown while they share the GPU.
+      costs.forward.ep_comm_s =
+          beside_compute_s(context, experts.forward.ep_comm_s, costs.forward.compute_s);
+      costs.backward_input.ep_comm_s =
+          beside_compute_s(context, experts.backward_input.ep_comm_s,
+                           costs.backward_input.compute_s + costs.backward_weight.compute_s);
+    }
+  }
   if (recompute == RecomputeGranularity::full) {
     costs.recompute = costs.forward;
     costs.recompute_flops = costs.forward_flops;
@@ -365,8 +477,7 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     // The next layer's gather runs during this layer's forward; in the backward, the previous
     // layer's gather and this layer's reduce-scatter run during this layer's backward (with its
     // recomputation). A recomputed forward uses the parameters gathered for the backward.
-    const Zero3Collectives collectives =
-        zero3_collectives(context, layer_parameters_on_rank(context));
+    const Zero3Collectives collectives = zero3_collectives(context, kind);
     costs.forward.dp_comm_s =
         beside_compute_s(context, collectives.gather_s, costs.forward.compute_s);
     costs.backward_input.dp_comm_s =

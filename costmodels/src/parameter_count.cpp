@@ -61,15 +61,24 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
 
   count.attention_per_layer = attention_matrix_parameters(model);
   if (model.mla) {
-    if (model.mla->q_lora_rank > 0) {
-      count.attention_per_layer += norm_parameters(model, model.mla->q_lora_rank);
+    const schemas::MlaConfig& mla = *model.mla;
+    std::int64_t replicated =
+        h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + norm_parameters(model, mla.kv_lora_rank);
+    if (mla.q_lora_rank > 0) {
+      replicated += h * mla.q_lora_rank + norm_parameters(model, mla.q_lora_rank);
     }
-    count.attention_per_layer += norm_parameters(model, model.mla->kv_lora_rank);
+    count.attention_per_layer +=
+        norm_parameters(model, mla.kv_lora_rank) +
+        (mla.q_lora_rank > 0 ? norm_parameters(model, mla.q_lora_rank) : 0);
+    count.attention_replicated_per_layer = replicated;
   }
   if (model.qkv_bias) count.attention_per_layer += model.attention_width() + 2 * model.kv_width();
   if (model.attention_output_bias) count.attention_per_layer += h;
   // One norm over head_dim each for queries and keys, shared by the heads.
-  if (model.qk_norm) count.attention_per_layer += 2 * norm_parameters(model, model.head_dim);
+  if (model.qk_norm) {
+    count.attention_per_layer += 2 * norm_parameters(model, model.head_dim);
+    count.attention_replicated_per_layer += 2 * norm_parameters(model, model.head_dim);
+  }
 
   count.mlp_per_layer = mlp_parameters(model, model.ffn_hidden_size);
   if (model.moe) {
@@ -89,6 +98,24 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
   count.final_norm = norm;
   count.lm_head = model.tied_embeddings ? 0 : model.vocab_size * h;
   return count;
+}
+
+RankParameters rank_layer_parameters(const ParameterBreakdown& counts, std::int64_t tp,
+                                     std::int64_t ep, std::int64_t etp, bool moe_layer) {
+  const auto count = [](std::int64_t value) { return static_cast<double>(value); };
+  const double split = static_cast<double>(tp);
+  const double replicated = count(counts.attention_replicated_per_layer);
+  RankParameters parameters;
+  parameters.dense = (count(counts.attention_per_layer) - replicated) / split + replicated +
+                     count(counts.norms_per_layer);
+  if (!moe_layer) {
+    parameters.dense += count(counts.mlp_per_layer) / split;
+    return parameters;
+  }
+  parameters.dense +=
+      count(counts.router_per_moe_layer) + count(counts.shared_experts_per_moe_layer) / split;
+  parameters.expert = count(counts.routed_experts_per_moe_layer()) / static_cast<double>(ep * etp);
+  return parameters;
 }
 
 }  // namespace strata::costmodels

@@ -22,21 +22,35 @@ using schemas::MeshAxis;
 
 }  // namespace
 
-double stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
-                        std::int64_t tensor_parallel, const schemas::PipelineStage& stage) {
-  const double tp = static_cast<double>(tensor_parallel);
-  const double layer = static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) / tp +
-                       static_cast<double>(counts.norms_per_layer);
-  double parameters = layer * static_cast<double>(stage.num_layers);
+std::int64_t moe_layers_in(const schemas::ModelConfig& model, std::int64_t first_layer,
+                           std::int64_t num_layers) {
+  if (!model.moe) return 0;
+  return model.moe->num_moe_layers(first_layer + num_layers) -
+         model.moe->num_moe_layers(first_layer);
+}
+
+RankParameters stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
+                                const schemas::Mesh& mesh, const schemas::PipelineStage& stage) {
+  const double tp = static_cast<double>(mesh.tp);
+  const std::int64_t moe_layers = moe_layers_in(model, stage.first_layer, stage.num_layers);
+  const RankParameters dense_layer = rank_layer_parameters(counts, mesh.tp, 1, 1, false);
+  RankParameters parameters;
+  parameters.dense = dense_layer.dense * static_cast<double>(stage.num_layers - moe_layers);
+  if (moe_layers > 0) {
+    const RankParameters moe_layer =
+        rank_layer_parameters(counts, mesh.tp, mesh.ep, mesh.etp, true);
+    parameters.dense += moe_layer.dense * static_cast<double>(moe_layers);
+    parameters.expert = moe_layer.expert * static_cast<double>(moe_layers);
+  }
   const double vocab_matrix = static_cast<double>(model.vocab_size * model.hidden_size) / tp;
   if (stage.embedding) {
-    parameters += vocab_matrix + static_cast<double>(counts.position_embedding) +
-                  static_cast<double>(counts.embedding_norm);
+    parameters.dense += vocab_matrix + static_cast<double>(counts.position_embedding) +
+                        static_cast<double>(counts.embedding_norm);
   }
   if (stage.lm_head) {
     // A tied head is the embedding itself when one stage holds both, else a copy kept in sync.
     const bool shared_with_embedding = model.tied_embeddings && stage.embedding;
-    parameters +=
+    parameters.dense +=
         (shared_with_embedding ? 0.0 : vocab_matrix) + static_cast<double>(counts.final_norm);
   }
   return parameters;
@@ -113,9 +127,14 @@ std::vector<double> unit_gradient_buckets(const schemas::Plan& plan,
   } else if (stage.lm_head && tied_across_stages) {
     add_run({vocab_matrix});  // the last stage's copy of the word embedding
   }
-  const double layer = static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) / tp +
-                       static_cast<double>(counts.norms_per_layer);
-  units.insert(units.end(), static_cast<std::size_t>(stage.num_layers), layer);
+  // Each layer's dense parameters (a MoE layer's routed experts are reduced over their own
+  // group, in buckets of their own).
+  for (std::int64_t layer = stage.first_layer; layer < stage.first_layer + stage.num_layers;
+       ++layer) {
+    const bool moe_layer = moe_layers_in(plan.model, layer, 1) == 1;
+    units.push_back(
+        rank_layer_parameters(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp, moe_layer).dense);
+  }
   if (stage.lm_head) {
     units.push_back(static_cast<double>(counts.final_norm) +
                     (plan.model.tied_embeddings ? 0.0 : vocab_matrix));
@@ -169,16 +188,15 @@ class CommunicatorTemporaries {
 // step's start zeroes the gradient buffers the backward accumulates into (the whole stage's below
 // ZeRO-2, the shard from ZeRO-1 on) — then ZeRO-1/2's all-gather of the weights (in
 // `weight_bytes` each) and fp8's weight casts.
-double optimizer_step_time_s(const schemas::Plan& plan, const ParameterBreakdown& counts,
-                             const GroupSpan& dp_span, double weight_bytes, double parameters,
+double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_span, double shards,
+                             double weight_bytes, double parameters, double linear_weights,
                              double layers) {
   const schemas::ClusterConfig& cluster = plan.cluster;
-  const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
   const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
   const double gradient = static_cast<double>(bytes.gradients);
   const bool mixed =
       plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
-  const double shard = plan.zero_stage >= 1 ? parameters / dp_shards : parameters;
+  const double shard = plan.zero_stage >= 1 ? parameters / shards : parameters;
   const double zeroed =
       (plan.zero_stage < 2 ? parameters : 0.0) + (plan.zero_stage >= 1 ? shard : 0.0);
   const double step_bytes =
@@ -187,17 +205,42 @@ double optimizer_step_time_s(const schemas::Plan& plan, const ParameterBreakdown
   double step_s = memory_bound_time_s(cluster.gpu, step_bytes);
   if (plan.zero_stage == 1 || plan.zero_stage == 2) {
     step_s +=
-        collective_time_s(cluster, dp_span, Collective::all_gather, parameters * weight_bytes);
+        collective_time_s(cluster, shard_span, Collective::all_gather, parameters * weight_bytes);
   }
-  if (plan.precision == schemas::Dtype::fp8) {
+  if (plan.precision == schemas::Dtype::fp8 && linear_weights > 0) {
     // Transformer Engine casts each layer linear's weight to fp8 and fp8ᵀ once per step (the
     // first micro-batch's forward; later ones reuse it): read 2 bytes, write 1 + 1.
-    const double linear_weights =
-        layers * static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
-        static_cast<double>(plan.mesh.tp);
     step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights, 4 * layers);
   }
   return step_s;
+}
+
+// The layers' linear weights of a stage on one rank (what fp8 casts each step): attention and
+// the MLP split over tp, a MoE layer's shared experts over tp and its routed experts over ep·etp.
+double stage_linear_weights(const schemas::Plan& plan, const ParameterBreakdown& counts,
+                            const schemas::PipelineStage& stage, double expert_parameters) {
+  const double tp = static_cast<double>(plan.mesh.tp);
+  const double moe_layers =
+      static_cast<double>(moe_layers_in(plan.model, stage.first_layer, stage.num_layers));
+  const double dense_layers = static_cast<double>(stage.num_layers) - moe_layers;
+  return dense_layers * static_cast<double>(counts.attention_per_layer + counts.mlp_per_layer) /
+             tp +
+         moe_layers *
+             static_cast<double>(counts.attention_per_layer + counts.shared_experts_per_moe_layer) /
+             tp +
+         expert_parameters;
+}
+
+// The most parameters one layer puts on a rank (dense, or MoE with its expert share): what
+// layer-by-layer ZeRO-3 holds gathered.
+double layer_parameters_held(const schemas::Plan& plan, const ParameterBreakdown& counts) {
+  double largest = rank_layer_parameters(counts, plan.mesh.tp, 1, 1, false).total();
+  if (counts.num_moe_layers > 0) {
+    largest = std::max(
+        largest,
+        rank_layer_parameters(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp, true).total());
+  }
+  return largest;
 }
 
 // Stage `s`'s passes per micro-batch and the activations they keep: its layers (recomputed or
@@ -214,10 +257,19 @@ void add_stage_passes(const schemas::Plan& plan, const LayerContext& context,
                      ? stage.num_layers
                      : std::min(stage.num_layers, plan.recompute.full_layers_per_stage[s]);
   }
-  const double plain_layers = static_cast<double>(stage.num_layers - recomputed);
-  const double recomputed_layers = static_cast<double>(recomputed);
+  // The recomputed layers are the stage's first; MoE layers among either run the MoE costs.
+  const double moe_recomputed =
+      static_cast<double>(moe_layers_in(plan.model, stage.first_layer, recomputed));
+  const double moe_plain = static_cast<double>(
+      moe_layers_in(plan.model, stage.first_layer + recomputed, stage.num_layers - recomputed));
+  const double plain_layers = static_cast<double>(stage.num_layers - recomputed) - moe_plain;
+  const double recomputed_layers = static_cast<double>(recomputed) - moe_recomputed;
   stage_costs.passes += layers.plain.scaled(plain_layers);
   stage_costs.passes += layers.recomputed.scaled(recomputed_layers);
+  if (moe_plain + moe_recomputed > 0) {
+    stage_costs.passes += layers.moe_plain.scaled(moe_plain);
+    stage_costs.passes += layers.moe_recomputed.scaled(moe_recomputed);
+  }
   auto add_activations = [&](const LayerActivationBytes& bytes, double count) {
     stage_costs.activations.stored += bytes.stored * count;
     stage_costs.activations.weight_inputs += bytes.weight_inputs * count;
@@ -227,6 +279,8 @@ void add_stage_passes(const schemas::Plan& plan, const LayerContext& context,
   };
   add_activations(layers.plain_activations, plain_layers);
   add_activations(layers.recomputed_activations, recomputed_layers);
+  add_activations(layers.moe_plain_activations, moe_plain);
+  add_activations(layers.moe_recomputed_activations, moe_recomputed);
   if (stage.embedding) {
     stage_costs.passes += layers.embedding;
     add_activations(layers.embedding_activations, 1);
@@ -270,14 +324,29 @@ void add_step_flops(const schemas::Plan& plan, PlanCosts& costs) {
 }  // namespace
 
 LayerCostSet layer_cost_set(const LayerContext& context) {
-  return {.plain = transformer_layer_costs(context, schemas::RecomputeGranularity::none),
-          .recomputed = transformer_layer_costs(context, context.recompute),
-          .plain_activations = layer_activation_bytes(context, schemas::RecomputeGranularity::none),
-          .recomputed_activations = layer_activation_bytes(context, context.recompute),
-          .embedding = embedding_costs(context),
-          .lm_head = lm_head_costs(context),
-          .embedding_activations = embedding_activation_bytes(context),
-          .lm_head_activations = lm_head_activation_bytes(context)};
+  LayerCostSet set{
+      .plain = transformer_layer_costs(context, schemas::RecomputeGranularity::none),
+      .recomputed = transformer_layer_costs(context, context.recompute),
+      .plain_activations = layer_activation_bytes(context, schemas::RecomputeGranularity::none),
+      .recomputed_activations = layer_activation_bytes(context, context.recompute),
+      .moe_plain = {},
+      .moe_recomputed = {},
+      .moe_plain_activations = {},
+      .moe_recomputed_activations = {},
+      .embedding = embedding_costs(context),
+      .lm_head = lm_head_costs(context),
+      .embedding_activations = embedding_activation_bytes(context),
+      .lm_head_activations = lm_head_activation_bytes(context)};
+  if (context.model->moe) {
+    set.moe_plain =
+        transformer_layer_costs(context, schemas::RecomputeGranularity::none, LayerKind::moe);
+    set.moe_recomputed = transformer_layer_costs(context, context.recompute, LayerKind::moe);
+    set.moe_plain_activations =
+        layer_activation_bytes(context, schemas::RecomputeGranularity::none, LayerKind::moe);
+    set.moe_recomputed_activations =
+        layer_activation_bytes(context, context.recompute, LayerKind::moe);
+  }
+  return set;
 }
 
 PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers,
@@ -305,6 +374,19 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
           ? std::optional<GroupSpan>(
                 group_span(cluster, schemas::zero_replica_group_of(plan.mesh, 0)))
           : std::nullopt;
+  // A MoE model's routed experts: their gradients summed over the expert data-parallel group,
+  // their ZeRO state sharded over its blocks.
+  const bool has_experts = plan.model.moe.has_value();
+  const double expert_reducing_ranks = static_cast<double>(plan.mesh.expert_dp());
+  const double expert_shards = static_cast<double>(plan.mesh.expert_zero_shards());
+  const GroupSpan expert_reduction_span =
+      full && has_experts
+          ? group_span(cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::edp}, 0))
+          : GroupSpan{};
+  const GroupSpan expert_shard_span =
+      has_experts && (full || plan.zero_stage == 1 || plan.zero_stage == 2)
+          ? group_span(cluster, schemas::expert_zero_shard_group_of(plan.mesh, 0))
+          : GroupSpan{};
   const std::int64_t pp_stride = schemas::axis_stride(plan.mesh, MeshAxis::pp);
   const int pp_tier = pp > 1 ? tier_between(cluster, 0, pp_stride) : 0;
 
@@ -357,7 +439,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   costs.stages.resize(num_stages);
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
   costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
-  using BucketKey = std::tuple<std::int64_t, bool, bool>;
+  using BucketKey = std::tuple<std::int64_t, std::int64_t, bool, bool>;
   struct StageBuckets {
     BucketKey key;
     std::vector<double> times_s;
@@ -365,37 +447,66 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   };
   std::vector<StageBuckets> bucket_times;
   std::vector<double> rank_parameters(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> rank_expert_parameters(static_cast<std::size_t>(pp), 0.0);
+  std::vector<double> rank_linear_weights(static_cast<std::size_t>(pp), 0.0);
   std::vector<double> rank_layers(static_cast<std::size_t>(pp), 0.0);
+  // A bucket's reduction: over the dp·cp group (its shard group and replicas from ZeRO-1 on), or
+  // for routed experts over the expert data-parallel group (its shard blocks).
+  const auto bucket_time_s = [&](double bucket, bool experts) {
+    const GroupSpan& span = all_reduced ? (experts ? expert_reduction_span : reduction_span)
+                                        : (experts ? expert_shard_span : dp_span);
+    double bucket_s = collective_time_s(cluster, span, reduction, bucket * gradient_bytes);
+    if (!all_reduced && replica_span) {
+      bucket_s +=
+          collective_time_s(cluster, *replica_span, Collective::all_reduce,
+                            bucket / (experts ? expert_shards : dp_shards) * gradient_bytes);
+    }
+    return bucket_s;
+  };
   for (std::size_t s = 0; s < num_stages; ++s) {
     const schemas::PipelineStage& stage = plan.stages[s];
     StageCosts& stage_costs = costs.stages[s];
     add_stage_passes(plan, context, layers, s, stage_costs);
-    stage_costs.parameters = stage_parameters(plan.model, counts, plan.mesh.tp, stage);
+    const RankParameters held = stage_parameters(plan.model, counts, plan.mesh, stage);
+    stage_costs.parameters = held.total();
+    stage_costs.expert_parameters = held.expert;
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
-    if (full && reducing_ranks > 1 && !context.zero3_layer_gathers) {
-      // A stage's buckets and their times depend on the stage only through its layer count and
+    if (full && (reducing_ranks > 1 || (held.expert > 0 && expert_reducing_ranks > 1)) &&
+        !context.zero3_layer_gathers) {
+      // A stage's buckets and their times depend on the stage only through its layer counts and
       // whether it holds the embedding or the head: most stages of a deep pipeline share them
       // (the planner prices hundreds of thousands of plans through here).
-      const BucketKey key{stage.num_layers, stage.embedding, stage.lm_head};
+      const BucketKey key{stage.num_layers,
+                          moe_layers_in(plan.model, stage.first_layer, stage.num_layers),
+                          stage.embedding, stage.lm_head};
       auto same = std::find_if(bucket_times.begin(), bucket_times.end(),
                                [&](const StageBuckets& entry) { return entry.key == key; });
       if (same == bucket_times.end()) {
-        const std::vector<double> buckets =
+        const std::vector<double> dense_buckets =
             framework.gradient_buckets_close_at_units
                 ? unit_gradient_buckets(plan, counts, stage)
-                : even_gradient_buckets(stage_costs.parameters, bucket_parameters);
-        StageBuckets computed{key, {}, *std::max_element(buckets.begin(), buckets.end())};
-        for (const double bucket : buckets) {
-          double bucket_s = collective_time_s(cluster, all_reduced ? reduction_span : dp_span,
-                                              reduction, bucket * gradient_bytes);
-          if (!all_reduced && replica_span) {
-            bucket_s += collective_time_s(cluster, *replica_span, Collective::all_reduce,
-                                          bucket / dp_shards * gradient_bytes);
-          }
-          computed.times_s.push_back(bucket_s);
+                : even_gradient_buckets(held.dense, bucket_parameters);
+        // Routed experts fill buckets of their own (Megatron-Core's expert gradient buffer),
+        // completed through the backward alongside the dense ones: interleaved in proportion.
+        const std::vector<double> expert_buckets =
+            held.expert > 0 ? even_gradient_buckets(held.expert, bucket_parameters)
+                            : std::vector<double>{};
+        StageBuckets computed{
+            key, {}, *std::max_element(dense_buckets.begin(), dense_buckets.end())};
+        std::size_t next_dense = 0, next_expert = 0;
+        while (next_dense < dense_buckets.size() || next_expert < expert_buckets.size()) {
+          const bool expert_next =
+              next_expert < expert_buckets.size() &&
+              (next_dense == dense_buckets.size() ||
+               static_cast<double>(next_expert) * static_cast<double>(dense_buckets.size()) <
+                   static_cast<double>(next_dense) * static_cast<double>(expert_buckets.size()));
+          const double bucket =
+              expert_next ? expert_buckets[next_expert++] : dense_buckets[next_dense++];
+          computed.largest = std::max(computed.largest, bucket);
+          computed.times_s.push_back(bucket_time_s(bucket, expert_next));
         }
         bucket_times.push_back(std::move(computed));
         same = std::prev(bucket_times.end());
@@ -419,7 +530,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       // Gathered and reduce-scattered layer by layer inside the passes (layer_costs.cpp): what is
       // held is the layer running and the one prefetched, or the embedding or head if larger.
       const double largest = std::max(
-          {stage_parameters(plan.model, counts, plan.mesh.tp, {.first_layer = 0, .num_layers = 1}),
+          {layer_parameters_held(plan, counts),
            stage.embedding
                ? static_cast<double>(counts.token_embedding) / static_cast<double>(plan.mesh.tp)
                : 0.0,
@@ -429,7 +540,9 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     } else if (full && plan.zero_stage == 3) {
       stage_costs.unshard_bytes = stage_costs.parameters * element;
       stage_costs.unshard_s =
-          collective_time_s(cluster, dp_span, Collective::all_gather, stage_costs.unshard_bytes);
+          collective_time_s(cluster, dp_span, Collective::all_gather, held.dense * element) +
+          collective_time_s(cluster, expert_shard_span, Collective::all_gather,
+                            held.expert * element);
     }
     if (stage_costs.unshard_bytes > 0) {
       // ZeRO-3's gathers: the stage's weights at once, or layer by layer (half of what is held).
@@ -437,15 +550,28 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
           context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2 : stage_costs.unshard_bytes;
       temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather, gathered);
     }
-    rank_parameters[s % static_cast<std::size_t>(pp)] += stage_costs.parameters;
-    rank_layers[s % static_cast<std::size_t>(pp)] += static_cast<double>(stage.num_layers);
+    rank_parameters[rank_of_stage] += held.dense;
+    rank_expert_parameters[rank_of_stage] += held.expert;
+    rank_linear_weights[rank_of_stage] += stage_linear_weights(plan, counts, stage, held.expert);
+    rank_layers[rank_of_stage] += static_cast<double>(stage.num_layers);
   }
 
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
-    costs.rank_states[rank] =
+    RankStateMemory state =
         rank_state_memory(plan.precision, plan.zero_stage, dp_shards, rank_parameters[rank]);
-    costs.optimizer_step_s[rank] = optimizer_step_time_s(plan, counts, dp_span, element,
-                                                         rank_parameters[rank], rank_layers[rank]);
+    costs.optimizer_step_s[rank] =
+        optimizer_step_time_s(plan, dp_span, dp_shards, element, rank_parameters[rank],
+                              rank_linear_weights[rank], rank_layers[rank]);
+    if (rank_expert_parameters[rank] > 0) {
+      const RankStateMemory experts = rank_state_memory(
+          plan.precision, plan.zero_stage, expert_shards, rank_expert_parameters[rank]);
+      state.weights_bytes += experts.weights_bytes;
+      state.gradients_bytes += experts.gradients_bytes;
+      state.optimizer_bytes += experts.optimizer_bytes;
+      costs.optimizer_step_s[rank] += optimizer_step_time_s(
+          plan, expert_shard_span, expert_shards, element, rank_expert_parameters[rank], 0, 0);
+    }
+    costs.rank_states[rank] = state;
   }
 
   if (plan.model.tied_embeddings && pp > 1) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <utility>
 #include <vector>
 
 #include "strata/schemas/input_error.h"
@@ -22,6 +23,86 @@ std::string pipeline_layout(const schemas::Plan& plan) {
     if (stage.lm_head) layout += "L";
   }
   return layout;
+}
+
+// Megatron-Core's --moe-layer-freq as a pattern of MoE (1) and dense (0) layers in runs,
+// "([0]*3+[1]*58)"; absent when every layer is a MoE layer (its default, 1).
+std::string moe_layer_pattern(const schemas::ModelConfig& model) {
+  std::vector<std::pair<int, std::int64_t>> runs;
+  for (std::int64_t layer = 0; layer < model.num_layers; ++layer) {
+    const int kind = model.moe->is_moe_layer(layer) ? 1 : 0;
+    if (!runs.empty() && runs.back().first == kind) {
+      ++runs.back().second;
+    } else {
+      runs.push_back({kind, 1});
+    }
+  }
+  if (runs.size() == 1 && runs.front().first == 1) return "";
+  std::string pattern = "(";
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    if (r > 0) pattern += "+";
+    pattern += fmt::format("[{}]*{}", runs[r].first, runs[r].second);
+  }
+  return pattern + ")";
+}
+
+// A mixture of experts' and latent attention's flags: the experts, router and dense-layer
+// pattern, the expert mesh (etp always: Megatron's default is tp), the grouped GEMM and the
+// all-to-all dispatcher the cost models price, and the all-to-all overlap.
+void add_moe_and_latent_attention_flags(const schemas::Plan& plan,
+                                        std::vector<std::string>& flags) {
+  const schemas::ModelConfig& model = plan.model;
+  if (model.mla) {
+    const schemas::MlaConfig& mla = *model.mla;
+    flags.push_back("--multi-latent-attention");
+    if (mla.q_lora_rank > 0) flags.push_back(fmt::format("--q-lora-rank {}", mla.q_lora_rank));
+    flags.push_back(fmt::format("--kv-lora-rank {}", mla.kv_lora_rank));
+    flags.push_back(fmt::format("--qk-head-dim {}", mla.qk_nope_head_dim));
+    flags.push_back(fmt::format("--qk-pos-emb-head-dim {}", mla.qk_rope_head_dim));
+    flags.push_back(fmt::format("--v-head-dim {}", mla.v_head_dim));
+  }
+  if (model.qk_norm) flags.push_back("--qk-layernorm");
+  if (!model.moe) return;
+  const schemas::MoeConfig& moe = *model.moe;
+  flags.push_back(fmt::format("--num-experts {}", moe.num_experts));
+  flags.push_back(fmt::format("--moe-router-topk {}", moe.experts_per_token));
+  flags.push_back(fmt::format("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden_size));
+  if (moe.num_shared_experts > 0) {
+    flags.push_back(fmt::format("--moe-shared-expert-intermediate-size {}",
+                                moe.num_shared_experts * moe.shared_expert_ffn_hidden_size));
+  }
+  if (const std::string pattern = moe_layer_pattern(model); !pattern.empty()) {
+    flags.push_back(fmt::format("--moe-layer-freq \"{}\"", pattern));
+  }
+  const schemas::RouterConfig& router = moe.router;
+  flags.push_back(fmt::format(
+      "--moe-router-score-function {}",
+      router.score_function == schemas::RouterScoreFunction::sigmoid ? "sigmoid" : "softmax"));
+  if (router.expert_bias) flags.push_back("--moe-router-enable-expert-bias");
+  if (router.expert_groups > 1) {
+    flags.push_back(fmt::format("--moe-router-num-groups {}", router.expert_groups));
+    flags.push_back(fmt::format("--moe-router-group-topk {}", router.groups_per_token));
+  }
+  if (router.scaling_factor != 1.0) {
+    flags.push_back(fmt::format("--moe-router-topk-scaling-factor {:g}", router.scaling_factor));
+  }
+  if (router.aux_loss_coefficient > 0) {
+    flags.push_back(fmt::format("--moe-aux-loss-coeff {:g}", router.aux_loss_coefficient));
+  }
+  if (router.z_loss_coefficient > 0) {
+    flags.push_back(fmt::format("--moe-z-loss-coeff {:g}", router.z_loss_coefficient));
+  }
+  if (moe.capacity_factor) {
+    flags.push_back(fmt::format("--moe-expert-capacity-factor {:g}", *moe.capacity_factor));
+  }
+  flags.push_back(fmt::format("--expert-model-parallel-size {}", plan.mesh.ep));
+  flags.push_back(fmt::format("--expert-tensor-parallel-size {}", plan.mesh.etp));
+  flags.push_back("--moe-grouped-gemm");
+  flags.push_back("--moe-token-dispatcher-type alltoall");
+  if (plan.ep_comm_overlap) {
+    flags.push_back("--overlap-moe-expert-parallel-comm");
+    flags.push_back("--delay-wgrad-compute");
+  }
 }
 
 bool evenly_split(const schemas::Plan& plan) {
@@ -65,6 +146,8 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     flags.push_back("--attention-dropout 0");
     flags.push_back("--hidden-dropout 0");
   }
+
+  add_moe_and_latent_attention_flags(plan, flags);
 
   const schemas::Mesh& mesh = plan.mesh;
   flags.push_back(fmt::format("--tensor-model-parallel-size {}", mesh.tp));

@@ -133,8 +133,9 @@ class Evaluator {
                                    static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
                                    .total();
     const auto parameters_of = [&](std::int64_t layers_held, bool embedding, bool head) {
-      return costmodels::stage_parameters(plan.model, counts_, knobs.tp,
-                                          {0, layers_held, embedding, head});
+      return costmodels::stage_parameters(plan.model, counts_, plan.mesh,
+                                          {0, layers_held, embedding, head})
+          .total();
     };
     const double layer_parameters = parameters_of(1, false, false);
     const double embedding_parameters = parameters_of(0, true, false);
@@ -511,6 +512,7 @@ std::string describe_bottleneck(const schemas::Plan& plan, const simulator::Step
        fmt::format("tp {}{}", plan.sequence_parallel ? "all-gather/reduce-scatter" : "all-reduce",
                    crosses({MeshAxis::tp}))},
       {time.cp_comm_s, fmt::format("cp ring exchange{}", crosses({MeshAxis::cp}))},
+      {time.ep_comm_s, "expert all-to-all"},
       {time.pp_comm_s, "pipeline sends"},
       {time.dp_comm_s,
        fmt::format("dp gradient reduction{}", crosses({MeshAxis::dp, MeshAxis::cp}))},

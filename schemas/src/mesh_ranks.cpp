@@ -129,6 +129,98 @@ std::vector<std::vector<std::int64_t>> mesh_groups(const Mesh& mesh, MeshAxis ax
   return mesh_groups(mesh, {axis});
 }
 
+std::int64_t expert_size_of(const Mesh& mesh, ExpertAxis axis) {
+  switch (axis) {
+    case ExpertAxis::etp:
+      return mesh.etp;
+    case ExpertAxis::ep:
+      return mesh.ep;
+    case ExpertAxis::edp:
+      return mesh.expert_dp();
+    case ExpertAxis::pp:
+      return mesh.pp;
+  }
+  return 1;
+}
+
+ExpertCoordinates expert_coordinates(const Mesh& mesh, std::int64_t rank) {
+  // The rank's place in its stage's {tp, cp, dp} group: its coordinates on those axes in the mesh
+  // order, the fastest first (as mesh_group_of orders the group).
+  const MeshCoordinates mesh_place = mesh_coordinates(mesh, rank);
+  std::int64_t stage_index = 0;
+  std::int64_t stride = 1;
+  for (MeshAxis axis : mesh.order) {
+    if (axis == MeshAxis::pp) continue;
+    stage_index += mesh_place[static_cast<std::size_t>(axis)] * stride;
+    stride *= mesh.size_of(axis);
+  }
+  ExpertCoordinates coordinates{};
+  for (ExpertAxis axis : {ExpertAxis::etp, ExpertAxis::ep, ExpertAxis::edp}) {
+    coordinates[static_cast<std::size_t>(axis)] = stage_index % expert_size_of(mesh, axis);
+    stage_index /= expert_size_of(mesh, axis);
+  }
+  coordinates[static_cast<std::size_t>(ExpertAxis::pp)] =
+      mesh_place[static_cast<std::size_t>(MeshAxis::pp)];
+  return coordinates;
+}
+
+namespace {
+
+bool agree_outside(const ExpertCoordinates& a, const ExpertCoordinates& b,
+                   std::initializer_list<ExpertAxis> axes) {
+  for (std::size_t axis = 0; axis < a.size(); ++axis) {
+    const bool masked =
+        std::find(axes.begin(), axes.end(), static_cast<ExpertAxis>(axis)) != axes.end();
+    if (!masked && a[axis] != b[axis]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> expert_group_of(const Mesh& mesh, std::initializer_list<ExpertAxis> axes,
+                                          std::int64_t rank) {
+  // Members differ from `rank` on the masked expert axes only; without pp in the mask they lie
+  // in rank's stage, else anywhere.
+  const bool across_stages = std::find(axes.begin(), axes.end(), ExpertAxis::pp) != axes.end();
+  const std::vector<std::int64_t> candidates =
+      across_stages
+          ? mesh_group_of(mesh, {MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp}, rank)
+          : mesh_group_of(mesh, {MeshAxis::tp, MeshAxis::cp, MeshAxis::dp}, rank);
+  const ExpertCoordinates own = expert_coordinates(mesh, rank);
+  std::vector<std::int64_t> group;
+  for (std::int64_t member : candidates) {
+    if (agree_outside(expert_coordinates(mesh, member), own, axes)) group.push_back(member);
+  }
+  return group;
+}
+
+std::vector<std::vector<std::int64_t>> expert_groups(const Mesh& mesh,
+                                                     std::initializer_list<ExpertAxis> axes) {
+  std::vector<std::vector<std::int64_t>> groups;
+  for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
+    const ExpertCoordinates coordinates = expert_coordinates(mesh, rank);
+    const bool first_member = std::all_of(axes.begin(), axes.end(), [&](ExpertAxis axis) {
+      return coordinates[static_cast<std::size_t>(axis)] == 0;
+    });
+    if (first_member) groups.push_back(expert_group_of(mesh, axes, rank));
+  }
+  return groups;
+}
+
+std::vector<std::int64_t> expert_zero_shard_group_of(const Mesh& mesh, std::int64_t rank) {
+  const std::int64_t shards = mesh.expert_zero_shards();
+  const auto edp_index = [&](std::int64_t member) {
+    return expert_coordinates(mesh, member)[static_cast<std::size_t>(ExpertAxis::edp)];
+  };
+  const std::int64_t block = edp_index(rank) / shards;
+  std::vector<std::int64_t> group;
+  for (std::int64_t member : expert_group_of(mesh, {ExpertAxis::edp}, rank)) {
+    if (edp_index(member) / shards == block) group.push_back(member);
+  }
+  return group;
+}
+
 std::vector<std::int64_t> embedding_group_of(const Mesh& mesh, std::int64_t rank) {
   const std::vector<std::int64_t> pipeline = mesh_group_of(mesh, {MeshAxis::pp}, rank);
   if (pipeline.size() == 1) return pipeline;

@@ -7,7 +7,6 @@
 
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/object_reader.h"
-#include "strata/schemas/plannable_model.h"
 
 namespace strata::schemas {
 
@@ -48,6 +47,8 @@ Mesh parse_mesh(const ObjectReader& reader) {
   mesh.vpp = reader.integer("vpp", {1, kMaxLayers});
   mesh.order = parse_mesh_order(reader);
   mesh.dp_shard = reader.optional_integer("dp_shard", {1, kMaxMeshAxisSize}).value_or(0);
+  mesh.ep = reader.optional_integer("ep", {1, kMaxMeshAxisSize}).value_or(1);
+  mesh.etp = reader.optional_integer("etp", {1, kMaxMeshAxisSize}).value_or(1);
   return mesh;
 }
 
@@ -169,6 +170,48 @@ void validate_recompute(const Plan& plan, const JsonLocation& location) {
 
 }  // namespace
 
+namespace {
+
+// The expert mesh (ep, etp) against the model's experts and the ranks it folds over.
+void validate_expert_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
+                                    const JsonLocation& where) {
+  if (!model.moe) {
+    for (const auto& [key, size] : {std::pair{"ep", mesh.ep}, std::pair{"etp", mesh.etp}}) {
+      if (size > 1) {
+        (where / key)
+            .fail(fmt::format("{} needs a mixture-of-experts model (the model has no moe block)",
+                              size));
+      }
+    }
+    return;
+  }
+  const MoeConfig& moe = *model.moe;
+  if (moe.num_experts % mesh.ep != 0) {
+    (where / "ep").fail(fmt::format("{} does not divide num_experts={}", mesh.ep, moe.num_experts));
+  }
+  if (moe.expert_ffn_hidden_size % mesh.etp != 0) {
+    (where / "etp")
+        .fail(fmt::format("{} does not divide expert_ffn_hidden_size={}", mesh.etp,
+                          moe.expert_ffn_hidden_size));
+  }
+  // Shared experts are dense MLPs every token visits, split over tp like the dense layers.
+  if (moe.num_shared_experts > 0 && moe.shared_expert_ffn_hidden_size % mesh.tp != 0) {
+    (where / "tp")
+        .fail(fmt::format("{} does not divide shared_expert_ffn_hidden_size={}", mesh.tp,
+                          moe.shared_expert_ffn_hidden_size));
+  }
+  const __int128 stage_ranks = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp;
+  const __int128 expert_ranks = static_cast<__int128>(mesh.ep) * mesh.etp;
+  if (stage_ranks % expert_ranks != 0) {
+    (where / "ep")
+        .fail(fmt::format("ep × etp = {} × {} does not divide tp × cp × dp = {}: the expert mesh "
+                          "folds over each pipeline stage's ranks",
+                          mesh.ep, mesh.etp, static_cast<std::int64_t>(stage_ranks)));
+  }
+}
+
+}  // namespace
+
 void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
                              const JsonLocation& where) {
   if (model.num_attention_heads % mesh.tp != 0) {
@@ -187,6 +230,7 @@ void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
     (where / "tp")
         .fail(fmt::format("{} does not divide ffn_hidden_size={}", mesh.tp, model.ffn_hidden_size));
   }
+  validate_expert_mesh_for_model(mesh, model, where);
   if (mesh.pp > model.num_layers + 2) {
     (where / "pp")
         .fail(fmt::format("{} pipeline ranks, but {} layer{}, the embedding and the LM head "
@@ -222,6 +266,13 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
         .fail(fmt::format("{} < dp={} shards model state, but ZeRO-0 shards none: give zero_stage "
                           "1-3 or drop dp_shard",
                           mesh.dp_shard, mesh.dp));
+  }
+  if (mesh.zero_replicas() > 1 && mesh.expert_dp() % mesh.zero_replicas() != 0) {
+    (where / "dp_shard")
+        .fail(fmt::format("dp / dp_shard = {} replicas do not divide the expert data-parallel "
+                          "size tp·cp·dp / (ep·etp) = {}: expert state is sharded into the same "
+                          "replicas",
+                          mesh.zero_replicas(), mesh.expert_dp()));
   }
   // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
   // one early and one late chunk (equal attention work), as Megatron-LM requires.
@@ -358,6 +409,8 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
                              "framework",
                              "attention",
                              "cp_comm",
+                             "expert_load_imbalance",
+                             "ep_comm_overlap",
                              "recompute",
                              "schedule",
                              "pipeline",
@@ -370,8 +423,9 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.cluster = parse_cluster(reader.object("cluster"), reader.at("cluster"));
   const std::optional<std::string> content_hash = reader.optional_string("content_hash");
 
-  plan.mesh = parse_mesh(ObjectReader(reader.object("mesh"), reader.at("mesh"),
-                                      {"tp", "cp", "dp", "pp", "vpp", "order", "dp_shard"}));
+  plan.mesh =
+      parse_mesh(ObjectReader(reader.object("mesh"), reader.at("mesh"),
+                              {"tp", "cp", "dp", "pp", "vpp", "order", "dp_shard", "ep", "etp"}));
 
   const ObjectReader batch(
       reader.object("batch"), reader.at("batch"),
@@ -396,6 +450,9 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       reader.optional_choice("attention", kAttentionKernelNames).value_or(AttentionKernel::flash);
   plan.cp_comm = reader.optional_choice("cp_comm", kContextParallelCommNames)
                      .value_or(ContextParallelComm::ring);
+  plan.expert_load_imbalance =
+      reader.optional_number("expert_load_imbalance", {.minimum = 1, .maximum = kMaxExperts});
+  plan.ep_comm_overlap = reader.optional_boolean("ep_comm_overlap").value_or(false);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "full_layers_per_stage"});
@@ -454,9 +511,6 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
 }
 
 void validate_plan(const Plan& plan, const JsonLocation& location) {
-  if (std::optional<ModelFeatureRefusal> refusal = unplannable_model_feature(plan.model)) {
-    (location / "model" / refusal->key).fail(refusal->rule);
-  }
   validate_mesh(plan, location);
   validate_batch(plan, location);
   if (plan.sequence_parallel && plan.mesh.tp == 1) {
@@ -466,6 +520,21 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
     (location / "sequence_parallel")
         .fail(fmt::format("seq_length / cp = {} is not divisible by tp={}",
                           plan.batch.seq_length / plan.mesh.cp, plan.mesh.tp));
+  }
+  // Megatron-LM requires it with ep and tp: each tp rank must route its own tokens, or the tp
+  // ranks would send the same tokens to the experts tp times.
+  if (plan.model.moe && plan.mesh.tp > 1 && !plan.sequence_parallel) {
+    (location / "sequence_parallel")
+        .fail(fmt::format("a mixture-of-experts model with tp={} needs sequence parallelism: "
+                          "each tp rank routes its own share of the tokens",
+                          plan.mesh.tp));
+  }
+  if (plan.ep_comm_overlap && plan.mesh.ep * plan.mesh.etp == 1) {
+    (location / "ep_comm_overlap")
+        .fail("needs expert parallelism (ep or etp > 1): there is no token exchange to overlap");
+  }
+  if (plan.expert_load_imbalance && !plan.model.moe) {
+    (location / "expert_load_imbalance").fail("needs a mixture-of-experts model (no moe block)");
   }
   if (plan.cp_comm != ContextParallelComm::ring && plan.mesh.cp == 1) {
     (location / "cp_comm")
@@ -550,6 +619,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
                              {"precision", name_of(plan.precision, kDtypeNames)}};
   // Written only when on, so plans of earlier versions read and write back unchanged.
   if (plan.mesh.zero_shard_dp() < plan.mesh.dp) document["mesh"]["dp_shard"] = plan.mesh.dp_shard;
+  if (plan.mesh.ep > 1) document["mesh"]["ep"] = plan.mesh.ep;
+  if (plan.mesh.etp > 1) document["mesh"]["etp"] = plan.mesh.etp;
   if (plan.tp_comm_overlap) document["tp_comm_overlap"] = true;
   if (plan.gradient_bucket_elements) {
     document["gradient_bucket_elements"] = *plan.gradient_bucket_elements;
@@ -560,6 +631,8 @@ nlohmann::json plan_to_json(const Plan& plan) {
   if (plan.cp_comm != ContextParallelComm::ring) {
     document["cp_comm"] = name_of(plan.cp_comm, kContextParallelCommNames);
   }
+  if (plan.expert_load_imbalance) document["expert_load_imbalance"] = *plan.expert_load_imbalance;
+  if (plan.ep_comm_overlap) document["ep_comm_overlap"] = true;
   if (plan.framework != TrainingFramework::strata) {
     document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);
   }

@@ -32,6 +32,8 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.recompute.granularity = knobs.recompute;
   plan.schedule.type = knobs.schedule;
   plan.precision = knobs.precision;
+  plan.ep_comm_overlap = knobs.ep_comm_overlap;
+  plan.expert_load_imbalance = knobs.expert_load_imbalance;
   const std::int64_t num_stages = knobs.mesh.pp * knobs.mesh.vpp;
   if (num_stages > model.num_layers) {
     (location / "mesh" / "vpp")

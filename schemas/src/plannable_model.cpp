@@ -6,14 +6,8 @@ std::optional<ModelFeatureRefusal> unplannable_model_feature(const ModelConfig& 
   if (model.moe) {
     return ModelFeatureRefusal{
         "moe",
-        "plans do not yet carry expert parallelism (ep, etp) or expert costs; strata describe "
-        "counts a mixture-of-experts model's total and active parameters and FLOPs"};
-  }
-  if (model.mla) {
-    return ModelFeatureRefusal{
-        "mla",
-        "plans do not yet price latent attention; strata describe counts its parameters and "
-        "FLOPs"};
+        "the planner does not yet search expert parallelism (ep, etp); write a plan with the "
+        "mesh's ep and etp and price it with strata simulate"};
   }
   return std::nullopt;
 }

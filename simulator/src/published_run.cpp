@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/mla_config.h"
+#include "strata/schemas/moe_config.h"
 #include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -99,7 +101,7 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
                                               const JsonLocation& location, bool complete) {
   const RowReader row(value, location,
                       {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                       "num_kv_heads", "vocab_size", "seq_length", "mlp"},
+                       "num_kv_heads", "head_dim", "vocab_size", "seq_length", "mlp", "moe", "mla"},
                       complete);
   const auto layers = row.integer("num_layers", {1, schemas::kMaxLayers}, true);
   const auto hidden = row.integer("hidden_size", {1, schemas::kMaxHiddenSize}, true);
@@ -109,6 +111,14 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   const auto vocab = row.integer("vocab_size", {1, schemas::kMaxVocabSize}, true);
   const auto seq = row.integer("seq_length", {1, schemas::kMaxSeqLength}, true);
   const MlpKind mlp = row.choice("mlp", kMlpNames).value_or(MlpKind::gelu);
+  const auto head_dim = row.integer("head_dim", {1, schemas::kMaxHiddenSize});
+  // Mixture-of-experts and latent-attention blocks in the model file's format.
+  std::optional<schemas::MoeConfig> moe;
+  if (row.given("moe") && layers) {
+    moe = schemas::parse_moe(row.reader().value("moe"), location / "moe", *layers);
+  }
+  std::optional<schemas::MlaConfig> mla;
+  if (row.given("mla")) mla = schemas::parse_mla(row.reader().value("mla"), location / "mla");
   if (!complete) return std::nullopt;
   const bool llama = mlp == MlpKind::swiglu;
   schemas::ModelConfig model = schemas::ModelConfig::defaults_for(
@@ -119,12 +129,15 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   model.ffn_hidden_size = *ffn;
   model.num_attention_heads = *heads;
   model.num_kv_heads = kv_heads.value_or(*heads);
-  if (model.hidden_size % model.num_attention_heads != 0) {
+  if (!head_dim && model.hidden_size % model.num_attention_heads != 0) {
     (location / "num_attention_heads")
         .fail(fmt::format("{} does not divide hidden_size={}", model.num_attention_heads,
                           model.hidden_size));
   }
-  model.head_dim = model.hidden_size / model.num_attention_heads;
+  model.head_dim = head_dim.value_or(model.hidden_size / model.num_attention_heads);
+  model.moe = moe;
+  model.mla = mla;
+  if (mla) model.head_dim = mla->qk_head_dim();
   model.vocab_size = *vocab;
   model.max_seq_length = *seq;
   if (!llama) {
@@ -138,10 +151,11 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
 
 std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
                                             const JsonLocation& location, bool complete) {
-  const RowReader row(value, location,
-                      {"tp", "pp", "dp", "cp", "vpp", "micro_batch_size", "global_batch_size",
-                       "sequence_parallel", "recompute", "zero_stage", "precision"},
-                      complete);
+  const RowReader row(
+      value, location,
+      {"tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch_size", "global_batch_size",
+       "sequence_parallel", "recompute", "zero_stage", "precision"},
+      complete);
   schemas::PlanKnobs knobs;
   const IntegerRange axis{1, schemas::kMaxMeshAxisSize};
   const IntegerRange batch{1, schemas::kMaxGlobalBatchSize};
@@ -150,6 +164,8 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   knobs.mesh.dp = row.integer("dp", axis, true).value_or(1);
   knobs.mesh.cp = row.integer("cp", axis).value_or(1);
   knobs.mesh.vpp = row.integer("vpp", {1, schemas::kMaxLayers}).value_or(1);
+  knobs.mesh.ep = row.integer("ep", axis).value_or(1);
+  knobs.mesh.etp = row.integer("etp", axis).value_or(1);
   knobs.micro_batch_size = row.integer("micro_batch_size", batch, true).value_or(1);
   knobs.global_batch_size = row.integer("global_batch_size", batch, true).value_or(1);
   knobs.sequence_parallel = row.boolean("sequence_parallel", true).value_or(false);
@@ -167,13 +183,16 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
 }
 
 RunSoftware row_software(const nlohmann::json& value, const JsonLocation& location) {
-  const RowReader row(value, location,
-                      {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce"}, false);
+  const RowReader row(
+      value, location,
+      {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce", "ep_comm_overlap"},
+      false);
   RunSoftware software;
   software.framework = row.choice("framework", schemas::kTrainingFrameworkNames);
   software.attention = row.choice("attention", schemas::kAttentionKernelNames);
   software.tp_comm_overlap = row.boolean("tp_comm_overlap");
   software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
+  software.ep_comm_overlap = row.boolean("ep_comm_overlap");
   return software;
 }
 
@@ -277,6 +296,8 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
       run_knobs.overlap_grad_reduce = run.software.overlap_grad_reduce.value_or(
           overlaps_grad_reduce_by_default(run.software.framework));
       run_knobs.tp_comm_overlap = overlaps_tp_comm(run.software, run_knobs.sequence_parallel);
+      run_knobs.ep_comm_overlap = run.software.ep_comm_overlap.value_or(false) &&
+                                  run_knobs.mesh.ep * run_knobs.mesh.etp > 1;
       run_knobs.attention = run.software.attention.value_or(schemas::AttentionKernel::flash);
       run_knobs.framework =
           run.software.framework.value_or(schemas::TrainingFramework::megatron_lm);

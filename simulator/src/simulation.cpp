@@ -229,6 +229,7 @@ class Engine {
         rank.time.compute_s += pass.compute_s;
         rank.time.tp_comm_s += pass.tp_comm_s;
         rank.time.cp_comm_s += pass.cp_comm_s;
+        rank.time.ep_comm_s += pass.ep_comm_s;
         rank.time.dp_comm_s += pass.dp_comm_s;
         const double start = rank.compute_free;
         change_memory(rank, start, stage->activations.stored);
@@ -249,6 +250,7 @@ class Engine {
           rank.time.compute_s += passes.backward_input.compute_s;
           rank.time.tp_comm_s += passes.backward_input.tp_comm_s;
           rank.time.cp_comm_s += passes.backward_input.cp_comm_s;
+          rank.time.ep_comm_s += passes.backward_input.ep_comm_s;
           rank.time.dp_comm_s += passes.backward_input.dp_comm_s;
           duration += passes.recompute.total_s() + passes.backward_input.total_s();
           rank.memory_peak = std::max(rank.memory_peak, rank.memory + stage->activations.working);
@@ -493,8 +495,8 @@ class Engine {
 }  // namespace
 
 double TimeBreakdown::sum() const {
-  return compute_s + recompute_s + tp_comm_s + cp_comm_s + pp_comm_s + dp_comm_s + optimizer_s +
-         bubble_s;
+  return compute_s + recompute_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_comm_s + dp_comm_s +
+         optimizer_s + bubble_s;
 }
 
 SimulationResult simulate(const schemas::Plan& plan, const schedule::PipelineSchedule& schedule,

@@ -158,5 +158,23 @@ TEST(CollectiveTime, TheNonBlockingAllReduceFallsBackToTheBlockingOnesCurve) {
               1e-12);
 }
 
+// An all-to-all over 32 GPUs of four nodes: each sends S/32 to every member, 7/32 of S over its
+// node's NVLink and 24/32 over the fabric, at once; the fabric's share is the longer:
+// 24/32 × 1 GiB / 25 GB/s = 32.212e-3 s (NVLink's 7/32 × 1 GiB / 300 GB/s is 0.78e-3 s), plus
+// the fabric's latency.
+TEST(CollectiveTime, AllToAllAcrossNodesIsBoundByTheFabricsShare) {
+  schemas::ClusterConfig cluster = two_tier_cluster(4);
+  cluster.network_tiers[1].latency_us = 5;
+  std::vector<std::int64_t> ranks(32);
+  for (std::int64_t r = 0; r < 32; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  const GroupSpan span = group_span(cluster, ranks);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_to_all, kGiB),
+              24.0 / 32.0 * kGiB / 25e9 + 5e-6, 1e-9);
+  // Inside one node it is all-gather's volume: 7/8 × S over NVLink.
+  const GroupSpan node = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_NEAR(collective_time_s(cluster, node, Collective::all_to_all, kGiB),
+              7.0 / 8.0 * kGiB / 300e9, 1e-9);
+}
+
 }  // namespace
 }  // namespace strata::costmodels

@@ -283,6 +283,48 @@ TEST(MegatronArguments, ContextParallelCommunicationIsCpCommType) {
   EXPECT_EQ(megatron_arguments(plan).find("--cp-comm-type"), std::string::npos);
 }
 
+// A mixture of experts exports its experts, router, dense-layer pattern and expert mesh; latent
+// attention its ranks and head widths. DeepSeek-V3: 3 dense layers, then 58 MoE layers.
+TEST(MegatronArguments, MixtureOfExpertsAndLatentAttentionFlags) {
+  schemas::Plan plan;
+  plan.model = schemas::model_preset("deepseek-v3");
+  plan.cluster = schemas::cluster_preset("dgx-h100:8");
+  plan.mesh = {.tp = 2, .cp = 1, .dp = 4, .pp = 8, .ep = 8};
+  plan.batch = {4096, 1, 64, 16};
+  plan.sequence_parallel = true;
+  plan.ep_comm_overlap = true;
+  plan.stages = schemas::even_pipeline_stages(61, 8);
+  const std::string flags = megatron_arguments(plan);
+  for (const char* expected : {"--num-experts 256",
+                               "--moe-router-topk 8",
+                               "--moe-ffn-hidden-size 2048",
+                               "--moe-shared-expert-intermediate-size 2048",
+                               "--moe-layer-freq \"([0]*3+[1]*58)\"",
+                               "--moe-router-score-function sigmoid",
+                               "--moe-router-enable-expert-bias",
+                               "--moe-router-num-groups 8",
+                               "--moe-router-group-topk 4",
+                               "--moe-router-topk-scaling-factor 2.5",
+                               "--expert-model-parallel-size 8",
+                               "--expert-tensor-parallel-size 1",
+                               "--moe-grouped-gemm",
+                               "--moe-token-dispatcher-type alltoall",
+                               "--overlap-moe-expert-parallel-comm",
+                               "--multi-latent-attention",
+                               "--q-lora-rank 1536",
+                               "--kv-lora-rank 512",
+                               "--qk-head-dim 128",
+                               "--qk-pos-emb-head-dim 64",
+                               "--v-head-dim 128"}) {
+    EXPECT_NE(flags.find(expected), std::string::npos) << expected;
+  }
+  // Mixtral: every layer a MoE layer, Megatron's default pattern.
+  plan.model = schemas::model_preset("mixtral-8x7b");
+  plan.stages = schemas::even_pipeline_stages(32, 8);
+  EXPECT_EQ(megatron_arguments(plan).find("--moe-layer-freq"), std::string::npos);
+  EXPECT_EQ(megatron_arguments(plan).find("--multi-latent-attention"), std::string::npos);
+}
+
 // Hybrid sharding exports as Megatron's distributed-optimizer instances; its FSDP2 path has no
 // hybrid form, so a hybrid ZeRO-3 plan is refused rather than exported as full sharding.
 TEST(MegatronArguments, HybridShardingIsDistributedOptimizerInstances) {

@@ -139,5 +139,138 @@ TEST(MeshRanks, EveryMaskAgreesWithTheOracleForRandomSizesAndOrders) {
   }
 }
 
+// The expert mesh, against two oracles. With pp slowest (Megatron's default order), Megatron-Core
+// builds its expert groups with a second RankGenerator over (etp, ep, edp, pp) in that order: the
+// nested-loop oracle above on a mesh whose tp, cp, dp stand for etp, ep, edp.
+Groups megatron_expert_groups(const Mesh& mesh, const std::vector<ExpertAxis>& mask) {
+  const Mesh expert_mesh{
+      .tp = mesh.etp, .cp = mesh.ep, .dp = mesh.expert_dp(), .pp = mesh.pp, .vpp = 1};
+  std::vector<MeshAxis> as_mesh_axes;
+  for (ExpertAxis axis : mask) as_mesh_axes.push_back(static_cast<MeshAxis>(axis));
+  return oracle_groups(expert_mesh, as_mesh_axes);
+}
+
+// For any order: number the ranks with nested loops, list each stage's ranks in increasing rank
+// order, and split a rank's position in that list into etp, ep and edp indices, the first
+// fastest.
+Groups stage_sorting_expert_groups(const Mesh& mesh, const std::vector<ExpertAxis>& mask) {
+  std::map<std::int64_t, std::vector<std::int64_t>> stages;  // by pp coordinate
+  for (const std::vector<std::int64_t>& pipeline : oracle_groups(mesh, MeshAxis::pp)) {
+    for (std::size_t stage = 0; stage < pipeline.size(); ++stage) {
+      stages[static_cast<std::int64_t>(stage)].push_back(pipeline[stage]);
+    }
+  }
+  std::map<std::vector<std::int64_t>, std::vector<std::int64_t>> by_other_coordinates;
+  for (auto& [stage, ranks] : stages) {
+    std::sort(ranks.begin(), ranks.end());
+    for (std::size_t index = 0; index < ranks.size(); ++index) {
+      const std::int64_t i = static_cast<std::int64_t>(index);
+      const std::array<std::int64_t, 4> coordinates{i % mesh.etp, i / mesh.etp % mesh.ep,
+                                                    i / (mesh.etp * mesh.ep), stage};
+      std::vector<std::int64_t> others;
+      for (std::size_t a = 0; a < 4; ++a) {
+        const bool masked =
+            std::find(mask.begin(), mask.end(), static_cast<ExpertAxis>(a)) != mask.end();
+        others.push_back(masked ? -1 : coordinates[a]);
+      }
+      by_other_coordinates[others].push_back(ranks[index]);
+    }
+  }
+  Groups groups;
+  for (auto& [key, group] : by_other_coordinates) {
+    std::sort(group.begin(), group.end());
+    groups.push_back(group);
+  }
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+Groups sorted_expert_groups(const Mesh& mesh, std::initializer_list<ExpertAxis> mask) {
+  Groups groups = expert_groups(mesh, mask);
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+// 16 GPUs, tp 2, dp 4, pp 2, ep 4: a stage's eight ranks hold the experts in four ep shards of two
+// replicas; the attention's tp pairs sit inside the ep groups.
+TEST(ExpertMesh, FoldsExpertParallelismOverTheStagesRanks) {
+  const Mesh mesh{.tp = 2, .cp = 1, .dp = 4, .pp = 2, .ep = 4};
+  EXPECT_EQ(mesh.expert_dp(), 2);
+  EXPECT_EQ(expert_groups(mesh, {ExpertAxis::ep}),
+            (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}));
+  EXPECT_EQ(expert_groups(mesh, {ExpertAxis::edp}),
+            (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}, {8, 12}, {9, 13}, {10, 14}, {11, 15}}));
+  EXPECT_EQ(expert_coordinates(mesh, 13), (ExpertCoordinates{0, 1, 1, 1}));
+  // etp 2: each expert's MLP split over the pairs, the ep groups stride by 2.
+  const Mesh with_etp{.tp = 2, .cp = 1, .dp = 4, .pp = 2, .ep = 2, .etp = 2};
+  EXPECT_EQ(expert_group_of(with_etp, {ExpertAxis::etp}, 5), (std::vector<std::int64_t>{4, 5}));
+  EXPECT_EQ(expert_group_of(with_etp, {ExpertAxis::ep}, 5), (std::vector<std::int64_t>{5, 7}));
+  EXPECT_EQ(expert_group_of(with_etp, {ExpertAxis::edp}, 5), (std::vector<std::int64_t>{1, 5}));
+  EXPECT_EQ(expert_group_of(with_etp, {ExpertAxis::pp}, 5), (std::vector<std::int64_t>{5, 13}));
+}
+
+TEST(ExpertMesh, AgreesWithMegatronsExpertRankGeneratorInTheDefaultOrder) {
+  const std::vector<std::vector<ExpertAxis>> masks{{ExpertAxis::etp},
+                                                   {ExpertAxis::ep},
+                                                   {ExpertAxis::edp},
+                                                   {ExpertAxis::pp},
+                                                   {ExpertAxis::etp, ExpertAxis::ep},
+                                                   {ExpertAxis::ep, ExpertAxis::edp}};
+  for (const Mesh& mesh : {Mesh{.tp = 2, .cp = 2, .dp = 4, .pp = 2, .ep = 8},
+                           Mesh{.tp = 4, .cp = 1, .dp = 4, .pp = 3, .ep = 2, .etp = 2},
+                           Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 2, .ep = 4, .etp = 2},
+                           Mesh{.tp = 2, .cp = 1, .dp = 3, .pp = 1, .ep = 3}}) {
+    for (const std::vector<ExpertAxis>& mask : masks) {
+      Groups groups;
+      for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
+        std::vector<std::int64_t> group;
+        if (mask.size() == 1) group = expert_group_of(mesh, {mask[0]}, rank);
+        if (mask.size() == 2) group = expert_group_of(mesh, {mask[0], mask[1]}, rank);
+        if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+      }
+      std::sort(groups.begin(), groups.end());
+      EXPECT_EQ(groups, megatron_expert_groups(mesh, mask))
+          << "ep " << mesh.ep << " etp " << mesh.etp << " mask size " << mask.size();
+    }
+  }
+}
+
+TEST(ExpertMesh, EveryOrderAgreesWithTheStageSortingOracle) {
+  std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
+  std::sort(order.begin(), order.end());
+  do {
+    const Mesh mesh{
+        .tp = 2, .cp = 2, .dp = 3, .pp = 2, .vpp = 1, .order = order, .ep = 3, .etp = 2};
+    for (ExpertAxis axis : {ExpertAxis::etp, ExpertAxis::ep, ExpertAxis::edp, ExpertAxis::pp}) {
+      EXPECT_EQ(sorted_expert_groups(mesh, {axis}), stage_sorting_expert_groups(mesh, {axis}))
+          << mesh_order_to_string(order);
+    }
+    EXPECT_EQ(sorted_expert_groups(mesh, {ExpertAxis::ep, ExpertAxis::edp}),
+              stage_sorting_expert_groups(mesh, {ExpertAxis::ep, ExpertAxis::edp}));
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
+// With ep·etp = tp·cp the experts of a stage fold exactly over the attention's tp × cp groups,
+// and the expert data-parallel groups are the attention's dp groups.
+TEST(ExpertMesh, ExpertsOverTensorAndContextRanksReuseTheAttentionsGroups) {
+  const Mesh mesh{.tp = 2, .cp = 2, .dp = 2, .pp = 2, .ep = 2, .etp = 2};
+  EXPECT_EQ(sorted_expert_groups(mesh, {ExpertAxis::etp, ExpertAxis::ep}),
+            oracle_groups(mesh, {MeshAxis::tp, MeshAxis::cp}));
+  EXPECT_EQ(sorted_expert_groups(mesh, {ExpertAxis::edp}), oracle_groups(mesh, MeshAxis::dp));
+  EXPECT_EQ(sorted_expert_groups(mesh, {ExpertAxis::etp}), oracle_groups(mesh, MeshAxis::tp));
+}
+
+// Hybrid sharding splits the expert data-parallel group into the dense state's replicas.
+TEST(ExpertMesh, ZeroShardsExpertStateOverBlocksOfTheExpertDataParallelGroup) {
+  const Mesh mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1, .dp_shard = 4, .ep = 2};
+  EXPECT_EQ(mesh.expert_dp(), 4);
+  EXPECT_EQ(mesh.expert_zero_shards(), 2);
+  EXPECT_EQ(expert_group_of(mesh, {ExpertAxis::edp}, 3), (std::vector<std::int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(expert_zero_shard_group_of(mesh, 3), (std::vector<std::int64_t>{1, 3}));
+  EXPECT_EQ(expert_zero_shard_group_of(mesh, 6), (std::vector<std::int64_t>{4, 6}));
+  const Mesh full{.tp = 1, .cp = 1, .dp = 8, .pp = 1, .ep = 2};
+  EXPECT_EQ(expert_zero_shard_group_of(full, 3), (std::vector<std::int64_t>{1, 3, 5, 7}));
+}
+
 }  // namespace
 }  // namespace strata::schemas

@@ -176,21 +176,32 @@ TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
 
 // Until plans carry expert parallelism and latent attention's costs, a plan of such a model is
 // refused at the model's field rather than priced as a dense model.
-TEST(Plan, MixtureOfExpertsAndLatentAttentionModelsAreRefusedAtTheirField) {
+// Mixture-of-experts plans carry the expert mesh and its options; written only when set, so a
+// dense plan's file is unchanged, and read back equal.
+TEST(Plan, ExpertMeshAndOptionsRoundTrip) {
   Plan moe = gpt2_plan();
   moe.model = model_preset("mixtral-8x7b");
   moe.stages = even_pipeline_stages(32, 2);
-  EXPECT_EQ(error_of([&] { validate_plan(moe, JsonLocation("plan.json")); }),
-            "plan.json: /model/moe: plans do not yet carry expert parallelism (ep, etp) or expert "
-            "costs; strata describe counts a mixture-of-experts model's total and active "
-            "parameters and FLOPs");
+  moe.sequence_parallel = true;
+  moe.mesh.ep = 2;
+  moe.ep_comm_overlap = true;
+  moe.expert_load_imbalance = 1.25;
+  EXPECT_NO_THROW(validate_plan(moe, JsonLocation("plan.json")));
+  const nlohmann::json document = plan_to_json(moe);
+  EXPECT_EQ(document["mesh"]["ep"], 2);
+  EXPECT_FALSE(document["mesh"].contains("etp"));
+  EXPECT_EQ(parse_plan(document, JsonLocation("plan.json")), moe);
+  EXPECT_EQ(moe.mesh.expert_dp(), 1);  // tp 2 × dp 1 over ep 2
+  const nlohmann::json dense = plan_to_json(gpt2_plan());
+  EXPECT_FALSE(dense["mesh"].contains("ep"));
+  EXPECT_FALSE(dense.contains("ep_comm_overlap"));
+  EXPECT_FALSE(dense.contains("expert_load_imbalance"));
+  // Latent attention alone plans like any dense model.
   Plan latent = gpt2_plan();
   latent.model = model_preset("deepseek-v3");
   latent.model.moe.reset();
   latent.stages = even_pipeline_stages(61, 2);
-  EXPECT_EQ(error_of([&] { validate_plan(latent, JsonLocation("plan.json")); }),
-            "plan.json: /model/mla: plans do not yet price latent attention; strata describe "
-            "counts its parameters and FLOPs");
+  EXPECT_NO_THROW(validate_plan(latent, JsonLocation("plan.json")));
 }
 
 TEST(Plan, StandaloneLmHeadStageIsAllowed) {

@@ -123,18 +123,24 @@ TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
   EXPECT_THAT(table.out, HasSubstr("routed experts (58 MoE layers × 256)"));
 }
 
-TEST(Cli, PlansOfMixturesOfExpertsAreRefusedAtTheModelField) {
+// The planner does not search ep yet and says so; a hand-made expert mesh simulates.
+TEST(Cli, PlannerRefusesMixturesOfExpertsUntilItSearchesTheExpertMesh) {
   const CommandResult plan = strata("plan --model mixtral-8x7b --cluster dgx-h100");
   EXPECT_EQ(plan.exit_code, 1);
   EXPECT_EQ(plan.err,
-            "strata: mixtral-8x7b: /moe: plans do not yet carry expert parallelism (ep, etp) or "
-            "expert costs; strata describe counts a mixture-of-experts model's total and active "
-            "parameters and FLOPs\n");
-  const CommandResult simulate = strata(
-      "simulate --model deepseek-v3 --cluster dgx-h100:32 --tp 8 --global-batch 256 --seq-len "
-      "4096");
-  EXPECT_EQ(simulate.exit_code, 1);
-  EXPECT_THAT(simulate.err, HasSubstr("/model/moe: plans do not yet carry expert parallelism"));
+            "strata: mixtral-8x7b: /moe: the planner does not yet search expert parallelism "
+            "(ep, etp); write a plan with the mesh's ep and etp and price it with strata "
+            "simulate\n");
+  const std::string deepseek =
+      "simulate --model deepseek-v3 --cluster dgx-h100:32 --tp 8 --pp 8 --global-batch 256 "
+      "--seq-len 4096 --precision fp8 --zero 1 --framework megatron-lm ";
+  const CommandResult without_sp = strata(deepseek + "--ep 4");
+  EXPECT_EQ(without_sp.exit_code, 1);
+  EXPECT_THAT(without_sp.err, HasSubstr("/sequence_parallel: a mixture-of-experts model with "
+                                        "tp=8 needs sequence parallelism"));
+  const CommandResult simulated = strata(deepseek + "--sequence-parallel --ep 4");
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_THAT(simulated.out, HasSubstr("ep=4 etp=1 edp=8"));
 }
 
 TEST(Cli, PresetsListAndShow) {
@@ -377,6 +383,49 @@ TEST(CliValidateSim, ReportsEachRunAndTheErrorSummary) {
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_EQ(lines(bad.err), 1u);
   EXPECT_THAT(bad.err, HasSubstr("bad_gpu.jsonl:1: /system/gpu: \"v100\" is not one of"));
+}
+
+// The mixture-of-experts rows (Megatron-Bridge's H100 tables): each complete row becomes a plan
+// with its expert mesh, written out by --write-plans and simulated to the same step time, with
+// the token exchange in its own part of the breakdown.
+TEST(CliValidateSim, SimulatesMixtureOfExpertsRowsAndWritesTheirPlans) {
+  const std::filesystem::path directory = std::filesystem::path(::testing::TempDir()) /
+                                          ("strata-moe-plans-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  const CommandResult run =
+      strata("validate-sim --format json --write-plans " + directory.string() + " " +
+             fixture("validation/moe_runs.jsonl").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  EXPECT_EQ(report.at("summary").at("complete_rows"), 8);
+  for (const nlohmann::json& row : report.at("runs")) {
+    if (!row.at("complete").get<bool>()) continue;
+    const std::string id = row.at("id").get<std::string>();
+    EXPECT_GT(row.at("breakdown").at("ep_comm_s").get<double>(), 0) << id;
+    const std::filesystem::path plan = directory / (id + ".json");
+    ASSERT_TRUE(std::filesystem::exists(plan)) << id;
+    const CommandResult simulated = strata("simulate --format json --plan " + plan.string());
+    ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+    EXPECT_NEAR(nlohmann::json::parse(simulated.out).at("step_time_s").get<double>(),
+                row.at("predicted_step_time_s").get<double>(),
+                1e-9 * row.at("predicted_step_time_s").get<double>())
+        << id;
+  }
+  std::filesystem::remove_all(directory);
+}
+
+TEST(CliSimulate, ExpertParallelKnobs) {
+  const std::string knobs =
+      "simulate --model mixtral-8x7b --cluster dgx-h100:1 --tp 2 --sequence-parallel "
+      "--global-batch 16 --seq-len 4096 --framework megatron-lm --zero 1 ";
+  const CommandResult run = strata(knobs + "--ep 4 --ep-comm-overlap");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("ep=4 etp=1 edp=2 (all-to-all overlapped)"));
+  EXPECT_THAT(run.out, HasSubstr("ep communication"));
+  const CommandResult uneven = strata(knobs + "--ep 3");
+  EXPECT_EQ(uneven.exit_code, 1);
+  EXPECT_EQ(lines(uneven.err), 1u);
+  EXPECT_THAT(uneven.err, HasSubstr("/mesh/ep: 3 does not divide num_experts=8"));
 }
 
 TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {

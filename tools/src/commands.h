@@ -68,6 +68,10 @@ struct SimulateOptions {
   std::string cp_comm = "ring";  // how cp attention communicates
   std::int64_t zero_stage = 0;
   std::optional<std::int64_t> dp_shard;  // hybrid sharding: dp ranks per ZeRO shard group
+  std::int64_t ep = 1;                   // expert parallelism (mixture-of-experts models)
+  std::int64_t etp = 1;                  // expert tensor parallelism
+  bool ep_comm_overlap = false;
+  std::optional<double> expert_load_imbalance;
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
   std::string mode = "symmetric";
@@ -79,6 +83,7 @@ int run_simulate(const SimulateOptions& options);
 
 struct ValidateSimOptions {
   std::string runs_path;
+  std::optional<std::string> plans_directory;
   OutputFormat format = OutputFormat::table;
 };
 CLI::App* add_validate_sim_command(CLI::App& app, ValidateSimOptions& options);

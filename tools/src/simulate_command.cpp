@@ -14,6 +14,7 @@
 #include "strata/schemas/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/moe_config.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 #include "strata/simulator/chrome_trace.h"
@@ -78,6 +79,10 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.sequence_parallel = options.sequence_parallel;
   knobs.zero_stage = options.zero_stage;
   knobs.mesh.dp_shard = options.dp_shard.value_or(0);
+  knobs.mesh.ep = options.ep;
+  knobs.mesh.etp = options.etp;
+  knobs.ep_comm_overlap = options.ep_comm_overlap;
+  knobs.expert_load_imbalance = options.expert_load_imbalance;
   knobs.overlap_grad_reduce = !options.no_overlap_grad_reduce;
   knobs.gradient_bucket_elements = options.bucket_size;
   knobs.tp_comm_overlap = options.tp_comm_overlap;
@@ -100,11 +105,15 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const simulator::StepMetrics& metrics = simulation.metrics;
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
-      "{} on {} × {} ({}): tp={} cp={}{} dp={} pp={} vpp={}, {}, micro-batch {} × {}, seq {}, "
+      "{} on {} × {} ({}): tp={} cp={}{} dp={} pp={} vpp={}{}, {}, micro-batch {} × {}, seq {}, "
       "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}{}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
       mesh.cp, plan.cp_comm == schemas::ContextParallelComm::all_gather ? " (all-gather)" : "",
-      mesh.dp, mesh.pp, mesh.vpp, schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
+      mesh.dp, mesh.pp, mesh.vpp,
+      plan.model.moe ? fmt::format(" ep={} etp={} edp={}{}", mesh.ep, mesh.etp, mesh.expert_dp(),
+                                   plan.ep_comm_overlap ? " (all-to-all overlapped)" : "")
+                     : "",
+      schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
       plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
       schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
       plan.sequence_parallel ? "on" : "off",
@@ -140,6 +149,10 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       {"optimizer", time.optimizer_s},      {"pipeline bubble", time.bubble_s}};
   for (const auto& [name, value] : parts) {
     breakdown.add_row({name, seconds(value), format_percent(value / metrics.step_time_s)});
+    if (std::string_view(name) == "cp communication" && plan.model.moe) {
+      breakdown.add_row({"ep communication", seconds(time.ep_comm_s),
+                         format_percent(time.ep_comm_s / metrics.step_time_s)});
+    }
   }
   out += breakdown.render();
   out += "memory per pipeline rank (peak):\n";
@@ -212,6 +225,21 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
                         "Hybrid sharding: ZeRO shards over groups of N dp ranks (× cp) and "
                         "replicates across them (default: all of dp)")
            ->check(whole_number_from(1, schemas::kMaxMeshAxisSize)));
+  knob(command
+           ->add_option("--ep", options.ep,
+                        "Expert parallelism of a mixture-of-experts model: its experts over N "
+                        "ranks of each stage (ep × etp divides tp × cp × dp)")
+           ->check(axis));
+  knob(command
+           ->add_option("--etp", options.etp, "Expert tensor parallelism: each expert over N ranks")
+           ->check(axis));
+  knob(
+      command->add_flag("--ep-comm-overlap", options.ep_comm_overlap,
+                        "Run the experts' token all-to-alls beside another micro-batch's compute"));
+  knob(command
+           ->add_option("--expert-load-imbalance", options.expert_load_imbalance,
+                        "Tokens of the busiest expert over the mean (default 1: balanced)")
+           ->check(CLI::Range(1.0, static_cast<double>(schemas::kMaxExperts))));
   knob(command->add_flag("--no-overlap-grad-reduce", options.no_overlap_grad_reduce,
                          "Reduce data-parallel gradients after the whole backward"));
   knob(command

@@ -36,9 +36,12 @@ std::string summarize(const schemas::LoadedDocument& document) {
     }
     case DocumentKind::plan: {
       const auto& plan = std::get<schemas::Plan>(document.content);
-      return fmt::format("plan for {} on {} GPUs of {}: tp={} cp={} dp={} pp={} vpp={}, {}",
+      const std::string experts =
+          plan.model.moe ? fmt::format(" ep={} etp={}", plan.mesh.ep, plan.mesh.etp) : "";
+      return fmt::format("plan for {} on {} GPUs of {}: tp={} cp={} dp={} pp={} vpp={}{}, {}",
                          plan.model.name, plan.cluster.world_size(), plan.cluster.name,
                          plan.mesh.tp, plan.mesh.cp, plan.mesh.dp, plan.mesh.pp, plan.mesh.vpp,
+                         experts,
                          schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames));
     }
   }

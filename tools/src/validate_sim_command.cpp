@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
+#include "strata/schemas/document_loader.h"
 #include "strata/simulator/plan_simulation.h"
 #include "strata/simulator/published_run.h"
 #include "text_format.h"
@@ -18,6 +20,8 @@ CLI::App* add_validate_sim_command(CLI::App& app, ValidateSimOptions& options) {
   CLI::App* command = app.add_subcommand(
       "validate-sim", "Compare simulated step times with published, measured training runs");
   command->add_option("runs", options.runs_path, "JSON-lines file of published runs")->required();
+  command->add_option("--write-plans", options.plans_directory,
+                      "Also write each complete row's plan to DIR/<id>.json, for strata simulate");
   add_format_option(command, options.format);
   return command;
 }
@@ -36,6 +40,11 @@ int run_validate_sim(const ValidateSimOptions& options) {
       continue;
     }
     const schemas::Plan& plan = *run.plan;
+    if (options.plans_directory) {
+      schemas::write_json_document(
+          std::filesystem::path(*options.plans_directory) / (run.id + ".json"),
+          schemas::plan_to_json(plan));
+    }
     const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, {});
     const double predicted = simulation.metrics.step_time_s;
     const double measured = *run.measured_step_time_s;

@@ -35,9 +35,14 @@ struct LayerActivationBytes {
   double working = 0;        // extra live while this layer's backward (or recompute) runs
 };
 
-// With the context's attention kernel (unfused keeps the s×s scores).
+// With the context's attention kernel (unfused keeps the s×s scores). A MoE layer keeps, beside
+// its attention, router input and shared experts' MLP, its routed experts' permuted inputs,
+// activation input, fc2 input and output for R = etp·Tn·k·imbalance token-expert pairs
+// (moe_block_costs.h) and the router's fp32 probabilities and routing map; its backward adds the
+// expert GEMMs' output gradients and two dispatch buffers of R tokens.
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
-                                            schemas::RecomputeGranularity recompute);
+                                            schemas::RecomputeGranularity recompute,
+                                            LayerKind kind = LayerKind::dense);
 
 // The first stage's extra: the embedding's dropout mask. The last stage's: the final norm's and
 // LM head's inputs and the fp32 softmax the vocab-parallel cross-entropy keeps for backward.

@@ -15,6 +15,9 @@
 // on the fast tier, an all-reduce of S/n₀ over n₁ on the slow tier (each member using its own
 // NIC, so the n₀ sub-rings run side by side), and an all-gather over n₀. This is what NCCL's
 // NVLS/tree and hierarchical rings achieve on DGX-class nodes with one NIC per GPU.
+// An all-to-all across tiers sends each tier the share of S bound for members beyond the domain
+// below it, all tiers at once: t = max over tiers of S·(members inside the tier's domain −
+// members inside the one below)/n / B of the tier, plus one latency.
 // Reduce-scatter and all-gather have no tree in NCCL: across tiers they run as one pipelined
 // ring, t = (n−1)/n · S / min over tiers of (members per domain below it × B of the tier), and
 // each of the n−1 steps pays the slowest tier's latency.

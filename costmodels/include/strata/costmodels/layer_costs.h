@@ -21,6 +21,13 @@
 //                    cp·K,V of the whole sequence, the backward gathers them again and
 //                    reduce-scatters their gradients, none of it overlapped.
 //   recompute        full: the whole forward again; selective: the attention core's forward.
+//
+// Latent attention (MLA) replaces QKV by its down projections (whole on every tp rank, on the
+// gathered tokens) and up projections (split over tp), with query/key heads of qk_head_dim and
+// values of v_head_dim. A mixture-of-experts layer replaces the dense MLP by the router, the
+// routed experts and their token dispatch (moe_block_costs.h), and its shared experts, which run
+// as a dense MLP of their width with the dense MLP's tp collectives.
+
 #pragma once
 
 #include <cstdint>
@@ -36,7 +43,8 @@ struct PassTime {
   double tp_comm_s = 0;
   double cp_comm_s = 0;  // the part ring attention does not hide
   double dp_comm_s = 0;  // per-layer ZeRO-3 gathers and reduce-scatters the compute does not hide
-  double total_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s; }
+  double ep_comm_s = 0;  // token dispatch and combine of MoE layers (all-to-all, etp gathers)
+  double total_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s + ep_comm_s; }
   PassTime& operator+=(const PassTime& other);
   PassTime scaled(double factor) const;
 };
@@ -85,10 +93,23 @@ struct LayerContext {
   GroupSpan dp_span;
   std::optional<GroupSpan> replica_span;
   double zero_shards = 1;  // ranks of the shard group
+  // With zero3_layer_gathers and experts: the routed experts' shard group (the expert
+  // data-parallel group, or its blocks under hybrid sharding) and its size.
+  GroupSpan expert_zero_span;
+  double expert_zero_shards = 1;
   GroupSpan tp_span;
   schemas::ContextParallelComm cp_comm = schemas::ContextParallelComm::ring;
   int cp_tier = 0;    // with cp > 1: the tier ring attention's neighbours talk over
   GroupSpan cp_span;  // with cp > 1: the cp group, which the all-gather variant gathers over
+  // Mixture of experts (a model with a moe block): the expert mesh (schemas/mesh_ranks.h), where
+  // the ep group (the all-to-all's) and the etp group sit, and the tokens of the busiest expert
+  // over the mean (1: balanced).
+  std::int64_t ep = 1;
+  std::int64_t etp = 1;
+  GroupSpan ep_span;
+  GroupSpan etp_span;
+  double expert_load_imbalance = 1.0;
+  bool ep_comm_overlap = false;  // the exchanges run beside another micro-batch's compute
 
   double local_tokens() const;      // micro_batch · seq / cp
   double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism
@@ -100,6 +121,11 @@ LayerContext layer_context(const schemas::Plan& plan);
 // One layer's sizes as a rank of the tp group holds them: the hidden size and head dimension
 // whole, the query heads and the MLP's width split over tp, the kv heads split or replicated
 // (⌈kv/tp⌉), and the MLP's gate count (2 for SwiGLU's gate and up projections, else 1).
+// head_dim is the query/key width per head and value_dim the value's (equal but for latent
+// attention); latent is latent attention's per-token width computed whole on every tp rank
+// (q_lora_rank + kv_lora_rank + qk_rope_head_dim; 0 without it). ffn is the MLP a layer of
+// `kind` runs split over tp: the dense MLP, or a MoE layer's shared experts (0 without any).
+enum class LayerKind { dense, moe };
 struct LocalLayerDims {
   double hidden = 0;
   double head_dim = 0;
@@ -107,13 +133,16 @@ struct LocalLayerDims {
   double kv_heads = 0;
   double ffn = 0;
   double gate = 1;
+  double value_dim = 0;
+  double latent = 0;
 };
-LocalLayerDims local_layer_dims(const LayerContext& context);
+LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind = LayerKind::dense);
 
 // One transformer layer; `recompute` chooses whether this layer is recomputed (a plan may
 // recompute only some layers of a stage fully).
 PassCosts transformer_layer_costs(const LayerContext& context,
-                                  schemas::RecomputeGranularity recompute);
+                                  schemas::RecomputeGranularity recompute,
+                                  LayerKind kind = LayerKind::dense);
 PassCosts embedding_costs(const LayerContext& context);
 PassCosts lm_head_costs(const LayerContext& context);  // final norm, LM head GEMM, cross-entropy
 

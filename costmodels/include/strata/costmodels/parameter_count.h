@@ -15,6 +15,10 @@ struct ParameterBreakdown {
   // q, k, v, output projections and their biases, the query/key norms; for latent attention the
   // down and up projections of the q and kv latents and the latents' norms.
   std::int64_t attention_per_layer = 0;
+  // Of attention_per_layer, what tensor parallelism replicates instead of splitting: the query
+  // and key norms, and latent attention's down projections and latent norms (Megatron-Core
+  // computes them whole on every tp rank).
+  std::int64_t attention_replicated_per_layer = 0;
   std::int64_t mlp_per_layer = 0;  // a dense layer's two (GELU) or three (SwiGLU) matrices, biases
   std::int64_t norms_per_layer = 0;  // the two pre-norms' scales (and LayerNorm biases)
   std::int64_t final_norm = 0;
@@ -53,6 +57,19 @@ struct ParameterBreakdown {
 };
 
 ParameterBreakdown count_parameters(const schemas::ModelConfig& model);
+
+// One layer's parameters on one rank: `dense`, held by every rank of the stage's tp group in
+// its tp share (attention, the dense MLP or the shared experts, and whole: the norms and
+// replicated attention parts, a MoE layer's router), whose gradients are summed over dp·cp; and
+// `expert`, a MoE layer's routed experts split over ep·etp, summed over the expert data-parallel
+// group.
+struct RankParameters {
+  double dense = 0;
+  double expert = 0;
+  double total() const { return dense + expert; }
+};
+RankParameters rank_layer_parameters(const ParameterBreakdown& counts, std::int64_t tp,
+                                     std::int64_t ep, std::int64_t etp, bool moe_layer);
 
 // The weight matrices of one layer's attention (no biases or norms): what its GEMMs multiply by,
 // the FLOP counts' and kernel models' shapes. Latent attention's five projections included.

@@ -3,7 +3,9 @@
 // data-parallel communication; per pipeline rank its model-state memory and optimizer step.
 //
 // Model states per rank (P parameters on the rank, D = dp·cp ranks sharing them, w/g/o the bytes
-// per parameter of weights, gradients and optimizer state from model_state_memory.h):
+// per parameter of weights, gradients and optimizer state from model_state_memory.h; a MoE
+// model's routed experts are a second P with D = the expert data-parallel size, their gradients
+// reduced and their states sharded over that group):
 //   ZeRO 0   P·(w + g + o)
 //   ZeRO 1   P·(w + g) + P·o/D        (Megatron's distributed optimizer: 6 + 12/D in bf16)
 //   ZeRO 2   P·w + P·(g + o)/D
@@ -28,7 +30,8 @@ namespace strata::costmodels {
 struct StageCosts {
   PassCosts passes;                  // per micro-batch, the stage's layers plus embedding/head
   LayerActivationBytes activations;  // per micro-batch
-  double parameters = 0;             // held by one rank (after tp sharding)
+  double parameters = 0;             // held by one rank (after tp sharding), experts included
+  double expert_parameters = 0;      // of them, routed experts (after ep·etp sharding)
   double send_forward_s = 0;         // activation to the next stage
   double send_backward_s = 0;        // gradient to the previous stage
   std::vector<double> gradient_buckets_s;  // in the order the backward completes them
@@ -69,6 +72,11 @@ struct LayerCostSet {
   PassCosts recomputed;  // a layer under the context's recompute granularity
   LayerActivationBytes plain_activations;
   LayerActivationBytes recomputed_activations;
+  // The same for a mixture-of-experts layer (zero for a dense model).
+  PassCosts moe_plain;
+  PassCosts moe_recomputed;
+  LayerActivationBytes moe_plain_activations;
+  LayerActivationBytes moe_recomputed_activations;
   PassCosts embedding;
   PassCosts lm_head;
   LayerActivationBytes embedding_activations;
@@ -87,11 +95,16 @@ enum class CostDetail { full, step_bound };
 PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr,
                      CostDetail detail = CostDetail::full);
 
-// Parameters of one virtual stage held by one tp rank. Norm scales (and LayerNorm biases) and
-// learned positions are replicated across tp; everything else is split. A tied LM head is the
-// embedding itself when the stage holds both, else a copy kept in sync.
-double stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
-                        std::int64_t tensor_parallel, const schemas::PipelineStage& stage);
+// Parameters of one virtual stage held by one rank. Norm scales (and LayerNorm biases), learned
+// positions, latent attention's down projections and MoE routers are replicated across tp;
+// everything else is split, a MoE layer's routed experts over ep·etp (`expert`, reduced over the
+// expert data-parallel group). A tied LM head is the embedding itself when the stage holds
+// both, else a copy kept in sync.
+RankParameters stage_parameters(const schemas::ModelConfig& model, const ParameterBreakdown& counts,
+                                const schemas::Mesh& mesh, const schemas::PipelineStage& stage);
+// The MoE layers among `num_layers` layers from `first_layer` (0 for a dense model).
+std::int64_t moe_layers_in(const schemas::ModelConfig& model, std::int64_t first_layer,
+                           std::int64_t num_layers);
 
 // Model states of `parameters` under a ZeRO stage with `shards` = dp·cp ranks sharing them.
 RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_stage, double shards,

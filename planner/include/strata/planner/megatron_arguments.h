@@ -1,6 +1,7 @@
 // Megatron-LM command-line flags for a plan, so a plan Strata chose runs on the framework
-// people already use: model shape, parallel sizes, batch, precision, recomputation, the
-// distributed optimizer and uneven pipeline splits.
+// people already use: model shape (with a mixture of experts' experts, router and dense-layer
+// pattern, and latent attention), parallel sizes (with the expert mesh), batch, precision,
+// recomputation, the distributed optimizer and uneven pipeline splits.
 #pragma once
 
 #include <string>

@@ -54,6 +54,31 @@ std::vector<std::int64_t> zero_replica_group_of(const Mesh& mesh, std::int64_t r
 std::int64_t zero_shard_rank(const Mesh& mesh, std::int64_t rank);
 std::int64_t zero_replica_rank(const Mesh& mesh, std::int64_t rank);
 
+// The expert mesh (Megatron-Core's parallel folding): a MoE layer's ranks are the attention's,
+// read as etp × ep × edp × pp. Within each pipeline stage (a {tp, cp, dp} group) a rank's place in
+// that group — its coordinates in the mesh order, the fastest first — is split as
+//
+//   stage_index = etp_index + etp·(ep_index + ep·edp_index)
+//
+// so with Megatron's default order (tp-cp-ep-dp-pp) the ranks agree with its expert
+// RankGenerator: an etp group is etp consecutive stage ranks, an ep group strides by etp, and the
+// expert data-parallel group (the ranks holding the same expert shard, which sum its gradients)
+// strides by etp·ep. With ep·etp = tp·cp each ep×etp group is an attention tp×cp group.
+enum class ExpertAxis { etp, ep, edp, pp };
+using ExpertCoordinates = std::array<std::int64_t, 4>;  // indexed by ExpertAxis
+
+std::int64_t expert_size_of(const Mesh& mesh, ExpertAxis axis);
+ExpertCoordinates expert_coordinates(const Mesh& mesh, std::int64_t rank);
+// The group along `axes` of the expert mesh that holds `rank`, in increasing rank order.
+std::vector<std::int64_t> expert_group_of(const Mesh& mesh, std::initializer_list<ExpertAxis> axes,
+                                          std::int64_t rank);
+// Every group along `axes`, groups in order of their first rank.
+std::vector<std::vector<std::int64_t>> expert_groups(const Mesh& mesh,
+                                                     std::initializer_list<ExpertAxis> axes);
+// ZeRO's groups for expert state: the expert data-parallel group split into the same replicas as
+// the dense state (dp / dp_shard blocks of consecutive edp indices).
+std::vector<std::int64_t> expert_zero_shard_group_of(const Mesh& mesh, std::int64_t rank);
+
 // The ranks that share a tied word embedding with `rank`: the first and the last stage of its
 // pipeline (Megatron's embedding group; one rank when pp = 1). Their embedding gradients are
 // summed before the optimizer step.

@@ -46,8 +46,19 @@ struct Mesh {
   // instances): ZeRO shards model state over blocks of dp_shard consecutive dp ranks (times cp)
   // and replicates it across the dp / dp_shard blocks. 0: over all of dp (full sharding).
   std::int64_t dp_shard = 0;
+  // Mixture-of-experts layers fold a second mesh over the same ranks (Megatron-Core's parallel
+  // folding): within each pipeline stage the tp·cp·dp ranks are read, in their order, as
+  // etp × ep × edp — experts split ep ways, each expert's MLP etp ways, and edp =
+  // tp·cp·dp / (ep·etp) replicas of each expert shard (schemas/mesh_ranks.h). 1 and 1 for dense
+  // models.
+  std::int64_t ep = 1;
+  std::int64_t etp = 1;
 
   std::int64_t world_size() const { return tp * cp * dp * pp; }
+  // The expert data-parallel size: ranks of a stage holding the same expert shard.
+  std::int64_t expert_dp() const { return tp * cp * dp / (ep * etp); }
+  // ZeRO's shards of the expert state: edp split into the same replicas as the dense state.
+  std::int64_t expert_zero_shards() const { return expert_dp() / zero_replicas(); }
   // dp ranks a ZeRO shard group spans, and the replicas of each shard across dp.
   std::int64_t zero_shard_dp() const { return dp_shard > 0 ? dp_shard : dp; }
   std::int64_t zero_replicas() const { return dp / zero_shard_dp(); }
@@ -163,6 +174,14 @@ struct Plan {
   TrainingFramework framework = TrainingFramework::strata;
   AttentionKernel attention = AttentionKernel::flash;
   ContextParallelComm cp_comm = ContextParallelComm::ring;  // with cp > 1
+  // Mixture of experts: tokens of the busiest expert over the mean of a micro-batch (what the
+  // slowest expert rank computes and receives). Absent: the cost models' default
+  // (costmodels/moe_block_costs.h).
+  std::optional<double> expert_load_imbalance;
+  // Mixture of experts: each MoE layer's token all-to-alls run beside another micro-batch's
+  // compute (Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute,
+  // DeepSeek's dual-micro-batch overlap) instead of on the critical path.
+  bool ep_comm_overlap = false;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -26,6 +26,8 @@ struct PlanKnobs {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;
+  bool ep_comm_overlap = false;
+  std::optional<double> expert_load_imbalance;
 };
 
 // Errors name `source` (e.g. "command line") and the plan's JSON path of the offending knob.

@@ -1,8 +1,7 @@
-// The model features a plan can carry. A mixture-of-experts model needs the expert-parallel mesh
-// (ep, etp) and the expert costs, and latent attention (mla) its own attention costs, before a
-// plan of it means anything; until plans carry them, `strata describe` and `strata validate`
-// count such models, and everything that builds a plan — parse_plan, the planner, simulate,
-// train — refuses them with this one rule instead of pricing them as dense models.
+// The model features the planner's search does not yet cover: a mixture-of-experts model's
+// expert-parallel mesh (ep, etp) is not enumerated, so the planner refuses such models with this
+// one rule rather than searching them as if ep were 1. Plans of them (written by hand or by
+// validate-sim's rows) parse, simulate and carry the expert costs.
 #pragma once
 
 #include <optional>
@@ -13,7 +12,7 @@
 namespace strata::schemas {
 
 struct ModelFeatureRefusal {
-  std::string key;  // the model object's member ("moe", "mla")
+  std::string key;  // the model object's member ("moe")
   std::string rule;
 };
 

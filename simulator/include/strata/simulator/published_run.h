@@ -25,6 +25,9 @@ struct RunSoftware {
   std::optional<schemas::AttentionKernel> attention;
   std::optional<bool> tp_comm_overlap;
   std::optional<bool> overlap_grad_reduce;
+  // Mixture of experts: the token all-to-alls overlapped with another micro-batch's compute
+  // (absent: off, Megatron-Core's default).
+  std::optional<bool> ep_comm_overlap;
 };
 
 struct PublishedRun {

@@ -40,6 +40,7 @@ struct TimeBreakdown {
   double recompute_s = 0;  // forward passes run again before backward
   double tp_comm_s = 0;
   double cp_comm_s = 0;  // what ring attention could not hide
+  double ep_comm_s = 0;  // MoE token dispatch and combine not hidden by compute
   double pp_comm_s = 0;  // waiting for an activation or gradient still on the wire
   double dp_comm_s = 0;  // gradient reduction (and ZeRO gathers) not hidden by compute,
                          // incl. the slowdown of compute it overlaps
