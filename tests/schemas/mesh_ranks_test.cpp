@@ -11,6 +11,17 @@ namespace {
 
 using Groups = std::vector<std::vector<std::int64_t>>;
 
+// The groups collected by their members' other coordinates, each and all sorted.
+Groups sorted_groups(std::map<std::vector<std::int64_t>, std::vector<std::int64_t>>& by_key) {
+  Groups groups;
+  for (auto& [key, group] : by_key) {
+    std::sort(group.begin(), group.end());
+    groups.push_back(group);
+  }
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
 // An independent oracle, as Megatron-LM tests its RankGenerator: walk all coordinates with nested
 // loops (slowest axis outermost), number the ranks in that order, and collect the ranks that agree
 // on every coordinate outside the mask.
@@ -38,13 +49,7 @@ Groups oracle_groups(const Mesh& mesh, const std::vector<MeshAxis>& mask) {
       }
     }
   }
-  Groups groups;
-  for (auto& [key, group] : by_other_coordinates) {
-    std::sort(group.begin(), group.end());
-    groups.push_back(group);
-  }
-  std::sort(groups.begin(), groups.end());
-  return groups;
+  return sorted_groups(by_other_coordinates);
 }
 
 Groups oracle_groups(const Mesh& mesh, MeshAxis axis) {
@@ -176,13 +181,7 @@ Groups stage_sorting_expert_groups(const Mesh& mesh, const std::vector<ExpertAxi
       by_other_coordinates[others].push_back(ranks[index]);
     }
   }
-  Groups groups;
-  for (auto& [key, group] : by_other_coordinates) {
-    std::sort(group.begin(), group.end());
-    groups.push_back(group);
-  }
-  std::sort(groups.begin(), groups.end());
-  return groups;
+  return sorted_groups(by_other_coordinates);
 }
 
 Groups sorted_expert_groups(const Mesh& mesh, std::initializer_list<ExpertAxis> mask) {
