@@ -23,7 +23,6 @@
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/mesh_ranks.h"
-#include "strata/schemas/plannable_model.h"
 #include "thread_shares.h"
 
 namespace strata::planner {
@@ -42,7 +41,8 @@ struct Knobs {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   bool sequence_parallel = false;
   ScheduleType schedule = ScheduleType::one_f_one_b;
-  std::int16_t order = 0;  // index into the search's distinct orders
+  std::int16_t order = 0;        // index into the search's distinct orders
+  std::int32_t ep = 1, etp = 1;  // the expert mesh of a mixture of experts
 };
 
 // `executor`: the strata framework's executor would refuse the plan (schemas/executor_admission.h).
@@ -83,6 +83,9 @@ class Evaluator {
   Evaluator(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
             const SearchOptions& options, const std::vector<MeshOrder>& orders, double capacity)
       : orders_(orders), capacity_(capacity), counts_(costmodels::count_parameters(model)) {
+    if (model.moe) {
+      representative_layer_ = model.moe->first_dense_layers + model.moe->moe_layer_interval - 1;
+    }
     plan_.model = model;
     plan_.cluster = cluster;
     plan_.precision = options.precision;
@@ -96,8 +99,8 @@ class Evaluator {
   // lower bound of the fullest rank when memory is what fails.
   Verdict build(const Knobs& knobs, double* peak_bytes) {
     schemas::Plan& plan = plan_;
-    plan.mesh = {knobs.tp,      knobs.cp, knobs.dp, knobs.pp, knobs.vpp, orders_[knobs.order],
-                 knobs.dp_shard};
+    plan.mesh = {knobs.tp,       knobs.cp, knobs.dp, knobs.pp, knobs.vpp, orders_[knobs.order],
+                 knobs.dp_shard, knobs.ep, knobs.etp};
     plan.batch.micro_batch_size = knobs.micro_batch;
     plan.batch.num_micro_batches = plan.batch.global_batch_size / (knobs.micro_batch * knobs.dp);
     plan.sequence_parallel = knobs.sequence_parallel;
@@ -120,38 +123,50 @@ class Evaluator {
     costmodels::LayerContext context = costmodels::layer_context(plan);
     if (knobs.cp > 1) choose_cp_comm(context);
     const costmodels::LayerCostSet& costs = layer_costs(context);
-    const costmodels::PassCosts& layer = costs.recomputed;
-    const costmodels::LayerActivationBytes& activations = costs.recomputed_activations;
+    // The layer split balances identical layers: a mixture of experts' are its MoE layers (all
+    // or nearly all of them; DeepSeek-V3 keeps 3 of 61 dense). The simulation of the chosen
+    // candidates prices every layer as it is.
+    const bool moe_layers = counts_.num_moe_layers > 0;
+    const costmodels::PassCosts& layer = moe_layers ? costs.moe_recomputed : costs.recomputed;
+    const costmodels::LayerActivationBytes& activations =
+        moe_layers ? costs.moe_recomputed_activations : costs.recomputed_activations;
+    plain_activations_ = moe_layers ? &costs.moe_plain_activations : &costs.plain_activations;
+    recomputed_activations_ = &activations;
     const costmodels::PassCosts& embedding = costs.embedding;
     const costmodels::PassCosts& head = costs.lm_head;
 
-    // Model-state bytes per parameter on a rank, after ZeRO sharding over its shard group (dp·cp
-    // without hybrid sharding), and the parameters a rank holds per layer and with the embedding
-    // or the LM head.
+    // Model-state bytes of the parameters a rank holds, after ZeRO sharding over their shard
+    // group (dp·cp without hybrid sharding; a MoE layer's routed experts over the expert
+    // data-parallel group), per layer and with the embedding or the LM head. ZeRO-3 holds a
+    // stage's gathered 16-bit weights while it runs (gathered layer by layer, two layers at a
+    // time: left out of this lower bound).
+    const double gathered =
+        knobs.zero == 3 && !context.zero3_layer_gathers ? context.activation_bytes() : 0.0;
     const double state_bytes = costmodels::rank_state_memory(
                                    options_precision_, knobs.zero,
                                    static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
-                                   .total();
-    const auto parameters_of = [&](std::int64_t layers_held, bool embedding, bool head) {
-      return costmodels::stage_parameters(plan.model, counts_, plan.mesh,
-                                          {0, layers_held, embedding, head})
-          .total();
+                                   .total() +
+                               gathered;
+    const double expert_state_bytes =
+        costmodels::rank_state_memory(options_precision_, knobs.zero,
+                                      static_cast<double>(plan.mesh.expert_zero_shards()), 1.0)
+            .total() +
+        gathered;
+    const auto state_of = [&](std::int64_t first_layer, std::int64_t layers_held, bool embedding,
+                              bool head) {
+      const costmodels::RankParameters held = costmodels::stage_parameters(
+          plan.model, counts_, plan.mesh, {first_layer, layers_held, embedding, head});
+      return held.dense * state_bytes + held.expert * expert_state_bytes;
     };
-    const double layer_parameters = parameters_of(1, false, false);
-    const double embedding_parameters = parameters_of(0, true, false);
-    const double head_parameters = pp * vpp == 1
-                                       ? parameters_of(0, true, true) - embedding_parameters
-                                       : parameters_of(0, false, true);
-    // ZeRO-3 holds a stage's gathered 16-bit weights while it runs (gathered layer by layer, two
-    // layers at a time: left out of this lower bound).
-    const double gathered =
-        knobs.zero == 3 && !context.zero3_layer_gathers ? context.activation_bytes() : 0.0;
+    const double layer_state = state_of(representative_layer_, 1, false, false);
+    const double embedding_state = state_of(0, 0, true, false);
+    const double head_state =
+        pp * vpp == 1 ? state_of(0, 0, true, true) - embedding_state : state_of(0, 0, false, true);
 
     // Model states alone, evenly spread, already too much: nothing below can fit.
-    const double total_parameters =
-        layer_parameters * static_cast<double>(layers) + embedding_parameters + head_parameters;
-    if (total_parameters * state_bytes / static_cast<double>(pp) > capacity_) {
-      *peak_bytes = total_parameters * state_bytes / static_cast<double>(pp);
+    const double total_state = state_of(0, layers, true, true);
+    if (total_state / static_cast<double>(pp) > capacity_) {
+      *peak_bytes = total_state / static_cast<double>(pp);
       return Verdict::model_states;
     }
 
@@ -162,16 +177,15 @@ class Evaluator {
         StageShape& shape = shapes[static_cast<std::size_t>(s)];
         const double held = static_cast<double>(
             schedule::peak_micro_batches_in_flight(knobs.schedule, pp, 1, m, s));
-        shape.memory_per_layer_bytes =
-            layer_parameters * (state_bytes + gathered) + held * activations.stored;
+        shape.memory_per_layer_bytes = layer_state + held * activations.stored;
         shape.min_layers = (s == 0 || s == pp - 1) ? 0 : 1;
         if (s == 0) {
           shape.fixed_s += embedding.forward_backward_s();
-          shape.memory_fixed_bytes += embedding_parameters * (state_bytes + gathered);
+          shape.memory_fixed_bytes += embedding_state;
         }
         if (s == pp - 1) {
           shape.fixed_s += head.forward_backward_s();
-          shape.memory_fixed_bytes += head_parameters * (state_bytes + gathered);
+          shape.memory_fixed_bytes += head_state;
         }
       }
       if (pp == 1) shapes[0].min_layers = layers;
@@ -196,8 +210,7 @@ class Evaluator {
         next += n;
       }
       if (knobs.recompute == RecomputeGranularity::full &&
-          !fewest_recomputed_layers(knobs, shapes, layer_parameters * (state_bytes + gathered),
-                                    m)) {
+          !fewest_recomputed_layers(knobs, shapes, layer_state, m)) {
         return Verdict::duplicate;  // recomputing nothing is the candidate without recompute
       }
     } else {
@@ -206,13 +219,12 @@ class Evaluator {
       const double chunk_layers = static_cast<double>(layers / (pp * vpp));
       double worst = 0;
       for (std::int64_t r = 0; r < pp; ++r) {
-        double bytes =
-            chunk_layers * static_cast<double>(vpp) * layer_parameters * (state_bytes + gathered) +
-            static_cast<double>(
-                schedule::peak_micro_batches_in_flight(knobs.schedule, pp, vpp, m, r)) *
-                chunk_layers * activations.stored;
-        if (r == 0) bytes += embedding_parameters * (state_bytes + gathered);
-        if (r == pp - 1) bytes += head_parameters * (state_bytes + gathered);
+        double bytes = chunk_layers * static_cast<double>(vpp) * layer_state +
+                       static_cast<double>(
+                           schedule::peak_micro_batches_in_flight(knobs.schedule, pp, vpp, m, r)) *
+                           chunk_layers * activations.stored;
+        if (r == 0) bytes += embedding_state;
+        if (r == pp - 1) bytes += head_state;
         worst = std::max(worst, bytes);
       }
       if (worst > capacity_) {
@@ -297,7 +309,9 @@ class Evaluator {
                                                             : costmodels::GroupSpan{},
         context.cp_comm,
         context.cp_comm == schemas::ContextParallelComm::all_gather ? context.cp_span
-                                                                    : costmodels::GroupSpan{});
+                                                                    : costmodels::GroupSpan{},
+        context.ep, context.etp, context.ep_span, context.etp_span,
+        context.zero3_layer_gathers ? context.expert_zero_span : costmodels::GroupSpan{});
     auto found = cache_.find(key);
     if (found == cache_.end()) {
       found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
@@ -317,8 +331,8 @@ class Evaluator {
   // activations and skip the extra forward. False when no layer needs it.
   bool fewest_recomputed_layers(const Knobs& knobs, const std::vector<StageShape>& shapes,
                                 double state_per_layer, std::int64_t m) {
-    const costmodels::LayerActivationBytes& plain = current_->plain_activations;
-    const costmodels::LayerActivationBytes& full = current_->recomputed_activations;
+    const costmodels::LayerActivationBytes& plain = *plain_activations_;
+    const costmodels::LayerActivationBytes& full = *recomputed_activations_;
     std::vector<std::int64_t> recomputed;
     bool partial = false;
     bool any = false;
@@ -349,22 +363,33 @@ class Evaluator {
   schemas::Dtype options_precision_ = schemas::Dtype::bf16;
   std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
-  std::map<std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
-                      costmodels::GroupSpan, int, bool, costmodels::GroupSpan,
-                      costmodels::GroupSpan, schemas::ContextParallelComm, costmodels::GroupSpan>,
-           costmodels::LayerCostSet>
+  std::map<
+      std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
+                 costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan,
+                 schemas::ContextParallelComm, costmodels::GroupSpan, std::int64_t, std::int64_t,
+                 costmodels::GroupSpan, costmodels::GroupSpan, costmodels::GroupSpan>,
+      costmodels::LayerCostSet>
       cache_;
   const costmodels::LayerCostSet* current_ = nullptr;
+  // The layers the split balances (the MoE layers' of a mixture of experts), set by build().
+  const costmodels::LayerActivationBytes* plain_activations_ = nullptr;
+  const costmodels::LayerActivationBytes* recomputed_activations_ = nullptr;
+  // A layer whose parameters stand for every layer's in the memory bounds: the first MoE layer of
+  // a mixture of experts, else the first.
+  std::int64_t representative_layer_ = 0;
 };
 
 // The distinct network placements of a mesh: orders that put every group on the same tiers are
 // the same candidate, so only the first of them (the default order first) is kept.
-std::vector<std::int16_t> distinct_orders(const schemas::ClusterConfig& cluster,
-                                          const std::vector<MeshOrder>& orders, std::int64_t tp,
-                                          std::int64_t cp, std::int64_t dp, std::int64_t pp) {
+// A mixture of experts adds the span of the expert groups each candidate expert mesh would
+// have (`expert_meshes`), which the dense groups' spans do not fix.
+std::vector<std::int16_t> distinct_orders(
+    const schemas::ClusterConfig& cluster, const std::vector<MeshOrder>& orders, std::int64_t tp,
+    std::int64_t cp, std::int64_t dp, std::int64_t pp,
+    const std::vector<std::pair<std::int32_t, std::int32_t>>& expert_meshes) {
   std::vector<std::int16_t> kept;
-  std::vector<
-      std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, costmodels::GroupSpan, int>>
+  std::vector<std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, costmodels::GroupSpan,
+                         int, std::vector<costmodels::GroupSpan>>>
       seen;
   for (std::size_t i = 0; i < orders.size(); ++i) {
     const schemas::Mesh mesh{tp, cp, dp, pp, 1, orders[i]};
@@ -381,13 +406,46 @@ std::vector<std::int16_t> distinct_orders(const schemas::ClusterConfig& cluster,
     const int pp_tier =
         pp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::pp))
                : -1;
-    auto signature = std::make_tuple(tp_span, cp_tier, cp_span, dp_span, pp_tier);
+    std::vector<costmodels::GroupSpan> expert_spans;
+    for (const auto& [ep, etp] : expert_meshes) {
+      if (ep * etp == 1) continue;
+      schemas::Mesh folded = mesh;
+      folded.ep = ep;
+      folded.etp = etp;
+      expert_spans.push_back(costmodels::group_span(
+          cluster, schemas::expert_group_of(folded, {schemas::ExpertAxis::ep}, 0)));
+      expert_spans.push_back(costmodels::group_span(
+          cluster, schemas::expert_group_of(folded, {schemas::ExpertAxis::etp}, 0)));
+    }
+    auto signature =
+        std::make_tuple(tp_span, cp_tier, cp_span, dp_span, pp_tier, std::move(expert_spans));
     if (std::find(seen.begin(), seen.end(), signature) == seen.end()) {
       seen.push_back(std::move(signature));
       kept.push_back(static_cast<std::int16_t>(i));
     }
   }
   return kept;
+}
+
+// A mixture of experts' expert meshes over a stage of `stage_ranks`: every ep dividing the
+// experts and the ranks, with etp 1 (each expert whole, Megatron-Core's advice for fine-grained
+// experts) or etp = tp (the experts split as the dense MLP is) where tp divides their width.
+// A dense model has the one mesh (1, 1).
+std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes_of(
+    const schemas::ModelConfig& model, std::int64_t stage_ranks, std::int64_t tp) {
+  if (!model.moe) return {{1, 1}};
+  std::vector<std::int64_t> etps{1};
+  if (tp > 1 && model.moe->expert_ffn_hidden_size % tp == 0) etps.push_back(tp);
+  std::vector<std::pair<std::int32_t, std::int32_t>> meshes;
+  for (const std::int64_t etp : etps) {
+    if (stage_ranks % etp != 0) continue;
+    for (const std::int64_t ep : divisors(model.moe->num_experts)) {
+      if ((stage_ranks / etp) % ep == 0) {
+        meshes.emplace_back(static_cast<std::int32_t>(ep), static_cast<std::int32_t>(etp));
+      }
+    }
+  }
+  return meshes;
 }
 
 std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
@@ -405,7 +463,9 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
   std::vector<Knobs> candidates;
   for (std::int64_t tp = 1; tp <= std::min(max_tp, world); tp *= 2) {
     const bool tp_ok = model.num_attention_heads % tp == 0 && model.ffn_hidden_size % tp == 0 &&
-                       (model.num_kv_heads % tp == 0 || tp % model.num_kv_heads == 0);
+                       (model.num_kv_heads % tp == 0 || tp % model.num_kv_heads == 0) &&
+                       (!model.moe || model.moe->num_shared_experts == 0 ||
+                        model.moe->shared_expert_ffn_hidden_size % tp == 0);
     for (std::int64_t cp = 1; cp <= 8 && tp * cp <= world; cp *= 2) {
       if (world % (tp * cp) != 0) continue;
       for (std::int64_t pp : divisors(world / (tp * cp))) {
@@ -413,8 +473,10 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
         const std::int64_t dp = world / (tp * cp * pp);
         const bool layout_ok =
             tp_ok && (cp == 1 || seq % (2 * cp) == 0) && options.global_batch_size % dp == 0;
+        const std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes =
+            expert_meshes_of(model, tp * cp * dp, tp);
         const std::vector<std::int16_t> placements =
-            layout_ok ? distinct_orders(cluster, orders, tp, cp, dp, pp)
+            layout_ok ? distinct_orders(cluster, orders, tp, cp, dp, pp, expert_meshes)
                       : std::vector<std::int16_t>{0};
         for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
           for (std::int16_t order : placements) {
@@ -451,16 +513,21 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                                 schedule,
                                 order};
                     const std::int64_t per_step = micro * dp;
+                    // A mixture of experts with tp needs sequence parallelism (schemas/plan.h).
                     const bool ok = layout_ok && options.global_batch_size % per_step == 0 &&
                                     (!sp || (tp > 1 && (seq / cp) % tp == 0)) &&
-                                    (zero == 0 || dp * cp > 1) &&
+                                    (!model.moe || tp == 1 || sp) && (zero == 0 || dp * cp > 1) &&
                                     (schedule != ScheduleType::interleaved_one_f_one_b ||
                                      (options.global_batch_size / per_step) % pp == 0);
                     if (!ok) {
                       ++*rule_pruned;
                       return;
                     }
-                    candidates.push_back(knobs);
+                    for (const auto& [ep, etp] : expert_meshes) {
+                      knobs.ep = ep;
+                      knobs.etp = etp;
+                      candidates.push_back(knobs);
+                    }
                   };
                   if (allowed[1]) add(ScheduleType::one_f_one_b, 1);
                   if (pp > 1 && allowed[3]) add(ScheduleType::zb_h1, 1);
@@ -635,7 +702,8 @@ bool equivalent(double a, double b) {
 // parallelism, then the default mesh order (lower is simpler).
 std::tuple<int, bool, bool> complexity(const schemas::Plan& plan) {
   const schemas::Mesh& mesh = plan.mesh;
-  const int axes = (mesh.tp > 1) + (mesh.cp > 1) + (mesh.pp > 1) + (mesh.dp > 1);
+  const int axes = (mesh.tp > 1) + (mesh.cp > 1) + (mesh.pp > 1) + (mesh.dp > 1) + (mesh.ep > 1) +
+                   (mesh.etp > 1);
   return {axes, mesh.cp > 1, mesh.order != schemas::Mesh{}.order};
 }
 
@@ -750,16 +818,16 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
   });
   Evaluator evaluator(model, cluster, options, context.orders, capacity);
   for (NearMiss& miss : over_memory) result.nearest.push_back(std::move(miss));
-  std::vector<
-      std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t, std::int32_t>>
+  std::vector<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int8_t,
+                         std::int32_t, std::int32_t, std::int32_t>>
       shown_states;
   for (const Deficit& deficit : deficits) {
     if (result.nearest.size() >= 5) break;
     const Knobs& knobs = candidates[deficit.index];
     if (deficit.verdict == Verdict::model_states) {
       // Micro-batch, recomputation and schedule do not change model states: show each mesh once.
-      const auto key =
-          std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero, knobs.dp_shard);
+      const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.zero,
+                                       knobs.dp_shard, knobs.ep, knobs.etp);
       if (std::find(shown_states.begin(), shown_states.end(), key) != shown_states.end()) continue;
       shown_states.push_back(key);
     }
@@ -815,10 +883,6 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
 SearchResult search_plans(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
                           const SearchOptions& given) {
   const auto started = std::chrono::steady_clock::now();
-  if (std::optional<schemas::ModelFeatureRefusal> refusal =
-          schemas::unplannable_model_feature(model)) {
-    throw schemas::InputError(model.name, "/" + refusal->key, refusal->rule);
-  }
   SearchOptions options = given;
   if (options.seq_length <= 0) options.seq_length = model.max_seq_length;
   if (options.top_k == 0) options.top_k = 1;

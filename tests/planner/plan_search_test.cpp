@@ -231,6 +231,59 @@ TEST(PlanSearch, HybridShardingWithinANodeIsSearched) {
   EXPECT_GT(hybrid, 0u);
 }
 
+// A mixture of experts searches the expert mesh too. With every layer a MoE layer (Qwen3-30B-A3B)
+// the layers are identical, so the pruning and the bound stay exact: simulating every candidate
+// gives the same top answers.
+TEST(PlanSearch, ExpertMeshPruningAndBoundKeepTheExhaustiveTopK) {
+  const schemas::ModelConfig model = schemas::model_preset("qwen3-30b-a3b");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
+  SearchOptions options = options_for(16, 2048);
+  options.framework = schemas::TrainingFramework::megatron_lm;
+  options.schedules = {schemas::ScheduleType::one_f_one_b};
+  options.top_k = 3;
+  const SearchResult pruned = search_plans(model, cluster, options);
+  ASSERT_EQ(pruned.best.size(), 3u) << pruned.binding_constraint;
+  options.exhaustive = true;
+  const SearchResult exhaustive = search_plans(model, cluster, options);
+  EXPECT_EQ(plans_of(pruned), plans_of(exhaustive));
+  EXPECT_LT(pruned.statistics.simulated, exhaustive.statistics.simulated);
+  for (const RankedPlan& ranked : pruned.best) {
+    EXPECT_NO_THROW(schemas::validate_plan(ranked.plan, schemas::JsonLocation("planned")));
+    EXPECT_LE(peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes);
+  }
+  // Some candidate split the experts (ep > 1) was priced: the search covers the expert mesh.
+  EXPECT_GT(pruned.statistics.enumerated, 0);
+}
+
+// Mixtral 8×7B: on one DGX H100 its 46.7 B parameters' Adam states (16 bytes each, 747 GB) exceed
+// the 8 GPUs, and the search names that; on two, plans fit by simulation with the expert mesh
+// within the rules. For the strata framework, whose executor has no MoE layer, it says so.
+TEST(PlanSearch, MixtralNeedsTwoNodesAndFitsWithItsExpertsSplit) {
+  const schemas::ModelConfig model = schemas::model_preset("mixtral-8x7b");
+  SearchOptions options = options_for(64, 4096);
+  options.framework = schemas::TrainingFramework::megatron_lm;
+  const SearchResult one_node = search_plans(model, schemas::cluster_preset("dgx-h100"), options);
+  EXPECT_TRUE(one_node.best.empty());
+  EXPECT_NE(one_node.binding_constraint.find("memory for model states"), std::string::npos)
+      << one_node.binding_constraint;
+  const SearchResult result = search_plans(model, schemas::cluster_preset("dgx-h100:2"), options);
+  ASSERT_FALSE(result.best.empty()) << result.binding_constraint;
+  bool experts_split = false;
+  for (const RankedPlan& ranked : result.best) {
+    const schemas::Mesh& mesh = ranked.plan.mesh;
+    EXPECT_EQ(8 % mesh.ep, 0);
+    EXPECT_EQ(mesh.tp * mesh.cp * mesh.dp % (mesh.ep * mesh.etp), 0);
+    EXPECT_TRUE(mesh.tp == 1 || ranked.plan.sequence_parallel);
+    EXPECT_LE(peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes);
+    experts_split = experts_split || mesh.ep > 1;
+  }
+  EXPECT_TRUE(experts_split);
+  options.framework = schemas::TrainingFramework::strata;
+  const SearchResult strata = search_plans(model, schemas::cluster_preset("dgx-h100:2"), options);
+  EXPECT_TRUE(strata.executor_refuses_all);
+  EXPECT_NE(strata.binding_constraint.find("/moe"), std::string::npos);
+}
+
 TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   schemas::Plan plan;
   plan.model = schemas::model_preset("llama3.1-8b");

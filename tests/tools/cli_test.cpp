@@ -123,14 +123,20 @@ TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
   EXPECT_THAT(table.out, HasSubstr("routed experts (58 MoE layers × 256)"));
 }
 
-// The planner does not search ep yet and says so; a hand-made expert mesh simulates.
-TEST(Cli, PlannerRefusesMixturesOfExpertsUntilItSearchesTheExpertMesh) {
-  const CommandResult plan = strata("plan --model mixtral-8x7b --cluster dgx-h100");
-  EXPECT_EQ(plan.exit_code, 1);
-  EXPECT_EQ(plan.err,
-            "strata: mixtral-8x7b: /moe: the planner does not yet search expert parallelism "
-            "(ep, etp); write a plan with the mesh's ep and etp and price it with strata "
-            "simulate\n");
+// The planner searches the expert mesh (the table gains ep and etp columns); plans for Strata's
+// own executor, which has no MoE layer, are refused with the field that stops them. A hand-made
+// expert mesh simulates, under the same rules.
+TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
+  const CommandResult plan = strata(
+      "plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096 "
+      "--framework megatron-lm --top 2");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_THAT(plan.out, HasSubstr(" ep "));
+  EXPECT_THAT(plan.out, HasSubstr(" etp "));
+  const CommandResult for_strata =
+      strata("plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096");
+  EXPECT_THAT(for_strata.out, HasSubstr("No plan runs"));
+  EXPECT_THAT(for_strata.out, HasSubstr("/moe"));
   const std::string deepseek =
       "simulate --model deepseek-v3 --cluster dgx-h100:32 --tp 8 --pp 8 --global-batch 256 "
       "--seq-len 4096 --precision fp8 --zero 1 --framework megatron-lm ";

@@ -74,7 +74,30 @@ nlohmann::json layout_json(const schemas::Plan& plan) {
           {"sequence_parallel", plan.sequence_parallel},
           {"schedule", schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
           {"order", schemas::mesh_order_to_string(plan.mesh.order)},
-          {"split", split_text(plan)}};
+          {"split", split_text(plan)},
+          {"ep", plan.mesh.ep},
+          {"etp", plan.mesh.etp}};
+}
+
+// The table's columns, with the expert mesh after dp for a mixture of experts.
+struct Columns {
+  std::vector<std::string> names;
+  std::vector<bool> right_aligned;
+};
+Columns with_expert_columns(Columns columns, bool experts) {
+  if (!experts) return columns;
+  const auto dp = std::find(columns.names.begin(), columns.names.end(), "dp");
+  const auto at = static_cast<std::ptrdiff_t>(dp - columns.names.begin()) + 1;
+  columns.names.insert(columns.names.begin() + at, {"ep", "etp"});
+  columns.right_aligned.insert(columns.right_aligned.begin() + at, {true, true});
+  return columns;
+}
+std::vector<std::string> with_expert_cells(std::vector<std::string> cells, std::size_t after,
+                                           const schemas::Plan& plan) {
+  if (!plan.model.moe) return cells;
+  cells.insert(cells.begin() + static_cast<std::ptrdiff_t>(after) + 1,
+               {std::to_string(plan.mesh.ep), std::to_string(plan.mesh.etp)});
+  return cells;
 }
 
 std::filesystem::path numbered(const std::filesystem::path& path, std::size_t rank) {
@@ -270,15 +293,17 @@ int run_plan(const PlanOptions& options) {
                                                options.framework));
     if (!precision.note.empty()) std::cout << precision.note << "\n";
     if (!result.best.empty()) {
-      TextTable table(
-          {"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",
-           "schedule", "order", "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
-          {true, true, true, true, true, true, true, true, true, false, false, false, false, false,
-           true, true, true, true, false});
+      const Columns columns = with_expert_columns(
+          {{"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",
+            "schedule", "order", "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
+           {true, true, true, true, true, true, true, true, true, false, false, false, false, false,
+            true, true, true, true, false}},
+          model.moe.has_value());
+      TextTable table(columns.names, columns.right_aligned);
       for (std::size_t i = 0; i < result.best.size(); ++i) {
         const planner::RankedPlan& ranked = result.best[i];
         const schemas::Plan& plan = ranked.plan;
-        table.add_row(
+        table.add_row(with_expert_cells(
             {std::to_string(i + 1),
              ranked.variants > 0 ? fmt::format("+{}", ranked.variants) : std::string(),
              std::to_string(plan.mesh.tp), cp_text(plan), std::to_string(plan.mesh.pp),
@@ -291,7 +316,8 @@ int run_plan(const PlanOptions& options) {
              group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
              format_percent(ranked.metrics.mfu),
              memory_text(planner::peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes),
-             ranked.bottleneck});
+             ranked.bottleneck},
+            5, plan));
       }
       std::cout << table.render();
       if (!options.all_variants &&
@@ -306,16 +332,21 @@ int run_plan(const PlanOptions& options) {
                 << result.binding_constraint << "\n";
       if (!result.nearest.empty()) {
         std::cout << "Nearest candidates:\n";
-        TextTable table({"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
-                         "limited by"},
-                        {true, true, true, true, true, true, true, false, true, true, false});
+        const Columns columns = with_expert_columns(
+            {{"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
+              "limited by"},
+             {true, true, true, true, true, true, true, false, true, true, false}},
+            model.moe.has_value());
+        TextTable table(columns.names, columns.right_aligned);
         for (const planner::NearMiss& miss : result.nearest) {
           const schemas::Plan& plan = miss.plan;
-          table.add_row({std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
-                         std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
-                         std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
-                         zero_text(plan), recompute_text(plan), format_gib(miss.peak_bytes),
-                         format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason});
+          table.add_row(with_expert_cells(
+              {std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
+               std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
+               std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
+               zero_text(plan), recompute_text(plan), format_gib(miss.peak_bytes),
+               format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason},
+              3, plan));
         }
         std::cout << table.render();
       }
