@@ -114,19 +114,6 @@ double beside_compute_s(const LayerContext& context, double comm_s, double compu
   return std::max(0.0, comm_s - compute_s) + slowdown * std::min(comm_s, compute_s);
 }
 
-// The larger of a dense and a MoE layer's parameters on a rank: what the embedding's and head's
-// neighbouring gathers move.
-double layer_parameters_on_rank(const LayerContext& context) {
-  const ParameterBreakdown counts = count_parameters(*context.model);
-  double parameters = rank_layer_parameters(counts, context.tp, 1, 1, false).total();
-  if (counts.num_moe_layers > 0) {
-    parameters =
-        std::max(parameters,
-                 rank_layer_parameters(counts, context.tp, context.ep, context.etp, true).total());
-  }
-  return parameters;
-}
-
 // Bytes the casts to fp8 move in one layer pass (Transformer Engine). Every fp8 GEMM needs its
 // input in fp8 and, for the weight gradient, transposed in fp8: a cast-transpose kernel reads the
 // 16-bit tensor once and writes both (2 + 1 + 1 bytes per element). The inputs of the qkv and fc1
@@ -526,7 +513,10 @@ PassCosts embedding_costs(const LayerContext& context) {
         static_cast<double>(counts.position_embedding + counts.embedding_norm);
     const Zero3Collectives embedding = zero3_collectives(context, embedding_parameters);
     costs.forward.dp_comm_s =
-        embedding.gather_s + zero3_collectives(context, layer_parameters_on_rank(context)).gather_s;
+        embedding.gather_s +
+        zero3_collectives(
+            context, largest_layer_parameters_on_rank(counts, context.tp, context.ep, context.etp))
+            .gather_s;
     costs.backward_weight.dp_comm_s = embedding.scatter_s;
   }
   return costs;
@@ -580,8 +570,11 @@ PassCosts lm_head_costs(const LayerContext& context) {
     const double head_parameters =
         static_cast<double>(counts.lm_head) / static_cast<double>(context.tp) +
         static_cast<double>(counts.final_norm);
-    const double comm_s = zero3_collectives(context, head_parameters).scatter_s +
-                          zero3_collectives(context, layer_parameters_on_rank(context)).gather_s;
+    const double comm_s =
+        zero3_collectives(context, head_parameters).scatter_s +
+        zero3_collectives(
+            context, largest_layer_parameters_on_rank(counts, context.tp, context.ep, context.etp))
+            .gather_s;
     costs.backward_input.dp_comm_s = beside_compute_s(
         context, comm_s, costs.backward_input.compute_s + costs.backward_weight.compute_s);
   }

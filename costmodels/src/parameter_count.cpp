@@ -1,5 +1,7 @@
 #include "strata/costmodels/parameter_count.h"
 
+#include <algorithm>
+
 namespace strata::costmodels {
 
 using schemas::MlpActivation;
@@ -116,6 +118,15 @@ RankParameters rank_layer_parameters(const ParameterBreakdown& counts, std::int6
       count(counts.router_per_moe_layer) + count(counts.shared_experts_per_moe_layer) / split;
   parameters.expert = count(counts.routed_experts_per_moe_layer()) / static_cast<double>(ep * etp);
   return parameters;
+}
+
+double largest_layer_parameters_on_rank(const ParameterBreakdown& counts, std::int64_t tp,
+                                        std::int64_t ep, std::int64_t etp) {
+  double largest = rank_layer_parameters(counts, tp, 1, 1, false).total();
+  if (counts.num_moe_layers > 0) {
+    largest = std::max(largest, rank_layer_parameters(counts, tp, ep, etp, true).total());
+  }
+  return largest;
 }
 
 }  // namespace strata::costmodels

@@ -231,18 +231,6 @@ double stage_linear_weights(const schemas::Plan& plan, const ParameterBreakdown&
          expert_parameters;
 }
 
-// The most parameters one layer puts on a rank (dense, or MoE with its expert share): what
-// layer-by-layer ZeRO-3 holds gathered.
-double layer_parameters_held(const schemas::Plan& plan, const ParameterBreakdown& counts) {
-  double largest = rank_layer_parameters(counts, plan.mesh.tp, 1, 1, false).total();
-  if (counts.num_moe_layers > 0) {
-    largest = std::max(
-        largest,
-        rank_layer_parameters(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp, true).total());
-  }
-  return largest;
-}
-
 // Stage `s`'s passes per micro-batch and the activations they keep: its layers (recomputed or
 // not), the embedding and the LM head where it holds them, and Strata's pipeline runtime's
 // boundary tensors.
@@ -446,10 +434,14 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     double largest = 0;  // parameters of the largest bucket
   };
   std::vector<StageBuckets> bucket_times;
-  std::vector<double> rank_parameters(static_cast<std::size_t>(pp), 0.0);
-  std::vector<double> rank_expert_parameters(static_cast<std::size_t>(pp), 0.0);
-  std::vector<double> rank_linear_weights(static_cast<std::size_t>(pp), 0.0);
-  std::vector<double> rank_layers(static_cast<std::size_t>(pp), 0.0);
+  // What each pipeline rank holds over its stages (one allocation: this runs per candidate).
+  struct RankHoldings {
+    double dense_parameters = 0;
+    double expert_parameters = 0;
+    double linear_weights = 0;  // fp8 plans only: what the step casts
+    double layers = 0;
+  };
+  std::vector<RankHoldings> rank_holdings(static_cast<std::size_t>(pp));
   // A bucket's reduction: over the dp·cp group (its shard group and replicas from ZeRO-1 on), or
   // for routed experts over the expert data-parallel group (its shard blocks).
   const auto bucket_time_s = [&](double bucket, bool experts) {
@@ -530,7 +522,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       // Gathered and reduce-scattered layer by layer inside the passes (layer_costs.cpp): what is
       // held is the layer running and the one prefetched, or the embedding or head if larger.
       const double largest = std::max(
-          {layer_parameters_held(plan, counts),
+          {largest_layer_parameters_on_rank(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp),
            stage.embedding
                ? static_cast<double>(counts.token_embedding) / static_cast<double>(plan.mesh.tp)
                : 0.0,
@@ -550,26 +542,30 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
           context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2 : stage_costs.unshard_bytes;
       temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather, gathered);
     }
-    rank_parameters[rank_of_stage] += held.dense;
-    rank_expert_parameters[rank_of_stage] += held.expert;
-    rank_linear_weights[rank_of_stage] += stage_linear_weights(plan, counts, stage, held.expert);
-    rank_layers[rank_of_stage] += static_cast<double>(stage.num_layers);
+    RankHoldings& holdings = rank_holdings[rank_of_stage];
+    holdings.dense_parameters += held.dense;
+    holdings.expert_parameters += held.expert;
+    if (plan.precision == schemas::Dtype::fp8) {
+      holdings.linear_weights += stage_linear_weights(plan, counts, stage, held.expert);
+    }
+    holdings.layers += static_cast<double>(stage.num_layers);
   }
 
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
+    const RankHoldings& holdings = rank_holdings[rank];
     RankStateMemory state =
-        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, rank_parameters[rank]);
+        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, holdings.dense_parameters);
     costs.optimizer_step_s[rank] =
-        optimizer_step_time_s(plan, dp_span, dp_shards, element, rank_parameters[rank],
-                              rank_linear_weights[rank], rank_layers[rank]);
-    if (rank_expert_parameters[rank] > 0) {
-      const RankStateMemory experts = rank_state_memory(
-          plan.precision, plan.zero_stage, expert_shards, rank_expert_parameters[rank]);
+        optimizer_step_time_s(plan, dp_span, dp_shards, element, holdings.dense_parameters,
+                              holdings.linear_weights, holdings.layers);
+    if (holdings.expert_parameters > 0) {
+      const RankStateMemory experts = rank_state_memory(plan.precision, plan.zero_stage,
+                                                        expert_shards, holdings.expert_parameters);
       state.weights_bytes += experts.weights_bytes;
       state.gradients_bytes += experts.gradients_bytes;
       state.optimizer_bytes += experts.optimizer_bytes;
       costs.optimizer_step_s[rank] += optimizer_step_time_s(
-          plan, expert_shard_span, expert_shards, element, rank_expert_parameters[rank], 0, 0);
+          plan, expert_shard_span, expert_shards, element, holdings.expert_parameters, 0, 0);
     }
     costs.rank_states[rank] = state;
   }

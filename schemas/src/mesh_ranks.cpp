@@ -1,6 +1,7 @@
 #include "strata/schemas/mesh_ranks.h"
 
 #include <algorithm>
+#include <array>
 
 namespace strata::schemas {
 namespace {
@@ -166,33 +167,67 @@ ExpertCoordinates expert_coordinates(const Mesh& mesh, std::int64_t rank) {
 
 namespace {
 
-bool agree_outside(const ExpertCoordinates& a, const ExpertCoordinates& b,
-                   std::initializer_list<ExpertAxis> axes) {
-  for (std::size_t axis = 0; axis < a.size(); ++axis) {
-    const bool masked =
-        std::find(axes.begin(), axes.end(), static_cast<ExpertAxis>(axis)) != axes.end();
-    if (!masked && a[axis] != b[axis]) return false;
+// The ranks of the expert-mesh group through `own` along `axes`, with the edp coordinate kept
+// within [edp_first, edp_first + edp_count) when edp is among them: every combination of the
+// masked coordinates, built from the group's size rather than by scanning the stage (the planner
+// asks for the groups of millions of candidates), in increasing rank order.
+std::vector<std::int64_t> expert_members(const Mesh& mesh, const ExpertCoordinates& own,
+                                         std::initializer_list<ExpertAxis> axes,
+                                         std::int64_t edp_first, std::int64_t edp_count) {
+  std::vector<ExpertCoordinates> members{own};
+  for (ExpertAxis axis : axes) {
+    const std::size_t index = static_cast<std::size_t>(axis);
+    const std::int64_t first = axis == ExpertAxis::edp ? edp_first : 0;
+    const std::int64_t count = axis == ExpertAxis::edp ? edp_count : expert_size_of(mesh, axis);
+    const std::size_t inner = members.size();
+    for (std::size_t member = 0; member < inner; ++member) members[member][index] = first;
+    for (std::int64_t value = first + 1; value < first + count; ++value) {
+      for (std::size_t member = 0; member < inner; ++member) {
+        members.push_back(members[member]);
+        members.back()[index] = value;
+      }
+    }
   }
-  return true;
+  // The inverse of expert_coordinates: the stage index read back as the non-pp mesh axes.
+  struct AxisPlace {
+    std::int64_t size, stride;
+  };
+  std::array<AxisPlace, 3> stage_axes{};
+  std::size_t stage_axis_count = 0;
+  std::int64_t pp_stride = 1;
+  std::int64_t stride = 1;
+  for (MeshAxis axis : mesh.order) {
+    if (axis == MeshAxis::pp) {
+      pp_stride = stride;
+    } else {
+      stage_axes[stage_axis_count++] = {mesh.size_of(axis), stride};
+    }
+    stride *= mesh.size_of(axis);
+  }
+  const std::int64_t etp = mesh.etp;
+  const std::int64_t etp_ep = mesh.etp * mesh.ep;
+  std::vector<std::int64_t> group;
+  group.reserve(members.size());
+  for (const ExpertCoordinates& member : members) {
+    std::int64_t stage_index = member[static_cast<std::size_t>(ExpertAxis::etp)] +
+                               etp * member[static_cast<std::size_t>(ExpertAxis::ep)] +
+                               etp_ep * member[static_cast<std::size_t>(ExpertAxis::edp)];
+    std::int64_t rank = member[static_cast<std::size_t>(ExpertAxis::pp)] * pp_stride;
+    for (std::size_t a = 0; a < stage_axis_count; ++a) {
+      rank += stage_index % stage_axes[a].size * stage_axes[a].stride;
+      stage_index /= stage_axes[a].size;
+    }
+    group.push_back(rank);
+  }
+  std::sort(group.begin(), group.end());
+  return group;
 }
 
 }  // namespace
 
 std::vector<std::int64_t> expert_group_of(const Mesh& mesh, std::initializer_list<ExpertAxis> axes,
                                           std::int64_t rank) {
-  // Members differ from `rank` on the masked expert axes only; without pp in the mask they lie
-  // in rank's stage, else anywhere.
-  const bool across_stages = std::find(axes.begin(), axes.end(), ExpertAxis::pp) != axes.end();
-  const std::vector<std::int64_t> candidates =
-      across_stages
-          ? mesh_group_of(mesh, {MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp}, rank)
-          : mesh_group_of(mesh, {MeshAxis::tp, MeshAxis::cp, MeshAxis::dp}, rank);
-  const ExpertCoordinates own = expert_coordinates(mesh, rank);
-  std::vector<std::int64_t> group;
-  for (std::int64_t member : candidates) {
-    if (agree_outside(expert_coordinates(mesh, member), own, axes)) group.push_back(member);
-  }
-  return group;
+  return expert_members(mesh, expert_coordinates(mesh, rank), axes, 0, mesh.expert_dp());
 }
 
 std::vector<std::vector<std::int64_t>> expert_groups(const Mesh& mesh,
@@ -210,15 +245,9 @@ std::vector<std::vector<std::int64_t>> expert_groups(const Mesh& mesh,
 
 std::vector<std::int64_t> expert_zero_shard_group_of(const Mesh& mesh, std::int64_t rank) {
   const std::int64_t shards = mesh.expert_zero_shards();
-  const auto edp_index = [&](std::int64_t member) {
-    return expert_coordinates(mesh, member)[static_cast<std::size_t>(ExpertAxis::edp)];
-  };
-  const std::int64_t block = edp_index(rank) / shards;
-  std::vector<std::int64_t> group;
-  for (std::int64_t member : expert_group_of(mesh, {ExpertAxis::edp}, rank)) {
-    if (edp_index(member) / shards == block) group.push_back(member);
-  }
-  return group;
+  const ExpertCoordinates own = expert_coordinates(mesh, rank);
+  const std::int64_t block = own[static_cast<std::size_t>(ExpertAxis::edp)] / shards;
+  return expert_members(mesh, own, {ExpertAxis::edp}, block * shards, shards);
 }
 
 std::vector<std::int64_t> embedding_group_of(const Mesh& mesh, std::int64_t rank) {

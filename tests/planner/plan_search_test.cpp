@@ -250,9 +250,10 @@ TEST(PlanSearch, ExpertMeshPruningAndBoundKeepTheExhaustiveTopK) {
   for (const RankedPlan& ranked : pruned.best) {
     EXPECT_NO_THROW(schemas::validate_plan(ranked.plan, schemas::JsonLocation("planned")));
     EXPECT_LE(peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes);
+    // Whole experts on every rank need ZeRO-3's gathers of 30.5 B parameters each step; splitting
+    // the 128 experts over the node (ep 8) is faster, so every answer comes from the expert mesh.
+    EXPECT_GT(ranked.plan.mesh.ep, 1);
   }
-  // Some candidate split the experts (ep > 1) was priced: the search covers the expert mesh.
-  EXPECT_GT(pruned.statistics.enumerated, 0);
 }
 
 // Mixtral 8×7B: on one DGX H100 its 46.7 B parameters' Adam states (16 bytes each, 747 GB) exceed

@@ -271,5 +271,39 @@ TEST(ExpertMesh, ZeroShardsExpertStateOverBlocksOfTheExpertDataParallelGroup) {
   EXPECT_EQ(expert_zero_shard_group_of(full, 3), (std::vector<std::int64_t>{1, 3, 5, 7}));
 }
 
+// In every order, a rank's expert ZeRO shard group is the members of its expert data-parallel
+// group whose edp coordinate falls in its block of expert_zero_shards() (the definition, checked
+// by scanning; the function builds the group from its coordinates).
+TEST(ExpertMesh, ZeroShardGroupsAreTheBlocksOfTheExpertDataParallelGroupInEveryOrder) {
+  std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
+  std::sort(order.begin(), order.end());
+  do {
+    const Mesh mesh{.tp = 2,
+                    .cp = 1,
+                    .dp = 8,
+                    .pp = 2,
+                    .vpp = 1,
+                    .order = order,
+                    .dp_shard = 4,
+                    .ep = 2,
+                    .etp = 2};
+    ASSERT_EQ(mesh.expert_zero_shards(), 2);
+    const auto edp_block = [&](std::int64_t rank) {
+      return expert_coordinates(mesh, rank)[static_cast<std::size_t>(ExpertAxis::edp)] /
+             mesh.expert_zero_shards();
+    };
+    for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
+      std::vector<std::int64_t> scanned;
+      for (std::int64_t member = 0; member < mesh.world_size(); ++member) {
+        const bool same_place = expert_group_of(mesh, {ExpertAxis::edp}, member) ==
+                                expert_group_of(mesh, {ExpertAxis::edp}, rank);
+        if (same_place && edp_block(member) == edp_block(rank)) scanned.push_back(member);
+      }
+      EXPECT_EQ(expert_zero_shard_group_of(mesh, rank), scanned)
+          << mesh_order_to_string(order) << " rank " << rank;
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+}
+
 }  // namespace
 }  // namespace strata::schemas

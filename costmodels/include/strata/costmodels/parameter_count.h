@@ -71,6 +71,12 @@ struct RankParameters {
 RankParameters rank_layer_parameters(const ParameterBreakdown& counts, std::int64_t tp,
                                      std::int64_t ep, std::int64_t etp, bool moe_layer);
 
+// The most parameters one layer puts on a rank: the larger of a dense layer's and, in a MoE
+// model, a MoE layer's with its expert share. What layer-by-layer ZeRO-3 holds gathered, and
+// what the gathers beside the embedding and the head move.
+double largest_layer_parameters_on_rank(const ParameterBreakdown& counts, std::int64_t tp,
+                                        std::int64_t ep, std::int64_t etp);
+
 // The weight matrices of one layer's attention (no biases or norms): what its GEMMs multiply by,
 // the FLOP counts' and kernel models' shapes. Latent attention's five projections included.
 std::int64_t attention_matrix_parameters(const schemas::ModelConfig& model);
