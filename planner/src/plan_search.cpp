@@ -107,6 +107,13 @@ class Evaluator {
     plan.zero_stage = knobs.zero;
     plan.recompute = {knobs.recompute, {}};
     plan.schedule = {knobs.schedule, {}};
+    // The expert all-to-alls run beside another micro-batch's compute where the stack can
+    // (Megatron-Core's combined 1F1B). Only under the interleaved schedule, whose steady state
+    // already holds the paired micro-batches: without pipelining the pairing keeps a second
+    // micro-batch's activations alive, which the memory model does not count.
+    plan.ep_comm_overlap = plan.model.moe && knobs.ep * knobs.etp > 1 && knobs.pp > 1 &&
+                           knobs.vpp > 1 && knobs.recompute != RecomputeGranularity::full &&
+                           schemas::overlaps_expert_dispatch(plan.framework);
     // What the planner emits for the strata framework is what its executor runs: one rule.
     if (plan.framework == schemas::TrainingFramework::strata) {
       if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_refusal(plan)) {
@@ -311,7 +318,8 @@ class Evaluator {
         context.cp_comm == schemas::ContextParallelComm::all_gather ? context.cp_span
                                                                     : costmodels::GroupSpan{},
         context.ep, context.etp, context.ep_span, context.etp_span,
-        context.zero3_layer_gathers ? context.expert_zero_span : costmodels::GroupSpan{});
+        context.zero3_layer_gathers ? context.expert_zero_span : costmodels::GroupSpan{},
+        context.ep_comm_overlap);
     auto found = cache_.find(key);
     if (found == cache_.end()) {
       found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
@@ -367,7 +375,7 @@ class Evaluator {
       std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
                  costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan,
                  schemas::ContextParallelComm, costmodels::GroupSpan, std::int64_t, std::int64_t,
-                 costmodels::GroupSpan, costmodels::GroupSpan, costmodels::GroupSpan>,
+                 costmodels::GroupSpan, costmodels::GroupSpan, costmodels::GroupSpan, bool>,
       costmodels::LayerCostSet>
       cache_;
   const costmodels::LayerCostSet* current_ = nullptr;

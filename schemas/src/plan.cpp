@@ -533,6 +533,22 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
     (location / "ep_comm_overlap")
         .fail("needs expert parallelism (ep or etp > 1): there is no token exchange to overlap");
   }
+  if (plan.ep_comm_overlap && !overlaps_expert_dispatch(plan.framework)) {
+    (location / "ep_comm_overlap")
+        .fail(fmt::format("{} does not overlap the expert all-to-alls (Megatron-Core's combined "
+                          "1F1B does: framework megatron-lm or nemo)",
+                          name_of(plan.framework, kTrainingFrameworkNames)));
+  }
+  if (plan.ep_comm_overlap && plan.mesh.pp > 1 && plan.mesh.vpp == 1) {
+    (location / "ep_comm_overlap")
+        .fail(fmt::format("with pp={} the all-to-alls overlap only under the interleaved schedule "
+                          "(vpp > 1), as Megatron-Core's combined 1F1B requires",
+                          plan.mesh.pp));
+  }
+  if (plan.ep_comm_overlap && plan.recompute.granularity == RecomputeGranularity::full) {
+    (location / "ep_comm_overlap")
+        .fail("cannot run with full recomputation (Megatron-Core's combined 1F1B refuses it)");
+  }
   if (plan.expert_load_imbalance && !plan.model.moe) {
     (location / "expert_load_imbalance").fail("needs a mixture-of-experts model (no moe block)");
   }

@@ -285,6 +285,33 @@ TEST(PlanSearch, MixtralNeedsTwoNodesAndFitsWithItsExpertsSplit) {
   EXPECT_NE(strata.binding_constraint.find("/moe"), std::string::npos);
 }
 
+// Where the stack can (Megatron-Core's combined 1F1B), the expert all-to-alls of an interleaved
+// pipeline run beside another micro-batch's compute; the plans say so and stay valid. A stack
+// without it (DeepSpeed) gets plans with the all-to-alls on the critical path, predicted slower.
+TEST(PlanSearch, ExpertAllToAllsOverlapWhereTheStackCan) {
+  const schemas::ModelConfig model = schemas::model_preset("qwen3-30b-a3b");
+  const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100:2");
+  SearchOptions options = options_for(512, 4096);
+  options.schedules = {schemas::ScheduleType::one_f_one_b,
+                       schemas::ScheduleType::interleaved_one_f_one_b};
+  options.top_k = 3;
+  options.framework = schemas::TrainingFramework::megatron_lm;
+  const SearchResult megatron = search_plans(model, cluster, options);
+  ASSERT_FALSE(megatron.best.empty()) << megatron.binding_constraint;
+  for (const RankedPlan& ranked : megatron.best) {
+    const schemas::Plan& plan = ranked.plan;
+    EXPECT_NO_THROW(schemas::validate_plan(plan, schemas::JsonLocation("planned")));
+    EXPECT_EQ(plan.ep_comm_overlap,
+              plan.mesh.ep * plan.mesh.etp > 1 && plan.mesh.pp > 1 && plan.mesh.vpp > 1 &&
+                  plan.recompute.granularity != schemas::RecomputeGranularity::full);
+  }
+  EXPECT_TRUE(megatron.best.front().plan.ep_comm_overlap);
+  options.framework = schemas::TrainingFramework::deepspeed;
+  const SearchResult deepspeed = search_plans(model, cluster, options);
+  ASSERT_FALSE(deepspeed.best.empty()) << deepspeed.binding_constraint;
+  for (const RankedPlan& ranked : deepspeed.best) EXPECT_FALSE(ranked.plan.ep_comm_overlap);
+}
+
 TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   schemas::Plan plan;
   plan.model = schemas::model_preset("llama3.1-8b");

@@ -181,9 +181,13 @@ TEST(Plan, TpBeyondKvHeadsReplicatesThem) {
 TEST(Plan, ExpertMeshAndOptionsRoundTrip) {
   Plan moe = gpt2_plan();
   moe.model = model_preset("mixtral-8x7b");
-  moe.stages = even_pipeline_stages(32, 2);
   moe.sequence_parallel = true;
   moe.mesh.ep = 2;
+  // Overlapped all-to-alls: a stack that has them, interleaved when pipelined.
+  moe.framework = TrainingFramework::megatron_lm;
+  moe.mesh.vpp = 2;
+  moe.schedule = {ScheduleType::interleaved_one_f_one_b, {}};
+  moe.stages = even_pipeline_stages(32, 2 * moe.mesh.pp);
   moe.ep_comm_overlap = true;
   moe.expert_load_imbalance = 1.25;
   EXPECT_NO_THROW(validate_plan(moe, JsonLocation("plan.json")));

@@ -76,10 +76,12 @@ nlohmann::json layout_json(const schemas::Plan& plan) {
           {"order", schemas::mesh_order_to_string(plan.mesh.order)},
           {"split", split_text(plan)},
           {"ep", plan.mesh.ep},
-          {"etp", plan.mesh.etp}};
+          {"etp", plan.mesh.etp},
+          {"ep_comm_overlap", plan.ep_comm_overlap}};
 }
 
-// The table's columns, with the expert mesh after dp for a mixture of experts.
+// The table's columns, with the expert mesh after dp for a mixture of experts, and whether its
+// all-to-alls run beside another micro-batch's compute ("overlap") or on the critical path.
 struct Columns {
   std::vector<std::string> names;
   std::vector<bool> right_aligned;
@@ -88,15 +90,18 @@ Columns with_expert_columns(Columns columns, bool experts) {
   if (!experts) return columns;
   const auto dp = std::find(columns.names.begin(), columns.names.end(), "dp");
   const auto at = static_cast<std::ptrdiff_t>(dp - columns.names.begin()) + 1;
-  columns.names.insert(columns.names.begin() + at, {"ep", "etp"});
-  columns.right_aligned.insert(columns.right_aligned.begin() + at, {true, true});
+  columns.names.insert(columns.names.begin() + at, {"ep", "etp", "a2a"});
+  columns.right_aligned.insert(columns.right_aligned.begin() + at, {true, true, false});
   return columns;
 }
 std::vector<std::string> with_expert_cells(std::vector<std::string> cells, std::size_t after,
                                            const schemas::Plan& plan) {
   if (!plan.model.moe) return cells;
   cells.insert(cells.begin() + static_cast<std::ptrdiff_t>(after) + 1,
-               {std::to_string(plan.mesh.ep), std::to_string(plan.mesh.etp)});
+               {std::to_string(plan.mesh.ep), std::to_string(plan.mesh.etp),
+                plan.ep_comm_overlap               ? "overlap"
+                : plan.mesh.ep * plan.mesh.etp > 1 ? "exposed"
+                                                   : "-"});
   return cells;
 }
 

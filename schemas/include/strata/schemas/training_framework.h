@@ -29,4 +29,13 @@ inline constexpr std::array<EnumName<TrainingFramework>, 7> kTrainingFrameworkNa
      {TrainingFramework::torchtitan, "torchtitan"},
      {TrainingFramework::llm_foundry, "llm-foundry"}}};
 
+// Whether the stack can run a mixture of experts' dispatch and combine all-to-alls beside another
+// micro-batch's compute (a plan's ep_comm_overlap): Megatron-Core's combined 1F1B
+// (--overlap-moe-expert-parallel-comm, Megatron-LM and NeMo/Megatron-Bridge, since Core 0.14),
+// which pairs the forward of one micro-batch with the backward of another — with pipelining, only
+// under the interleaved schedule. A capability the plan format checks, not a cost behaviour.
+constexpr bool overlaps_expert_dispatch(TrainingFramework framework) {
+  return framework == TrainingFramework::megatron_lm || framework == TrainingFramework::nemo;
+}
+
 }  // namespace strata::schemas
