@@ -273,7 +273,7 @@ TEST(ExpertMesh, ZeroShardsExpertStateOverBlocksOfTheExpertDataParallelGroup) {
 
 // In every order, a rank's expert ZeRO shard group is the members of its expert data-parallel
 // group whose edp coordinate falls in its block of expert_zero_shards() (the definition, checked
-// by scanning; the function builds the group from its coordinates).
+// by scanning every rank's coordinates; the function builds the group from its own).
 TEST(ExpertMesh, ZeroShardGroupsAreTheBlocksOfTheExpertDataParallelGroupInEveryOrder) {
   std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
   std::sort(order.begin(), order.end());
@@ -288,16 +288,16 @@ TEST(ExpertMesh, ZeroShardGroupsAreTheBlocksOfTheExpertDataParallelGroupInEveryO
                     .ep = 2,
                     .etp = 2};
     ASSERT_EQ(mesh.expert_zero_shards(), 2);
-    const auto edp_block = [&](std::int64_t rank) {
-      return expert_coordinates(mesh, rank)[static_cast<std::size_t>(ExpertAxis::edp)] /
-             mesh.expert_zero_shards();
+    // Same shard group: the same etp, ep and pp coordinates, and the same block of edp.
+    const auto shard_key = [&](std::int64_t rank) {
+      ExpertCoordinates key = expert_coordinates(mesh, rank);
+      key[static_cast<std::size_t>(ExpertAxis::edp)] /= mesh.expert_zero_shards();
+      return key;
     };
     for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
       std::vector<std::int64_t> scanned;
       for (std::int64_t member = 0; member < mesh.world_size(); ++member) {
-        const bool same_place = expert_group_of(mesh, {ExpertAxis::edp}, member) ==
-                                expert_group_of(mesh, {ExpertAxis::edp}, rank);
-        if (same_place && edp_block(member) == edp_block(rank)) scanned.push_back(member);
+        if (shard_key(member) == shard_key(rank)) scanned.push_back(member);
       }
       EXPECT_EQ(expert_zero_shard_group_of(mesh, rank), scanned)
           << mesh_order_to_string(order) << " rank " << rank;
