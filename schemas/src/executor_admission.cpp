@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "strata/schemas/enum_names.h"
 
 namespace strata::schemas {
@@ -25,8 +27,16 @@ std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model) 
   if (model.qk_norm) {
     return ExecutorRefusal{"/qk_norm", "the executor builds no query/key norm"};
   }
-  if (model.moe) {
-    return ExecutorRefusal{"/moe", "the executor builds dense MLPs, not mixture-of-experts layers"};
+  if (model.moe && model.moe->router.expert_bias) {
+    return ExecutorRefusal{"/moe/router/expert_bias",
+                           "the executor's router has no expert bias (auxiliary-loss-free "
+                           "balancing): set it to false"};
+  }
+  if (model.moe && model.moe->router.expert_groups > 1) {
+    return ExecutorRefusal{"/moe/router/expert_groups",
+                           fmt::format("{}: the executor's router picks among all experts, not "
+                                       "within groups: set it to 1",
+                                       model.moe->router.expert_groups)};
   }
   if (model.mla) {
     return ExecutorRefusal{"/mla",
@@ -55,6 +65,24 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
   if (std::optional<ExecutorRefusal> refusal = executor_model_refusal(plan.model)) {
     refusal->json_path = "/model" + refusal->json_path;
     return refusal;
+  }
+  if (plan.model.moe) {
+    // The executor's MoE layer holds every expert on every rank and routes the tokens a rank
+    // holds whole: expert and tensor parallelism and context parallelism wait for its
+    // all-to-all dispatch.
+    const Mesh& mesh = plan.mesh;
+    for (const auto& [path, size, what] :
+         {std::tuple{"/mesh/ep", mesh.ep, "expert parallelism"},
+          std::tuple{"/mesh/etp", mesh.etp, "expert tensor parallelism"},
+          std::tuple{"/mesh/tp", mesh.tp, "tensor parallelism"},
+          std::tuple{"/mesh/cp", mesh.cp, "context parallelism"}}) {
+      if (size > 1) {
+        return ExecutorRefusal{
+            path, fmt::format("{}: the executor trains mixture-of-experts models with data and "
+                              "pipeline parallelism; {} of MoE layers is not built yet",
+                              size, what)};
+      }
+    }
   }
   return std::nullopt;
 }

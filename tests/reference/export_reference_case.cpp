@@ -1,5 +1,5 @@
 // Exports one reference case for torch_reference.py: a model's initial weights, one batch, the
-// loss and every gradient Strata computes for it, and the losses of 5 AdamW steps on that batch
+// loss and every gradient Strata computes for it, and the losses of 10 AdamW steps on that batch
 // (with warm-up, cosine decay and clipping). Usage:
 //   export_reference_case MODEL OUT_DIR      (MODEL: a preset name or a model file)
 #include <fmt/format.h>
@@ -23,7 +23,7 @@ namespace {
 
 constexpr std::int64_t kBatch = 2;
 constexpr std::int64_t kSeq = 64;
-constexpr int kSteps = 5;
+constexpr int kSteps = 10;
 constexpr std::uint64_t kSeed = 2024;
 
 std::string raw_bytes(const Tensor& tensor) {
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   const double loss = transformer.forward_backward(inputs, targets, loss_scale, no_dropout);
   schemas::write_file_atomically(out / "gradients.bin", raw_bytes(parameters.gradients()));
 
-  // 5 optimizer steps on the same batch: losses before each update.
+  // 10 optimizer steps on the same batch: losses before each update.
   const AdamWConfig adamw{.beta1 = 0.9, .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1};
   const LearningRateSchedule schedule{
       .peak = 1e-3, .minimum = 1e-4, .warmup_steps = 2, .total_steps = kSteps};

@@ -103,8 +103,8 @@ def main():
     failures = []
     for step, (inputs, targets) in enumerate(llmc_batches(tokens, BATCH, SEQ, STEPS)):
         optimizer.zero_grad()
-        loss = model_loss(params, model, inputs, targets)
-        loss.backward()
+        loss, auxiliary = model_loss(params, model, inputs, targets)  # MoE router losses, or 0
+        (loss + auxiliary).backward()
         optimizer.step()
         error = abs(loss.item() - strata_losses[step]) / abs(loss.item())
         print(f"step {step + 1} (epoch {epochs[step]}): loss torch {loss.item():.7f} "

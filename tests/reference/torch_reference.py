@@ -2,11 +2,13 @@
 """Strata's executor against PyTorch, written independently here from the model format.
 
 For each model, export_reference_case writes Strata's initial weights, one batch, the loss and
-every gradient, and the losses of 5 AdamW steps. This script rebuilds the same model in PyTorch
-(float32, torch.nn.functional), loads the weights, and checks:
+every gradient, and the losses of a few AdamW steps. This script rebuilds the same model in PyTorch
+(float32, torch.nn.functional; mixture-of-experts layers included), loads the weights, and checks:
   - the loss:                       relative error <= 1e-5
   - every parameter's gradient:     ||g_strata - g_torch|| / ||g_torch|| <= 1e-5
-  - 5 AdamW steps (torch.optim.AdamW, clip_grad_norm_, warm-up + cosine): each loss <= 1e-5
+  - the AdamW steps (torch.optim.AdamW, clip_grad_norm_, warm-up + cosine): each loss <= 1e-5
+The loss compared is the language-model cross-entropy; the gradients and the AdamW updates are of
+the training objective, which adds the MoE layers' load-balancing and z-losses to it.
 Run by CTest (test `torch_reference`); needs Debian's python3-torch and python3-numpy.
 """
 import argparse
@@ -59,13 +61,104 @@ def rotate_half(x, theta):
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
 
+def mlp(x, params, prefix, model, expert=None):
+    """The model's MLP kind (swiglu, or gelu with the tanh approximation) on x, with the weights
+    under prefix: the dense MLP, the fused shared experts, or, with `expert`, that routed expert's
+    slice of the stacked expert weights."""
+    def linear(inputs, name):
+        weight, bias = params[prefix + name + ".weight"], params.get(prefix + name + ".bias")
+        if expert is not None:
+            weight, bias = weight[expert], None if bias is None else bias[expert]
+        if bias is not None and bias.dim() == 2:
+            bias = bias.sum(0)  # fused shared experts keep one output bias each, [S, H]; all add
+        return F.linear(inputs, weight, bias)
+
+    if model["mlp_activation"] == "swiglu":
+        hidden = F.silu(linear(x, "gate")) * linear(x, "up")
+    else:
+        hidden = F.gelu(linear(x, "fc"), approximate="tanh")
+    return linear(hidden, "output")
+
+
+def is_moe_layer(layer, model):
+    """MoE layers start after first_dense_layers and then come every moe_layer_interval layers."""
+    moe = model.get("moe")
+    if not moe or layer < moe["first_dense_layers"]:
+        return False
+    return (layer - moe["first_dense_layers"] + 1) % moe["moe_layer_interval"] == 0
+
+
+def route(tokens, router_weight, moe):
+    """Top-K experts per token [T, K] (by decreasing score), their combine weights [T, K] (the
+    gradient reaches the router through these, not through the selection), and this layer's
+    load-balancing + z-loss."""
+    router = moe["router"]
+    assert router["expert_groups"] == 1 and router["groups_per_token"] == 1, "group routing"
+    assert not router["expert_bias"], "expert bias routing"
+    num_experts, top_k = moe["num_experts"], moe["experts_per_token"]
+    logits = F.linear(tokens, router_weight)
+    if router["score_function"] == "softmax":
+        scores = probabilities = logits.softmax(-1)
+    else:
+        scores = logits.sigmoid()
+        probabilities = scores / scores.sum(-1, keepdim=True)
+    weights, experts = scores.topk(top_k, dim=-1)
+    if router["normalize_top_k"]:
+        weights = weights / weights.sum(-1, keepdim=True)
+    weights = weights * router["scaling_factor"]
+    # Load balancing counts routing before any capacity drop, as a constant fraction per expert.
+    fraction = F.one_hot(experts, num_experts).sum((0, 1)).to(tokens.dtype) / experts.numel()
+    balance = num_experts * (fraction * probabilities.mean(0)).sum()
+    z_loss = logits.logsumexp(-1).pow(2).mean()
+    auxiliary = router["aux_loss_coefficient"] * balance + router["z_loss_coefficient"] * z_loss
+    return experts, weights, auxiliary
+
+
+def kept_slots(experts, moe):
+    """[T, K] mask of the (token, slot) pairs their expert keeps: with a capacity factor, each
+    expert keeps its first C = ceil(factor * T * K / E) assignments in token order (a token
+    picks an expert at most once, so slot order within a token never matters); else all."""
+    factor = moe.get("capacity_factor")
+    if factor is None:
+        return torch.ones_like(experts, dtype=torch.bool)
+    num_experts = moe["num_experts"]
+    capacity = math.ceil(factor * experts.numel() / num_experts)
+    per_token = F.one_hot(experts, num_experts).sum(1)  # [T, E], 0 or 1
+    earlier = per_token.cumsum(0) - per_token           # each expert's assignments before token t
+    return earlier.gather(1, experts) < capacity
+
+
+def moe_mlp(h, params, prefix, model):
+    """A MoE MLP on h [batch, seq, H]: routed experts weighted by the router, plus the (optionally
+    gated) shared experts. Returns the output and the layer's auxiliary loss."""
+    moe = model["moe"]
+    batch, seq, hidden_size = h.shape
+    tokens = h.reshape(batch * seq, hidden_size)
+    experts, weights, auxiliary = route(tokens, params[prefix + "router.weight"], moe)
+    kept = kept_slots(experts, moe)
+    output = torch.zeros_like(tokens)
+    for expert in range(moe["num_experts"]):
+        token, slot = ((experts == expert) & kept).nonzero(as_tuple=True)
+        expert_output = mlp(tokens[token], params, prefix + "experts.", model, expert)
+        output = output.index_add(0, token, weights[token, slot, None] * expert_output)
+    if moe["num_shared_experts"] > 0:
+        shared = mlp(tokens, params, prefix + "shared.", model)
+        if moe["shared_expert_gate"]:
+            shared = shared * F.linear(tokens, params[prefix + "shared_gate.weight"]).sigmoid()
+        output = output + shared
+    return output.view(batch, seq, hidden_size), auxiliary
+
+
 def model_loss(params, model, inputs, targets):
+    """(cross-entropy mean, sum of the MoE layers' auxiliary losses): Strata logs the first and
+    trains on their sum, so both are needed. auxiliary is a zero tensor for dense models."""
     batch, seq = inputs.shape
     heads, kv_heads, head_dim = model["num_attention_heads"], model["num_kv_heads"], model["head_dim"]
     x = params["embedding.word"][inputs]
     if model["position_embedding"] == "learned":
         x = x + params["embedding.position"][:seq]
     causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    auxiliary = x.new_zeros(())
     for layer in range(model["num_layers"]):
         p = f"layers.{layer}."
         h = norm(x, params, p + "attention_norm", model)
@@ -85,17 +178,16 @@ def model_loss(params, model, inputs, targets):
         x = x + F.linear(attention, params[p + "attention.output.weight"],
                          params.get(p + "attention.output.bias"))
         h = norm(x, params, p + "mlp_norm", model)
-        if model["mlp_activation"] == "swiglu":
-            hidden = F.silu(F.linear(h, params[p + "mlp.gate.weight"], params.get(p + "mlp.gate.bias")))
-            hidden = hidden * F.linear(h, params[p + "mlp.up.weight"], params.get(p + "mlp.up.bias"))
+        if is_moe_layer(layer, model):
+            output, layer_auxiliary = moe_mlp(h, params, p + "mlp.", model)
+            auxiliary = auxiliary + layer_auxiliary
         else:
-            hidden = F.gelu(F.linear(h, params[p + "mlp.fc.weight"], params.get(p + "mlp.fc.bias")),
-                            approximate="tanh")
-        x = x + F.linear(hidden, params[p + "mlp.output.weight"], params.get(p + "mlp.output.bias"))
+            output = mlp(h, params, p + "mlp.", model)
+        x = x + output
     x = norm(x, params, "final_norm", model)
     head = params["embedding.word"] if model["tied_embeddings"] else params["lm_head.weight"]
     logits = F.linear(x, head)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)), auxiliary
 
 
 def learning_rate(step, optimizer):
@@ -120,8 +212,8 @@ def check_case(directory):
     targets = torch.tensor(case["batch"]["targets"], dtype=torch.long).view(shape)
     failures = []
 
-    loss = model_loss(params, model, inputs, targets)
-    loss.backward()
+    loss, auxiliary = model_loss(params, model, inputs, targets)
+    (loss + auxiliary).backward()
     loss_error = abs(loss.item() - case["loss"]) / abs(loss.item())
     print(f"{model['name']}: loss torch {loss.item():.7f} strata {case['loss']:.7f} "
           f"relative error {loss_error:.2e}")
@@ -136,7 +228,8 @@ def check_case(directory):
             failures.append(f"gradient of {name}: relative error {error:.2e}")
     print(f"{model['name']}: {len(params)} gradients, worst relative error {worst:.2e} ({worst_name})")
 
-    # 5 AdamW steps on the same batch, from the same initial weights.
+    # The AdamW steps on the same batch, from the same initial weights: each steps on the
+    # training objective and logs its cross-entropy, as Strata does.
     optimizer_config = case["optimizer"]
     _, params, _ = load_case(directory)
     decayed = [params[e["name"]] for e in case["parameters"] if e["weight_decay"]]
@@ -150,8 +243,8 @@ def check_case(directory):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, optimizer_config)
         optimizer.zero_grad()
-        loss = model_loss(params, model, inputs, targets)
-        loss.backward()
+        loss, auxiliary = model_loss(params, model, inputs, targets)
+        (loss + auxiliary).backward()
         torch.nn.utils.clip_grad_norm_(list(params.values()), optimizer_config["max_grad_norm"])
         optimizer.step()
         error = abs(loss.item() - strata_loss) / abs(loss.item())

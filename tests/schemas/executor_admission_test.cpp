@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 
@@ -64,12 +68,42 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_EQ(bloom->rule, "the executor builds learned or rope positions, not alibi");
   EXPECT_FALSE(executor_model_refusal(model_preset("gpt2-124m")).has_value());
   EXPECT_EQ(executor_model_refusal(model_preset("qwen3-30b-a3b"))->json_path, "/qk_norm");
-  ModelConfig mixtral = model_preset("mixtral-8x7b");
-  EXPECT_EQ(executor_model_refusal(mixtral)->json_path, "/moe");
-  EXPECT_EQ(executor_model_refusal(model_preset("deepseek-v3"))->json_path, "/moe");
+  // Mixtral's router (softmax top-2, no bias, no groups) is the executor's; DeepSeek-V3's
+  // auxiliary-loss-free bias and group-limited routing are not.
+  EXPECT_FALSE(executor_model_refusal(model_preset("mixtral-8x7b")).has_value());
+  EXPECT_FALSE(executor_model_refusal(model_preset("moe-tiny")).has_value());
+  ModelConfig deepseek = model_preset("deepseek-v3");
+  EXPECT_EQ(executor_model_refusal(deepseek)->json_path, "/moe/router/expert_bias");
+  deepseek.moe->router.expert_bias = false;
+  EXPECT_EQ(executor_model_refusal(deepseek)->json_path, "/moe/router/expert_groups");
   ModelConfig latent_only = model_preset("deepseek-v3");
   latent_only.moe.reset();
   EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
+}
+
+TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataAndPipelineMeshesOnly) {
+  PlanKnobs knobs;
+  knobs.seq_length = 64;
+  knobs.global_batch_size = 8;
+  knobs.micro_batch_size = 1;
+  knobs.mesh = Mesh{.tp = 1, .cp = 1, .dp = 4, .pp = 2, .dp_shard = 0};
+  knobs.zero_stage = 3;
+  knobs.precision = Dtype::fp32;
+  const Plan admitted =
+      build_plan(model_preset("moe-tiny"), cluster_preset("cpu-local:8"), knobs, "test");
+  EXPECT_FALSE(executor_refusal(admitted).has_value());
+  for (const auto& [path, set] : std::vector<std::pair<std::string, void (*)(Mesh&)>>{
+           {"/mesh/ep", [](Mesh& mesh) { mesh.ep = 2; }},
+           {"/mesh/etp", [](Mesh& mesh) { mesh.etp = 2; }},
+           {"/mesh/tp", [](Mesh& mesh) { mesh.tp = 2; }},
+           {"/mesh/cp", [](Mesh& mesh) { mesh.cp = 2; }}}) {
+    Plan plan = admitted;
+    set(plan.mesh);
+    const std::optional<ExecutorRefusal> refusal = executor_refusal(plan);
+    ASSERT_TRUE(refusal.has_value()) << path;
+    EXPECT_EQ(refusal->json_path, path);
+    EXPECT_NE(refusal->rule.find("data and pipeline parallelism"), std::string::npos) << path;
+  }
 }
 
 }  // namespace

@@ -124,8 +124,8 @@ TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
 }
 
 // The planner searches the expert mesh (the table gains ep and etp columns); plans for Strata's
-// own executor, which has no MoE layer, are refused with the field that stops them. A hand-made
-// expert mesh simulates, under the same rules.
+// own executor keep to the layouts its MoE layer runs. A hand-made expert mesh simulates, under
+// the same rules.
 TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
   const CommandResult plan = strata(
       "plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096 "
@@ -133,10 +133,23 @@ TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   EXPECT_THAT(plan.out, HasSubstr(" ep "));
   EXPECT_THAT(plan.out, HasSubstr(" etp "));
-  const CommandResult for_strata =
+  // Strata's executor trains experts on data and pipeline meshes: its plans keep every expert
+  // on every rank, and the search says how many expert meshes it left out for that.
+  const CommandResult for_strata = strata(
+      "plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096 "
+      "--format json --top 3");
+  ASSERT_EQ(for_strata.exit_code, 0) << for_strata.err;
+  const nlohmann::json strata_plans = nlohmann::json::parse(for_strata.out);
+  ASSERT_FALSE(strata_plans.at("plans").empty()) << for_strata.out;
+  for (const nlohmann::json& ranked : strata_plans.at("plans")) {
+    const nlohmann::json& mesh = ranked.at("plan").at("mesh");
+    EXPECT_EQ(mesh.value("ep", 1), 1);
+    EXPECT_EQ(mesh.at("tp"), 1);
+    EXPECT_EQ(mesh.at("cp"), 1);
+  }
+  const CommandResult strata_table =
       strata("plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096");
-  EXPECT_THAT(for_strata.out, HasSubstr("No plan runs"));
-  EXPECT_THAT(for_strata.out, HasSubstr("/moe"));
+  EXPECT_THAT(strata_table.out, HasSubstr("the executor does not run"));
   const std::string deepseek =
       "simulate --model deepseek-v3 --cluster dgx-h100:32 --tp 8 --pp 8 --global-batch 256 "
       "--seq-len 4096 --precision fp8 --zero 1 --framework megatron-lm ";
@@ -156,8 +169,8 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
-  // 22 dense published models, 5 mixtures of experts, gpt-tiny and llama-tiny.
-  EXPECT_EQ(listing.at("models").size(), 29u);
+  // 22 dense published models, 5 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
+  EXPECT_EQ(listing.at("models").size(), 30u);
   EXPECT_EQ(listing.at("clusters").size(), 5u);
 
   const CommandResult shown = strata("presets --show dgx-h100:4");

@@ -1,8 +1,8 @@
-// What the planner ranks best, the executor runs (issue 32's property): for models, rank counts and
-// batches, each of `strata plan`'s ten best plans on cpu-local trains two steps under mpirun as
-// `strata train --plan` — none is refused. Not under the sanitizers: 40 jobs of a Debug build
-// would take most of the test budget, and the code they run is covered there by the executor's
-// own tests.
+// What the planner ranks best, the executor runs (issue 32's property): for models (a mixture of
+// experts among them), rank counts and batches, each of `strata plan`'s ten best plans on
+// cpu-local trains two steps under mpirun as `strata train --plan` — none is refused. Not under
+// the sanitizers: 50 jobs of a Debug build would take most of the test budget, and the code they
+// run is covered there by the executor's own tests.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -84,7 +84,8 @@ INSTANTIATE_TEST_SUITE_P(Jobs, PlannerTopPlans,
                          ::testing::Values(PlannedJob{"GptTiny2Ranks", "gpt-tiny", 2, 8, 64},
                                            PlannedJob{"LlamaTiny4Ranks", "llama-tiny", 4, 16, 128},
                                            PlannedJob{"GptTiny8Ranks", "gpt-tiny", 8, 16, 64},
-                                           PlannedJob{"LlamaTiny8Ranks", "llama-tiny", 8, 16, 128}),
+                                           PlannedJob{"LlamaTiny8Ranks", "llama-tiny", 8, 16, 128},
+                                           PlannedJob{"MoeTiny4Ranks", "moe-tiny", 4, 16, 64}),
                          [](const ::testing::TestParamInfo<PlannedJob>& info) {
                            return info.param.name;
                          });

@@ -377,8 +377,8 @@ void Transformer::stage_backward(int chunk, const Tensor* d_output, double loss_
     acquire_gradients(layer + 1);
     d_residual_next_.fill_zero();
     layer_at(layer).backward(a.residuals[slot], a.residuals[slot + 1], d_residual_,
-                             d_residual_next_, dropout, scratch_, layer_activations(layer, a, slot),
-                             split ? &a.deferred : nullptr);
+                             d_residual_next_, dropout, loss_scale, scratch_,
+                             layer_activations(layer, a, slot), split ? &a.deferred : nullptr);
     std::swap(d_residual_, d_residual_next_);
     release_gradients(layer + 1);
     release_values(layer + 1);

@@ -89,6 +89,10 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
   }
   add("mlp_norm.weight", {hidden}, ones, false, replicated);
   if (layernorm) add("mlp_norm.bias", {hidden}, zeros, false, replicated);
+  if (model.moe && model.moe->is_moe_layer(index)) {
+    for (ParameterSpec& spec : moe_mlp_parameters(model, index)) specs.push_back(std::move(spec));
+    return specs;
+  }
   if (model.mlp_activation == schemas::MlpActivation::swiglu) {
     add("mlp.gate.weight", {ffn, hidden}, weight, true, column_parallel);
     if (model.mlp_bias) add("mlp.gate.bias", {ffn}, zeros, false, column_parallel);
@@ -160,13 +164,19 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   attention_output_bias_ = optional_entry(store, name_of(index, "attention.output.bias"));
   mlp_norm_weight_ = &store.entry(name_of(index, "mlp_norm.weight"));
   mlp_norm_bias_ = optional_entry(store, name_of(index, "mlp_norm.bias"));
-  mlp_in_weight_ = &store.entry(name_of(index, llama_mlp_ ? "mlp.gate.weight" : "mlp.fc.weight"));
-  mlp_in_bias_ =
-      optional_entry(store, name_of(index, llama_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
-  mlp_up_weight_ = llama_mlp_ ? &store.entry(name_of(index, "mlp.up.weight")) : nullptr;
-  mlp_up_bias_ = llama_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
-  mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
-  mlp_output_bias_ = optional_entry(store, name_of(index, "mlp.output.bias"));
+  if (model.moe && model.moe->is_moe_layer(index)) {
+    moe_.emplace(model, index, store);
+    mlp_in_weight_ = mlp_in_bias_ = mlp_up_weight_ = mlp_up_bias_ = nullptr;
+    mlp_output_weight_ = mlp_output_bias_ = nullptr;
+  } else {
+    mlp_in_weight_ = &store.entry(name_of(index, llama_mlp_ ? "mlp.gate.weight" : "mlp.fc.weight"));
+    mlp_in_bias_ =
+        optional_entry(store, name_of(index, llama_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
+    mlp_up_weight_ = llama_mlp_ ? &store.entry(name_of(index, "mlp.up.weight")) : nullptr;
+    mlp_up_bias_ = llama_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
+    mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
+    mlp_output_bias_ = optional_entry(store, name_of(index, "mlp.output.bias"));
+  }
   STRATA_CHECK(qkv_weight_->shape[0] == shape_.qkv_width(),
                "layer {}: qkv slice of {} rows for {} heads and {} kv heads", index,
                qkv_weight_->shape[0], shape_.num_heads, shape_.num_kv_heads);
@@ -220,7 +230,8 @@ void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::in
   const std::int64_t tokens = batch * seq;
   const std::int64_t local = tp_.local_tokens(tokens);
   const std::int64_t hidden = model_.hidden_size;
-  const std::int64_t ffn = mlp_in_weight_->shape[0];
+  // A MoE layer's MLP intermediates depend on the routing: MoeMlp sizes them per micro-batch.
+  const std::int64_t ffn = moe_ ? 0 : mlp_in_weight_->shape[0];
   a.mean1 = Tensor::zeros({local}, statistics, device);
   a.rstd1 = Tensor::zeros({local}, statistics, device);
   a.norm1_full = Tensor::zeros({tokens, hidden}, type, device);
@@ -277,18 +288,22 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   detail::norm_forward(model_.norm, a.middle, mlp_norm_weight_->compute, value_of(mlp_norm_bias_),
                        model_.norm_epsilon, norm2, a.mean2, a.rstd2);
   gather_sequence(tp_, norm2, a.norm2_full);
-  if (llama_mlp_) {
-    linear_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in);
-    linear_forward(a.norm2_full, mlp_up_weight_->compute, value_of(mlp_up_bias_), a.up);
-    swiglu_forward(a.hidden_in, a.up, a.hidden_out);
-  } else {
-    linear_gelu_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in,
-                        a.hidden_out);
-  }
   Tensor mlp_branch = out.reshaped({out.numel() / hidden, hidden});
   Tensor& mlp_partial = sp ? scratch.mlp_full : mlp_branch;
-  linear_forward(a.hidden_out, mlp_output_weight_->compute,
-                 separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
+  if (moe_) {
+    moe_->forward(a.norm2_full, mlp_partial, a.moe);
+  } else {
+    if (llama_mlp_) {
+      linear_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in);
+      linear_forward(a.norm2_full, mlp_up_weight_->compute, value_of(mlp_up_bias_), a.up);
+      swiglu_forward(a.hidden_in, a.up, a.hidden_out);
+    } else {
+      linear_gelu_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_),
+                          a.hidden_in, a.hidden_out);
+    }
+    linear_forward(a.hidden_out, mlp_output_weight_->compute,
+                   separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
+  }
   reduce_sequence(tp_, mlp_partial, mlp_branch);
   if (separate_bias() && mlp_output_bias_) bias_forward(mlp_branch, mlp_output_bias_->compute);
   if (p > 0) branch_dropout_forward(dropout, a, 1, mlp_branch);
@@ -296,8 +311,9 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
 }
 
 void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
-                                const DropoutContext& dropout, LayerScratch& scratch,
-                                LayerActivations& a, DeferredWeightGradients* deferred) {
+                                const DropoutContext& dropout, double loss_scale,
+                                LayerScratch& scratch, LayerActivations& a,
+                                DeferredWeightGradients* deferred) {
   if (recomputes()) forward(x, out, a.batch, a.seq, dropout, scratch, a);
   const double p = model_.dropout;
   const bool sp = tp_.shards_tokens();
@@ -316,22 +332,28 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     gather_sequence(tp_, *d_mlp, scratch.d_branch_full);
     d_mlp = &scratch.d_branch_full;
   }
-  // Scratch gradients that one op fills are overwritten, not zeroed and then accumulated into.
-  linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
-                   separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden,
-                   GradientWrite::overwrite, deferred);
-  if (llama_mlp_) {
-    scratch.d_gate.fill_zero();
-    scratch.d_up.fill_zero();
-    swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
-    linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_, scratch.d_norm_full,
-                     GradientWrite::overwrite, deferred);
+  if (moe_) {
+    const auto routed_tokens = static_cast<double>(a.norm2_full.size(0));
+    moe_->backward(*d_mlp, a.norm2_full, a.moe, loss_scale * routed_tokens, scratch.d_norm_full);
   } else {
-    gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate, GradientWrite::overwrite);
+    // Scratch gradients that one op fills are overwritten, not zeroed and then accumulated into.
+    linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
+                     separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden,
+                     GradientWrite::overwrite, deferred);
+    if (llama_mlp_) {
+      scratch.d_gate.fill_zero();
+      scratch.d_up.fill_zero();
+      swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
+      linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_,
+                       scratch.d_norm_full, GradientWrite::overwrite, deferred);
+    } else {
+      gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate, GradientWrite::overwrite);
+    }
+    // The gate's input gradient adds to the up projection's (llama) or is the only one (gpt).
+    linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_,
+                     scratch.d_norm_full,
+                     llama_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
   }
-  // The gate's input gradient adds to the up projection's (llama) or is the only one (gpt).
-  linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_, scratch.d_norm_full,
-                   llama_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
                         a.rstd2, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));

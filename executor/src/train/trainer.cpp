@@ -54,6 +54,11 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                                  "on CUDA)",
                                  schemas::name_of(plan.precision, schemas::kDtypeNames)));
   }
+  if (cuda && plan.model.moe) {
+    throw InputError(plan_source, "/model/moe",
+                     "the CUDA backend builds dense MLPs; mixture-of-experts models train on the "
+                     "CPU (--device cpu)");
+  }
   if (cuda && plan.zero_stage > 0) {
     // The sharded optimizer keeps ZeRO's shards in host memory; on one GPU there is no
     // data-parallel rank to shard over, so stage 0 holds the same state.

@@ -25,7 +25,8 @@ struct ExecutorRefusal {
 };
 
 // The first refusal for a model: learned or rotary positions, GELU or SwiGLU MLPs, no embedding
-// or query/key norm, dense MLPs and (grouped-query) multi-head attention. Paths are relative to the
+// or query/key norm, (grouped-query) multi-head attention, and dense MLPs or mixture-of-experts
+// MLPs whose router has no expert bias and no group-limited routing. Paths are relative to the
 // model object ("/position_embedding").
 std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 
@@ -33,7 +34,8 @@ std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 // (another framework's plan is for simulating that stack), tensor-parallel collectives between the
 // GEMMs (no tp_comm_overlap), fp32 or bf16, and a model executor_model_refusal admits (under
 // "/model"). Every mesh, ZeRO stage, hybrid shard group, schedule, recomputation and pipeline split
-// that validate_plan accepts runs.
+// that validate_plan accepts runs — for a mixture-of-experts model, on meshes of data and pipeline
+// parallelism only (ep, etp, tp and cp 1).
 std::optional<ExecutorRefusal> executor_refusal(const Plan& plan);
 
 }  // namespace strata::schemas

@@ -7,7 +7,8 @@
 //   dropout ─(+)─ out
 //      └──────────────────────────────────────────────────────────────────────┘
 //      └─────────────────────┘
-//   MLP: gpt = fc ─ GELU ─ output;  llama = (gate, up) ─ SwiGLU ─ output
+//   MLP: gpt = fc ─ GELU ─ output;  llama = (gate, up) ─ SwiGLU ─ output; on the layers a
+//   model's `moe` block names, a mixture of experts of that kind (model/moe_mlp.h)
 //
 // With tensor parallelism (model/tensor_parallel.h) the norms, dropout and residuals run on this
 // rank's tokens (all of them without SP), the projections and attention on its heads and MLP
@@ -19,10 +20,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "strata/executor/model/all_gather_attention.h"
 #include "strata/executor/model/context_parallel.h"
+#include "strata/executor/model/moe_mlp.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/ring_attention.h"
 #include "strata/executor/model/tensor_parallel.h"
@@ -65,6 +68,7 @@ struct LayerActivations {
   std::int64_t batch = 0, seq = 0;  // of the forward that filled them
   Tensor mean1, rstd1, norm1_full, qkv, attention_out, lse, middle;
   Tensor mean2, rstd2, norm2_full, hidden_in, up, hidden_out;
+  MoeActivations moe;  // a MoE layer's, in place of hidden_in, up and hidden_out
 };
 
 // The weight-gradient work that a zero-bubble schedule's input-gradient pass (I) leaves for its
@@ -113,10 +117,12 @@ class TransformerLayer {
   // parameter gradients accumulate in the store, or, with `deferred`, the linears' weight and
   // bias gradients are left there for a later W pass (norm gains and separately added biases are
   // done now). A recomputing layer first reruns its forward from x (writing `out` again, with
-  // the same values).
+  // the same values). loss_scale is the scale of the micro-batch's token losses (see
+  // Transformer::stage_backward): a MoE layer weighs its router losses by it times its tokens,
+  // and computes its weight gradients now even when deferred.
   void backward(const Tensor& x, Tensor& out, const Tensor& d_out, Tensor& dx,
-                const DropoutContext& dropout, LayerScratch& scratch, LayerActivations& a,
-                DeferredWeightGradients* deferred = nullptr);
+                const DropoutContext& dropout, double loss_scale, LayerScratch& scratch,
+                LayerActivations& a, DeferredWeightGradients* deferred = nullptr);
 
  private:
   void allocate(LayerActivations& activations, std::int64_t batch, std::int64_t seq,
@@ -147,12 +153,14 @@ class TransformerLayer {
   ParameterEntry* attention_output_bias_;
   ParameterEntry* mlp_norm_weight_;
   ParameterEntry* mlp_norm_bias_;
+  // The dense MLP's (null on a MoE layer, which has moe_ instead).
   ParameterEntry* mlp_in_weight_;  // gpt: fc; llama: gate
   ParameterEntry* mlp_in_bias_;
   ParameterEntry* mlp_up_weight_;  // llama only
   ParameterEntry* mlp_up_bias_;
   ParameterEntry* mlp_output_weight_;
   ParameterEntry* mlp_output_bias_;
+  std::optional<MoeMlp> moe_;
 
   bool recompute_ = false;
 };

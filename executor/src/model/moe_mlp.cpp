@@ -1,0 +1,369 @@
+#include "strata/executor/model/moe_mlp.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "strata/executor/ops/bias.h"
+#include "strata/executor/ops/dispatch.h"
+#include "strata/executor/ops/gelu.h"
+#include "strata/executor/ops/linear.h"
+#include "strata/executor/ops/swiglu.h"
+
+namespace strata::executor {
+namespace {
+
+using schemas::ModelConfig;
+using schemas::MoeConfig;
+
+std::string name_of(std::int64_t index, const std::string& suffix) {
+  return fmt::format("layers.{}.mlp.{}", index, suffix);
+}
+
+// One MLP's tensors as the ops see them: expert e's slices of the stacked weights (or the shared
+// experts' whole matrices) and the matching gradient views. Absent biases stay empty.
+struct MlpView {
+  Tensor in_weight, in_bias, up_weight, up_bias, output_weight, output_bias;
+  const Tensor* bias(const Tensor& tensor) const { return tensor.numel() > 0 ? &tensor : nullptr; }
+};
+
+Tensor slice(const Tensor& stacked, std::int64_t index, Shape shape) {
+  const std::int64_t offset = index * shape_numel(shape);  // before the shape moves
+  return stacked.view(offset, std::move(shape));
+}
+
+// Rows of a [rows, columns] tensor: rows first … first + count − 1.
+Tensor rows(const Tensor& tensor, std::int64_t first, std::int64_t count) {
+  const std::int64_t columns = tensor.size(1);
+  return tensor.view(first * columns, {count, columns});
+}
+
+}  // namespace
+
+std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int64_t index) {
+  const MoeConfig& moe = *model.moe;
+  const std::int64_t hidden = model.hidden_size;
+  const std::int64_t experts = moe.num_experts;
+  const std::int64_t width = moe.expert_ffn_hidden_size;
+  const std::int64_t shared_width = moe.num_shared_experts * moe.shared_expert_ffn_hidden_size;
+  const bool llama = model.mlp_activation == schemas::MlpActivation::swiglu;
+  const InitRule weight{InitKind::normal, 0.02};
+  const InitRule residual_output{InitKind::normal,
+                                 0.02 / std::sqrt(2.0 * static_cast<double>(model.num_layers))};
+  const InitRule zeros{InitKind::zeros, 0};
+  // Expert parallelism, when it comes, shards the leading expert axis; until then every rank of
+  // a group holds every expert.
+  const Placement replicated = Placement::replicate();
+  std::vector<ParameterSpec> specs;
+  auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay) {
+    specs.push_back(
+        ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, replicated});
+  };
+  add("router.weight", {experts, hidden}, weight, true);
+  for (const char* input :
+       llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
+    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true);
+    if (model.mlp_bias) add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false);
+  }
+  add("experts.output.weight", {experts, hidden, width}, residual_output, true);
+  if (model.mlp_bias) add("experts.output.bias", {experts, hidden}, zeros, false);
+  if (shared_width > 0) {
+    for (const char* input :
+         llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
+      add(fmt::format("shared.{}.weight", input), {shared_width, hidden}, weight, true);
+      if (model.mlp_bias) add(fmt::format("shared.{}.bias", input), {shared_width}, zeros, false);
+    }
+    add("shared.output.weight", {hidden, shared_width}, residual_output, true);
+    if (model.mlp_bias) {
+      add("shared.output.bias", {moe.num_shared_experts, hidden}, zeros, false);
+    }
+    if (moe.shared_expert_gate) add("shared_gate.weight", {1, hidden}, weight, true);
+  }
+  return specs;
+}
+
+MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store)
+    : model_(model),
+      moe_(*model.moe),
+      llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
+      router_(&store.entry(name_of(index, "router.weight"))) {
+  auto optional = [&](const std::string& suffix) -> ParameterEntry* {
+    const std::string name = name_of(index, suffix);
+    return store.contains(name) ? &store.entry(name) : nullptr;
+  };
+  auto group = [&](const char* prefix) {
+    Matrices m;
+    const std::string in = llama_mlp_ ? "gate" : "fc";
+    m.in_weight = optional(fmt::format("{}.{}.weight", prefix, in));
+    m.in_bias = optional(fmt::format("{}.{}.bias", prefix, in));
+    m.up_weight = optional(fmt::format("{}.up.weight", prefix));
+    m.up_bias = optional(fmt::format("{}.up.bias", prefix));
+    m.output_weight = optional(fmt::format("{}.output.weight", prefix));
+    m.output_bias = optional(fmt::format("{}.output.bias", prefix));
+    return m;
+  };
+  experts_ = group("experts");
+  shared_ = group("shared");
+  shared_gate_ = optional("shared_gate.weight");
+  STRATA_CHECK(experts_.in_weight != nullptr && experts_.output_weight != nullptr,
+               "layer {}: a MoE layer without its experts' weights", index);
+}
+
+namespace {
+
+// Expert e's slices of the stacked routed-expert tensors: `values` picks the compute copies or
+// the gradients.
+template <class Pick>
+MlpView expert_view(const MoeConfig& moe, std::int64_t hidden, std::int64_t e, Pick pick,
+                    ParameterEntry* in_weight, ParameterEntry* in_bias, ParameterEntry* up_weight,
+                    ParameterEntry* up_bias, ParameterEntry* output_weight,
+                    ParameterEntry* output_bias) {
+  const std::int64_t width = moe.expert_ffn_hidden_size;
+  MlpView view;
+  view.in_weight = slice(pick(*in_weight), e, {width, hidden});
+  if (in_bias) view.in_bias = slice(pick(*in_bias), e, {width});
+  if (up_weight) view.up_weight = slice(pick(*up_weight), e, {width, hidden});
+  if (up_bias) view.up_bias = slice(pick(*up_bias), e, {width});
+  view.output_weight = slice(pick(*output_weight), e, {hidden, width});
+  if (output_bias) view.output_bias = slice(pick(*output_bias), e, {hidden});
+  return view;
+}
+
+const auto kCompute = [](ParameterEntry& entry) -> Tensor& { return entry.compute; };
+const auto kGradient = [](ParameterEntry& entry) -> Tensor& { return entry.gradient; };
+
+}  // namespace
+
+void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
+  STRATA_CHECK(h.device() == Device::cpu, "mixture-of-experts layers run on the CPU backend");
+  const std::int64_t tokens = h.size(0), hidden = model_.hidden_size;
+  const ScalarType type = h.scalar_type();
+  a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
+  linear_forward(h, router_->compute, nullptr, a.logits);
+  route_tokens(a.logits, moe_, a.routing);
+  const TokenRouting& routing = a.routing;
+  const std::int64_t rows_dispatched = routing.dispatched_count();
+  const std::int64_t width = moe_.expert_ffn_hidden_size;
+  a.dispatched_in = Tensor::zeros({rows_dispatched, hidden}, type);
+  a.hidden_in = Tensor::zeros({rows_dispatched, width}, type);
+  a.up = llama_mlp_ ? Tensor::zeros({rows_dispatched, width}, type) : Tensor();
+  a.hidden_out = Tensor::zeros({rows_dispatched, width}, type);
+  a.expert_out = Tensor::zeros({rows_dispatched, hidden}, type);
+  // Permute: each dispatched row is a copy of its token's input.
+  const std::size_t row_bytes = static_cast<std::size_t>(hidden) * scalar_bytes(type);
+  for (std::int64_t r = 0; r < rows_dispatched; ++r) {
+    std::memcpy(static_cast<std::byte*>(a.dispatched_in.raw()) + r * row_bytes,
+                static_cast<const std::byte*>(h.raw()) + routing.token_of(r) * row_bytes,
+                row_bytes);
+  }
+  // The experts, each on its contiguous rows (a grouped GEMM as a loop of GEMMs).
+  for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
+    const std::int64_t first = routing.expert_offsets[e];
+    const std::int64_t count = routing.expert_offsets[e + 1] - first;
+    if (count == 0) continue;
+    const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
+                                  experts_.up_weight, experts_.up_bias, experts_.output_weight,
+                                  experts_.output_bias);
+    const Tensor x = rows(a.dispatched_in, first, count);
+    Tensor hidden_in = rows(a.hidden_in, first, count);
+    Tensor hidden_out = rows(a.hidden_out, first, count);
+    if (llama_mlp_) {
+      Tensor up = rows(a.up, first, count);
+      linear_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in);
+      linear_forward(x, w.up_weight, w.bias(w.up_bias), up);
+      swiglu_forward(hidden_in, up, hidden_out);
+    } else {
+      linear_gelu_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in, hidden_out);
+    }
+    Tensor out = rows(a.expert_out, first, count);
+    linear_forward(hidden_out, w.output_weight, w.bias(w.output_bias), out);
+  }
+  // Unpermute: each token's output is its kept experts' outputs times their weights.
+  y.fill_zero();
+  dispatch_floating(type, "moe_combine", [&]<class T>() {
+    const T* weights = routing.weights.data<T>();
+    const T* expert_out = a.expert_out.data<T>();
+    T* out = y.data<T>();
+    for (std::int64_t r = 0; r < rows_dispatched; ++r) {
+      const T weight = weights[routing.dispatched[r]];
+      T* target = out + routing.token_of(r) * hidden;
+      const T* source = expert_out + r * hidden;
+      for (std::int64_t i = 0; i < hidden; ++i) target[i] += weight * source[i];
+    }
+  });
+  if (shared_.in_weight == nullptr) return;
+  // Shared experts on every token.
+  const std::int64_t shared_width = shared_.in_weight->shape[0];
+  a.shared_in = Tensor::zeros({tokens, shared_width}, type);
+  a.shared_up = llama_mlp_ ? Tensor::zeros({tokens, shared_width}, type) : Tensor();
+  a.shared_hidden = Tensor::zeros({tokens, shared_width}, type);
+  a.shared_out = Tensor::zeros({tokens, hidden}, type);
+  const Tensor* in_bias = shared_.in_bias ? &shared_.in_bias->compute : nullptr;
+  if (llama_mlp_) {
+    linear_forward(h, shared_.in_weight->compute, in_bias, a.shared_in);
+    linear_forward(h, shared_.up_weight->compute,
+                   shared_.up_bias ? &shared_.up_bias->compute : nullptr, a.shared_up);
+    swiglu_forward(a.shared_in, a.shared_up, a.shared_hidden);
+  } else {
+    linear_gelu_forward(h, shared_.in_weight->compute, in_bias, a.shared_in, a.shared_hidden);
+  }
+  linear_forward(a.shared_hidden, shared_.output_weight->compute, nullptr, a.shared_out);
+  if (shared_.output_bias) {
+    for (std::int64_t s = 0; s < moe_.num_shared_experts; ++s) {
+      bias_forward(a.shared_out, slice(shared_.output_bias->compute, s, {hidden}));
+    }
+  }
+  if (shared_gate_) {
+    a.shared_gate = Tensor::zeros({tokens, 1}, type);
+    linear_forward(h, shared_gate_->compute, nullptr, a.shared_gate);
+  }
+  dispatch_floating(type, "moe_shared_combine", [&]<class T>() {
+    T* gate = shared_gate_ ? a.shared_gate.data<T>() : nullptr;
+    const T* shared = a.shared_out.data<T>();
+    T* out = y.data<T>();
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      T factor = 1;
+      if (gate) factor = gate[t] = T(1) / (T(1) + std::exp(-gate[t]));
+      for (std::int64_t i = 0; i < hidden; ++i)
+        out[t * hidden + i] += factor * shared[t * hidden + i];
+    }
+  });
+}
+
+void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a,
+                      double auxiliary_scale, Tensor& dh) const {
+  const TokenRouting& routing = a.routing;
+  const std::int64_t tokens = h.size(0), hidden = model_.hidden_size;
+  const std::int64_t rows_dispatched = routing.dispatched_count();
+  const std::int64_t width = moe_.expert_ffn_hidden_size;
+  const ScalarType type = h.scalar_type();
+  Tensor d_weights = Tensor::zeros({tokens, moe_.experts_per_token}, type);
+  Tensor d_expert_out = Tensor::zeros({rows_dispatched, hidden}, type);
+  // The combine: ∂/∂weight is the output's dot with dy, ∂/∂output the weight times dy.
+  dispatch_floating(type, "moe_combine_backward", [&]<class T>() {
+    const T* weights = routing.weights.data<T>();
+    const T* expert_out = a.expert_out.data<T>();
+    const T* grad = dy.data<T>();
+    T* d_weight = d_weights.data<T>();
+    T* d_out = d_expert_out.data<T>();
+    for (std::int64_t r = 0; r < rows_dispatched; ++r) {
+      const std::int64_t pair = routing.dispatched[r];
+      const T* g = grad + routing.token_of(r) * hidden;
+      const T* o = expert_out + r * hidden;
+      T dot = 0;
+      for (std::int64_t i = 0; i < hidden; ++i) {
+        dot += g[i] * o[i];
+        d_out[r * hidden + i] = weights[pair] * g[i];
+      }
+      d_weight[pair] = dot;
+    }
+  });
+  // The experts' backward, output projection first.
+  Tensor d_hidden_out = Tensor::zeros({rows_dispatched, width}, type);
+  Tensor d_in = Tensor::zeros({rows_dispatched, width}, type);
+  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_dispatched, width}, type) : Tensor();
+  Tensor d_dispatched = Tensor::zeros({rows_dispatched, hidden}, type);
+  auto each_expert = [&](auto&& body) {
+    for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
+      const std::int64_t first = routing.expert_offsets[e];
+      const std::int64_t count = routing.expert_offsets[e + 1] - first;
+      if (count == 0) continue;
+      const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
+                                    experts_.up_weight, experts_.up_bias, experts_.output_weight,
+                                    experts_.output_bias);
+      MlpView g = expert_view(moe_, hidden, e, kGradient, experts_.in_weight, experts_.in_bias,
+                              experts_.up_weight, experts_.up_bias, experts_.output_weight,
+                              experts_.output_bias);
+      body(first, count, w, g);
+    }
+  };
+  each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
+    const Tensor d_out = rows(d_expert_out, first, count);
+    Tensor d_hidden = rows(d_hidden_out, first, count);
+    linear_backward_input(d_out, w.output_weight, d_hidden, GradientWrite::overwrite);
+    linear_backward_parameters(d_out, rows(a.hidden_out, first, count), g.output_weight,
+                               g.output_bias.numel() > 0 ? &g.output_bias : nullptr);
+  });
+  if (rows_dispatched > 0) {
+    if (llama_mlp_) {
+      swiglu_backward(d_hidden_out, a.hidden_in, a.up, d_in, d_up);
+    } else {
+      gelu_backward(d_hidden_out, a.hidden_in, d_in, GradientWrite::overwrite);
+    }
+  }
+  each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
+    const Tensor x = rows(a.dispatched_in, first, count);
+    Tensor d_x = rows(d_dispatched, first, count);
+    const Tensor d_in_rows = rows(d_in, first, count);
+    linear_backward_input(d_in_rows, w.in_weight, d_x, GradientWrite::overwrite);
+    linear_backward_parameters(d_in_rows, x, g.in_weight,
+                               g.in_bias.numel() > 0 ? &g.in_bias : nullptr);
+    if (llama_mlp_) {
+      const Tensor d_up_rows = rows(d_up, first, count);
+      linear_backward_input(d_up_rows, w.up_weight, d_x, GradientWrite::accumulate);
+      linear_backward_parameters(d_up_rows, x, g.up_weight,
+                                 g.up_bias.numel() > 0 ? &g.up_bias : nullptr);
+    }
+  });
+  // Unpermute the input gradients: each dispatched row adds to its token.
+  dh.fill_zero();
+  dispatch_floating(type, "moe_dispatch_backward", [&]<class T>() {
+    const T* source = d_dispatched.data<T>();
+    T* target = dh.data<T>();
+    for (std::int64_t r = 0; r < rows_dispatched; ++r) {
+      T* row = target + routing.token_of(r) * hidden;
+      for (std::int64_t i = 0; i < hidden; ++i) row[i] += source[r * hidden + i];
+    }
+  });
+  if (shared_.in_weight != nullptr) {
+    // y += gate · shared: the shared MLP sees gate · dy, the gate logit dy·shared · σ'(logit).
+    Tensor d_shared = Tensor::zeros({tokens, hidden}, type);
+    Tensor d_gate_logit = shared_gate_ ? Tensor::zeros({tokens, 1}, type) : Tensor();
+    dispatch_floating(type, "moe_shared_combine_backward", [&]<class T>() {
+      const T* grad = dy.data<T>();
+      const T* shared = a.shared_out.data<T>();
+      const T* gate = shared_gate_ ? a.shared_gate.data<T>() : nullptr;
+      T* d_out = d_shared.data<T>();
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const T factor = gate ? gate[t] : T(1);
+        T dot = 0;
+        for (std::int64_t i = 0; i < hidden; ++i) {
+          d_out[t * hidden + i] = factor * grad[t * hidden + i];
+          dot += grad[t * hidden + i] * shared[t * hidden + i];
+        }
+        if (gate) d_gate_logit.data<T>()[t] = dot * gate[t] * (T(1) - gate[t]);
+      }
+    });
+    if (shared_gate_) {
+      linear_backward(d_gate_logit, h, shared_gate_->compute, &dh, shared_gate_->gradient, nullptr);
+    }
+    if (shared_.output_bias) {
+      for (std::int64_t s = 0; s < moe_.num_shared_experts; ++s) {
+        Tensor bias_gradient = slice(shared_.output_bias->gradient, s, {hidden});
+        bias_backward(d_shared, bias_gradient);
+      }
+    }
+    const std::int64_t shared_width = shared_.in_weight->shape[0];
+    Tensor d_shared_hidden = Tensor::zeros({tokens, shared_width}, type);
+    linear_backward(d_shared, a.shared_hidden, shared_.output_weight->compute, &d_shared_hidden,
+                    shared_.output_weight->gradient, nullptr);
+    Tensor d_shared_in = Tensor::zeros({tokens, shared_width}, type);
+    if (llama_mlp_) {
+      Tensor d_shared_up = Tensor::zeros({tokens, shared_width}, type);
+      swiglu_backward(d_shared_hidden, a.shared_in, a.shared_up, d_shared_in, d_shared_up);
+      linear_backward(d_shared_up, h, shared_.up_weight->compute, &dh, shared_.up_weight->gradient,
+                      shared_.up_bias ? &shared_.up_bias->gradient : nullptr);
+    } else {
+      gelu_backward(d_shared_hidden, a.shared_in, d_shared_in, GradientWrite::overwrite);
+    }
+    linear_backward(d_shared_in, h, shared_.in_weight->compute, &dh, shared_.in_weight->gradient,
+                    shared_.in_bias ? &shared_.in_bias->gradient : nullptr);
+  }
+  // The router: the combine weights' gradient and the auxiliary losses reach its logits.
+  Tensor d_logits = Tensor::zeros({tokens, moe_.num_experts}, type);
+  route_tokens_backward(a.logits, routing, moe_, d_weights, auxiliary_scale, d_logits);
+  linear_backward(d_logits, h, router_->compute, &dh, router_->gradient, nullptr);
+}
+
+}  // namespace strata::executor
