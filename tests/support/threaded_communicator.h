@@ -36,12 +36,14 @@ class ThreadedCommunicator final : public Communicator {
         : size(members),
           meeting(members),
           slots(static_cast<std::size_t>(members)),
+          send_offsets(static_cast<std::size_t>(members)),
           splits(static_cast<std::size_t>(members)),
           split_groups(static_cast<std::size_t>(members)) {}
     int size;
     std::barrier<> meeting;
-    std::vector<std::vector<char>> slots;     // each member's bytes for the collective in progress
-    std::vector<std::pair<int, int>> splits;  // (color, key) per member
+    std::vector<std::vector<char>> slots;  // each member's bytes for the collective in progress
+    std::vector<std::vector<std::int64_t>> send_offsets;  // per member, for all_to_all
+    std::vector<std::pair<int, int>> splits;              // (color, key) per member
     std::vector<std::shared_ptr<Group>> split_groups;
     // Point to point: (from, to, tag) → messages in order.
     std::mutex mail_guard;
@@ -103,6 +105,24 @@ class ThreadedCommunicator final : public Communicator {
   void broadcast(Tensor& values, int root) override {
     post(values);
     std::memcpy(values.raw(), group_->slots[static_cast<std::size_t>(root)].data(), values.bytes());
+    group_->meeting.arrive_and_wait();
+  }
+  void all_to_all(const Tensor& send, const std::vector<std::int64_t>& send_counts, Tensor& receive,
+                  const std::vector<std::int64_t>& receive_counts) override {
+    const AllToAllOffsets offsets =
+        all_to_all_offsets(size(), send, send_counts, receive, receive_counts);
+    group_->send_offsets[static_cast<std::size_t>(rank_)] = offsets.send;
+    post(send);
+    const std::size_t element = scalar_bytes(send.scalar_type());
+    for (int member = 0; member < size(); ++member) {
+      const auto from = static_cast<std::size_t>(member);
+      const std::size_t at =
+          static_cast<std::size_t>(group_->send_offsets[from][static_cast<std::size_t>(rank_)]);
+      std::memcpy(static_cast<char*>(receive.raw()) +
+                      static_cast<std::size_t>(offsets.receive[from]) * element,
+                  group_->slots[from].data() + at * element,
+                  static_cast<std::size_t>(receive_counts[from]) * element);
+    }
     group_->meeting.arrive_and_wait();
   }
   CommunicationRequest send_async(const Tensor& values, int peer, int tag) override {

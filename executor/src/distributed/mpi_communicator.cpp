@@ -183,6 +183,23 @@ class MpiCommunicator final : public Communicator {
               root, communicator_);
   }
 
+  void all_to_all(const Tensor& send, const std::vector<std::int64_t>& send_counts, Tensor& receive,
+                  const std::vector<std::int64_t>& receive_counts) override {
+    const AllToAllOffsets offsets =
+        all_to_all_offsets(size_, send, send_counts, receive, receive_counts);
+    const auto as_int = [](const std::vector<std::int64_t>& values) {
+      std::vector<int> converted;
+      for (std::int64_t value : values) converted.push_back(mpi_count(value, "all_to_all"));
+      return converted;
+    };
+    const std::vector<int> sent = as_int(send_counts), sent_at = as_int(offsets.send);
+    const std::vector<int> received = as_int(receive_counts), received_at = as_int(offsets.receive);
+    const MPI_Datatype type = mpi_type(send, "all_to_all");
+    const BlockedInterval blocked("all_to_all", send.numel(), members_);
+    MPI_Alltoallv(send.raw(), sent.data(), sent_at.data(), type, receive.raw(), received.data(),
+                  received_at.data(), type, communicator_);
+  }
+
   CommunicationRequest send_async(const Tensor& values, int peer, int tag) override {
     MPI_Request request;
     MPI_Isend(values.raw(), mpi_count(values.numel(), "send"), mpi_type(values, "send"), peer, tag,

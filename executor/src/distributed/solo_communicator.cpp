@@ -18,6 +18,15 @@ class SoloCommunicator final : public Communicator {
   void broadcast(Tensor&, int root) override {
     STRATA_CHECK(root == 0, "broadcast from rank {} in a group of one", root);
   }
+  void all_to_all(const Tensor& send, const std::vector<std::int64_t>& send_counts, Tensor& receive,
+                  const std::vector<std::int64_t>& receive_counts) override {
+    all_to_all_offsets(1, send, send_counts, receive, receive_counts);
+    STRATA_CHECK(send_counts[0] == receive_counts[0],
+                 "all_to_all: sends itself {} elements and receives {}", send_counts[0],
+                 receive_counts[0]);
+    if (send_counts[0] == 0 || send.raw() == receive.raw()) return;
+    receive.view(0, {send_counts[0]}).copy_from(send.view(0, {send_counts[0]}));
+  }
   CommunicationRequest send_async(const Tensor&, int peer, int) override {
     STRATA_CHECK(false, "send to rank {} in a group of one", peer);
     return {};

@@ -39,6 +39,33 @@ Tensor rows(const Tensor& tensor, std::int64_t first, std::int64_t count) {
   return tensor.view(first * columns, {count, columns});
 }
 
+// to[i] = from[index[i]], rows of `from`'s width.
+void gather_rows(const Tensor& from, const std::vector<std::int64_t>& index, Tensor& to) {
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(from.size(1)) * scalar_bytes(from.scalar_type());
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    std::memcpy(static_cast<std::byte*>(to.raw()) + i * row_bytes,
+                static_cast<const std::byte*>(from.raw()) + index[i] * row_bytes, row_bytes);
+  }
+}
+
+// to[index[i]] = from[i]: gather_rows undone.
+void scatter_rows(const Tensor& from, const std::vector<std::int64_t>& index, Tensor& to) {
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(from.size(1)) * scalar_bytes(from.scalar_type());
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    std::memcpy(static_cast<std::byte*>(to.raw()) + index[i] * row_bytes,
+                static_cast<const std::byte*>(from.raw()) + i * row_bytes, row_bytes);
+  }
+}
+
+// Rows per ep member as element counts of rows `width` wide.
+std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows, std::int64_t width) {
+  std::vector<std::int64_t> counts;
+  for (std::int64_t r : rows) counts.push_back(r * width);
+  return counts;
+}
+
 }  // namespace
 
 std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int64_t index) {
@@ -52,13 +79,14 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
   const InitRule residual_output{InitKind::normal,
                                  0.02 / std::sqrt(2.0 * static_cast<double>(model.num_layers))};
   const InitRule zeros{InitKind::zeros, 0};
-  // Expert parallelism, when it comes, shards the leading expert axis; until then every rank of
-  // a group holds every expert.
   const Placement replicated = Placement::replicate();
+  // The routed experts' tensors stack the experts along dim 0: expert parallelism takes ranges.
+  const Placement expert_ranges = Placement::shard(0);
   std::vector<ParameterSpec> specs;
   auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay) {
-    specs.push_back(
-        ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, replicated});
+    const bool routed = suffix.starts_with("experts.");
+    specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, replicated,
+                                  routed ? expert_ranges : replicated});
   };
   add("router.weight", {experts, hidden}, weight, true);
   for (const char* input :
@@ -83,9 +111,12 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
   return specs;
 }
 
-MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store)
+MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store,
+               ExpertParallelism ep)
     : model_(model),
       moe_(*model.moe),
+      ep_(ep),
+      local_experts_(0),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
       router_(&store.entry(name_of(index, "router.weight"))) {
   auto optional = [&](const std::string& suffix) -> ParameterEntry* {
@@ -108,6 +139,10 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
   shared_gate_ = optional("shared_gate.weight");
   STRATA_CHECK(experts_.in_weight != nullptr && experts_.output_weight != nullptr,
                "layer {}: a MoE layer without its experts' weights", index);
+  local_experts_ = experts_.in_weight->shape[0];
+  STRATA_CHECK(local_experts_ * ep_.size() == moe_.num_experts,
+               "layer {}: {} experts held on each of {} expert-parallel ranks for {} experts",
+               index, local_experts_, ep_.size(), moe_.num_experts);
 }
 
 namespace {
@@ -145,27 +180,26 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
   const TokenRouting& routing = a.routing;
   const std::int64_t rows_dispatched = routing.dispatched_count();
   const std::int64_t width = moe_.expert_ffn_hidden_size;
-  a.dispatched_in = Tensor::zeros({rows_dispatched, hidden}, type);
-  a.hidden_in = Tensor::zeros({rows_dispatched, width}, type);
-  a.up = llama_mlp_ ? Tensor::zeros({rows_dispatched, width}, type) : Tensor();
-  a.hidden_out = Tensor::zeros({rows_dispatched, width}, type);
-  a.expert_out = Tensor::zeros({rows_dispatched, hidden}, type);
   // Permute: each dispatched row is a copy of its token's input.
-  const std::size_t row_bytes = static_cast<std::size_t>(hidden) * scalar_bytes(type);
-  for (std::int64_t r = 0; r < rows_dispatched; ++r) {
-    std::memcpy(static_cast<std::byte*>(a.dispatched_in.raw()) + r * row_bytes,
-                static_cast<const std::byte*>(h.raw()) + routing.token_of(r) * row_bytes,
-                row_bytes);
-  }
-  // The experts, each on its contiguous rows (a grouped GEMM as a loop of GEMMs).
-  for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
-    const std::int64_t first = routing.expert_offsets[e];
-    const std::int64_t count = routing.expert_offsets[e + 1] - first;
+  a.dispatched_in = Tensor::zeros({rows_dispatched, hidden}, type);
+  std::vector<std::int64_t> token_of_row(static_cast<std::size_t>(rows_dispatched));
+  for (std::int64_t r = 0; r < rows_dispatched; ++r) token_of_row[r] = routing.token_of(r);
+  gather_rows(h, token_of_row, a.dispatched_in);
+  dispatch(a);
+  const std::int64_t rows_local = a.expert_in.size(0);
+  a.hidden_in = Tensor::zeros({rows_local, width}, type);
+  a.up = llama_mlp_ ? Tensor::zeros({rows_local, width}, type) : Tensor();
+  a.hidden_out = Tensor::zeros({rows_local, width}, type);
+  a.expert_out_local = Tensor::zeros({rows_local, hidden}, type);
+  // This member's experts, each on its contiguous rows (a grouped GEMM as a loop of GEMMs).
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    const std::int64_t first = a.local_offsets[e];
+    const std::int64_t count = a.local_offsets[e + 1] - first;
     if (count == 0) continue;
     const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
                                   experts_.up_weight, experts_.up_bias, experts_.output_weight,
                                   experts_.output_bias);
-    const Tensor x = rows(a.dispatched_in, first, count);
+    const Tensor x = rows(a.expert_in, first, count);
     Tensor hidden_in = rows(a.hidden_in, first, count);
     Tensor hidden_out = rows(a.hidden_out, first, count);
     if (llama_mlp_) {
@@ -176,9 +210,10 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
     } else {
       linear_gelu_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in, hidden_out);
     }
-    Tensor out = rows(a.expert_out, first, count);
+    Tensor out = rows(a.expert_out_local, first, count);
     linear_forward(hidden_out, w.output_weight, w.bias(w.output_bias), out);
   }
+  return_outputs(a);
   // Unpermute: each token's output is its kept experts' outputs times their weights.
   y.fill_zero();
   dispatch_floating(type, "moe_combine", [&]<class T>() {
@@ -259,15 +294,17 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
       d_weight[pair] = dot;
     }
   });
-  // The experts' backward, output projection first.
-  Tensor d_hidden_out = Tensor::zeros({rows_dispatched, width}, type);
-  Tensor d_in = Tensor::zeros({rows_dispatched, width}, type);
-  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_dispatched, width}, type) : Tensor();
-  Tensor d_dispatched = Tensor::zeros({rows_dispatched, hidden}, type);
+  // The experts' backward on the member holding them, output projection first.
+  const Tensor d_local_out = receive_output_gradients(d_expert_out, a);
+  const std::int64_t rows_local = a.expert_in.size(0);
+  Tensor d_hidden_out = Tensor::zeros({rows_local, width}, type);
+  Tensor d_in = Tensor::zeros({rows_local, width}, type);
+  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_local, width}, type) : Tensor();
+  Tensor d_local_in = Tensor::zeros({rows_local, hidden}, type);
   auto each_expert = [&](auto&& body) {
-    for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
-      const std::int64_t first = routing.expert_offsets[e];
-      const std::int64_t count = routing.expert_offsets[e + 1] - first;
+    for (std::int64_t e = 0; e < local_experts_; ++e) {
+      const std::int64_t first = a.local_offsets[e];
+      const std::int64_t count = a.local_offsets[e + 1] - first;
       if (count == 0) continue;
       const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
                                     experts_.up_weight, experts_.up_bias, experts_.output_weight,
@@ -279,13 +316,13 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
     }
   };
   each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
-    const Tensor d_out = rows(d_expert_out, first, count);
+    const Tensor d_out = rows(d_local_out, first, count);
     Tensor d_hidden = rows(d_hidden_out, first, count);
     linear_backward_input(d_out, w.output_weight, d_hidden, GradientWrite::overwrite);
     linear_backward_parameters(d_out, rows(a.hidden_out, first, count), g.output_weight,
                                g.output_bias.numel() > 0 ? &g.output_bias : nullptr);
   });
-  if (rows_dispatched > 0) {
+  if (rows_local > 0) {
     if (llama_mlp_) {
       swiglu_backward(d_hidden_out, a.hidden_in, a.up, d_in, d_up);
     } else {
@@ -293,8 +330,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
     }
   }
   each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
-    const Tensor x = rows(a.dispatched_in, first, count);
-    Tensor d_x = rows(d_dispatched, first, count);
+    const Tensor x = rows(a.expert_in, first, count);
+    Tensor d_x = rows(d_local_in, first, count);
     const Tensor d_in_rows = rows(d_in, first, count);
     linear_backward_input(d_in_rows, w.in_weight, d_x, GradientWrite::overwrite);
     linear_backward_parameters(d_in_rows, x, g.in_weight,
@@ -306,6 +343,7 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
                                  g.up_bias.numel() > 0 ? &g.up_bias : nullptr);
     }
   });
+  const Tensor d_dispatched = return_input_gradients(d_local_in, a);
   // Unpermute the input gradients: each dispatched row adds to its token.
   dh.fill_zero();
   dispatch_floating(type, "moe_dispatch_backward", [&]<class T>() {
@@ -364,6 +402,96 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
   Tensor d_logits = Tensor::zeros({tokens, moe_.num_experts}, type);
   route_tokens_backward(a.logits, routing, moe_, d_weights, auxiliary_scale, d_logits);
   linear_backward(d_logits, h, router_->compute, &dh, router_->gradient, nullptr);
+}
+
+void MoeMlp::dispatch(MoeActivations& a) const {
+  const TokenRouting& routing = a.routing;
+  if (!ep_.active()) {
+    a.expert_in = a.dispatched_in;
+    a.local_offsets = routing.expert_offsets;
+    return;
+  }
+  // Each member's experts are a range, so the rows for member m are one block of the dispatch
+  // order. First the counts: member m learns how many rows each member sends each of its experts.
+  const int members = ep_.size();
+  const std::int64_t hidden = model_.hidden_size;
+  ExpertExchange& exchange = a.exchange;
+  exchange.send_rows.assign(static_cast<std::size_t>(members), 0);
+  Tensor counts = Tensor::zeros({moe_.num_experts}, ScalarType::int32);
+  for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
+    const std::int64_t rows_of_expert = routing.expert_offsets[e + 1] - routing.expert_offsets[e];
+    counts.data<std::int32_t>()[e] = static_cast<std::int32_t>(rows_of_expert);
+    exchange.send_rows[static_cast<std::size_t>(e / local_experts_)] += rows_of_expert;
+  }
+  Tensor received_counts = Tensor::zeros({members * local_experts_}, ScalarType::int32);
+  const std::vector<std::int64_t> per_member(static_cast<std::size_t>(members), local_experts_);
+  ep_.group->all_to_all(counts, per_member, received_counts, per_member);
+  // Received rows are member-major, then expert; this member computes them expert-major.
+  const std::int32_t* count_of = received_counts.data<std::int32_t>();  // [member, local expert]
+  std::vector<std::int64_t> block_start(static_cast<std::size_t>(members * local_experts_));
+  exchange.receive_rows.assign(static_cast<std::size_t>(members), 0);
+  std::int64_t received = 0;
+  for (int m = 0; m < members; ++m) {
+    for (std::int64_t e = 0; e < local_experts_; ++e) {
+      block_start[m * local_experts_ + e] = received;
+      received += count_of[m * local_experts_ + e];
+      exchange.receive_rows[static_cast<std::size_t>(m)] += count_of[m * local_experts_ + e];
+    }
+  }
+  exchange.order.clear();
+  a.local_offsets.assign(1, 0);
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    for (int m = 0; m < members; ++m) {
+      const std::int64_t start = block_start[m * local_experts_ + e];
+      for (std::int32_t k = 0; k < count_of[m * local_experts_ + e]; ++k) {
+        exchange.order.push_back(start + k);
+      }
+    }
+    a.local_offsets.push_back(static_cast<std::int64_t>(exchange.order.size()));
+  }
+  Tensor arrived = Tensor::zeros({received, hidden}, a.dispatched_in.scalar_type());
+  ep_.group->all_to_all(a.dispatched_in, elements(exchange.send_rows, hidden), arrived,
+                        elements(exchange.receive_rows, hidden));
+  a.expert_in = Tensor::zeros({received, hidden}, a.dispatched_in.scalar_type());
+  gather_rows(arrived, exchange.order, a.expert_in);
+}
+
+void MoeMlp::return_outputs(MoeActivations& a) const {
+  if (!ep_.active()) {
+    a.expert_out = a.expert_out_local;
+    return;
+  }
+  const std::int64_t hidden = model_.hidden_size;
+  const ExpertExchange& exchange = a.exchange;
+  Tensor leaving = Tensor::zeros_like(a.expert_out_local);
+  scatter_rows(a.expert_out_local, exchange.order, leaving);
+  a.expert_out = Tensor::zeros_like(a.dispatched_in);
+  ep_.group->all_to_all(leaving, elements(exchange.receive_rows, hidden), a.expert_out,
+                        elements(exchange.send_rows, hidden));
+}
+
+Tensor MoeMlp::receive_output_gradients(const Tensor& d_expert_out, const MoeActivations& a) const {
+  if (!ep_.active()) return d_expert_out;
+  const std::int64_t hidden = model_.hidden_size;
+  const ExpertExchange& exchange = a.exchange;
+  Tensor arrived = Tensor::zeros_like(a.expert_in);
+  ep_.group->all_to_all(d_expert_out, elements(exchange.send_rows, hidden), arrived,
+                        elements(exchange.receive_rows, hidden));
+  Tensor d_local = Tensor::zeros_like(a.expert_in);
+  gather_rows(arrived, exchange.order, d_local);
+  return d_local;
+}
+
+Tensor MoeMlp::return_input_gradients(const Tensor& d_expert_in, const MoeActivations& a) const {
+  if (!ep_.active()) return d_expert_in;
+  const std::int64_t hidden = model_.hidden_size;
+  const ExpertExchange& exchange = a.exchange;
+  Tensor leaving = Tensor::zeros_like(d_expert_in);
+  scatter_rows(d_expert_in, exchange.order, leaving);
+  Tensor d_dispatched = Tensor::zeros_like(a.dispatched_in);
+  ep_.group->all_to_all(leaving, elements(exchange.receive_rows, hidden), d_dispatched,
+                        elements(exchange.send_rows, hidden));
+  return d_dispatched;
 }
 
 }  // namespace strata::executor

@@ -11,6 +11,7 @@
 // rank's case fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -740,6 +741,40 @@ TEST(PipelineActivations, NoMoreSetsThanMicroBatchesInFlight) {
 }
 
 }  // namespace
+// MPI_Alltoallv behind Communicator::all_to_all: member i sends member j a block of i + j + 1
+// elements whose values name both (1000·i + 10·j + k), so a block delivered to the wrong member,
+// from the wrong member or at the wrong place shows; one member sends nothing to itself.
+TEST(Communicator, AllToAllDeliversEachBlockToItsMemberInRankOrder) {
+  Communicator& world = world_communicator();
+  const int members = world.size(), me = world.rank();
+  const auto count = [](int from, int to) -> std::int64_t {
+    return from == to && from == 1 ? 0 : from + to + 1;
+  };
+  std::vector<std::int64_t> send_counts, receive_counts;
+  std::vector<float> sent;
+  for (int to = 0; to < members; ++to) {
+    send_counts.push_back(count(me, to));
+    receive_counts.push_back(count(to, me));
+    for (std::int64_t k = 0; k < count(me, to); ++k) {
+      sent.push_back(static_cast<float>(1000 * me + 10 * to + k));
+    }
+  }
+  Tensor send = Tensor::zeros({static_cast<std::int64_t>(sent.size())}, ScalarType::float32);
+  std::copy(sent.begin(), sent.end(), send.data<float>());
+  std::int64_t total = 0;
+  for (std::int64_t c : receive_counts) total += c;
+  Tensor receive = Tensor::zeros({total + 3}, ScalarType::float32);  // longer than needed
+  world.all_to_all(send, send_counts, receive, receive_counts);
+  std::int64_t at = 0;
+  for (int from = 0; from < members; ++from) {
+    for (std::int64_t k = 0; k < count(from, me); ++k) {
+      EXPECT_EQ(receive.data<float>()[at++], static_cast<float>(1000 * from + 10 * me + k))
+          << "from " << from << " element " << k;
+    }
+  }
+  EXPECT_EQ(receive.data<float>()[total], 0.0f) << "wrote past its blocks";
+}
+
 }  // namespace strata::executor
 
 int main(int argc, char** argv) {

@@ -3,6 +3,7 @@
 // capacity dropping, shared experts and their gate; and the layout of its parameters.
 #include "strata/executor/model/moe_mlp.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "strata/schemas/presets.h"
 #include "tensor_testing.h"
+#include "threaded_communicator.h"
 
 namespace strata::executor {
 namespace {
@@ -130,6 +132,94 @@ TEST(MoeMlp, AnExpertComputesOnlyTheTokensRoutedToIt) {
     served_tokens += served ? 1 : 0;
   }
   EXPECT_GT(served_tokens, 0);
+}
+
+// Copies each of `to`'s slices from the whole parameters in `from` (a one-rank store of the same
+// specs), through the slices' element runs.
+void copy_slices(const ParameterStore& from, ParameterStore& to) {
+  for (ParameterEntry& entry : to.entries()) {
+    const ParameterEntry& whole = from.entry(entry.spec.name);
+    for (const ElementRun& run : entry.runs) {
+      std::copy_n(whole.value.data<double>() + run.global_offset, run.length,
+                  entry.value.data<double>() + run.local_offset);
+    }
+  }
+}
+
+// Expert parallelism at the layer: each of ep members routes its own tokens and holds E/ep
+// experts. Every member's output and input gradient must be the one-rank layer's on its tokens,
+// its router and shared-expert gradients those of its tokens alone, and its experts' gradients
+// the one-rank gradients summed over every member's tokens.
+TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
+  for (bool llama : {true, false}) {
+    for (int ep : {2, 4}) {
+      const ModelConfig model = small_moe_model(llama);
+      const std::vector<ParameterSpec> specs = moe_mlp_parameters(model, 1);
+      ParameterStore whole(specs, ScalarType::float64);
+      whole.values().copy_from(
+          testing::random_tensor(whole.values().shape(), ScalarType::float64, 41, 0.5));
+      const MoeMlp reference(model, 1, whole);
+      constexpr std::int64_t kTokens = 10;
+      const std::int64_t hidden = model.hidden_size;
+      auto tokens_of = [&](int member) {
+        return testing::random_tensor({kTokens, hidden}, ScalarType::float64, 100 + member);
+      };
+      auto gradient_of = [&](int member) {
+        return testing::random_tensor({kTokens, hidden}, ScalarType::float64, 200 + member);
+      };
+      // The one-rank layer on each member's tokens: outputs, input gradients, and parameter
+      // gradients per member (the experts' are summed over members below).
+      std::vector<Tensor> outputs, input_gradients, parameter_gradients;
+      Tensor expert_sum = Tensor::zeros(whole.gradients().shape(), ScalarType::float64);
+      for (int member = 0; member < ep; ++member) {
+        const Tensor h = tokens_of(member);
+        Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+        Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+        MoeActivations a;
+        reference.forward(h, y, a);
+        whole.zero_gradients();
+        reference.backward(gradient_of(member), h, a, 0.8, dh);
+        outputs.push_back(y);
+        input_gradients.push_back(dh);
+        parameter_gradients.push_back(whole.gradients().to(Device::cpu));
+        for (std::int64_t i = 0; i < expert_sum.numel(); ++i) {
+          expert_sum.data<double>()[i] += whole.gradients().data<double>()[i];
+        }
+      }
+      testing::run_on_threads(ep, [&](Communicator& group) {
+        const int member = group.rank();
+        StoreOptions options;
+        options.expert_parallel_rank = member;
+        options.expert_parallel_size = ep;
+        ParameterStore mine(specs, ScalarType::float64, Device::cpu, std::nullopt, options);
+        copy_slices(whole, mine);
+        const MoeMlp layer(model, 1, mine, ExpertParallelism{&group});
+        const Tensor h = tokens_of(member);
+        Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+        Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+        MoeActivations a;
+        layer.forward(h, y, a);
+        layer.backward(gradient_of(member), h, a, 0.8, dh);
+        const std::string what =
+            fmt::format("{}, ep {}, member {}", llama ? "llama" : "gpt", ep, member);
+        EXPECT_LE(testing::max_relative_difference(y, outputs[member]), 1e-12) << what;
+        EXPECT_LE(testing::max_relative_difference(dh, input_gradients[member]), 1e-12) << what;
+        for (const ParameterEntry& entry : mine.entries()) {
+          const bool routed = entry.spec.expert_parallel.kind == PlacementKind::shard;
+          const Tensor& expected = routed ? expert_sum : parameter_gradients[member];
+          const std::int64_t base = whole.entry(entry.spec.name).offset;
+          for (const ElementRun& run : entry.runs) {
+            for (std::int64_t i = 0; i < run.length; ++i) {
+              const double want = expected.data<double>()[base + run.global_offset + i];
+              const double got = entry.gradient.data<double>()[run.local_offset + i];
+              ASSERT_NEAR(got, want, 1e-12 * std::max(1.0, std::abs(want)))
+                  << what << ", " << entry.spec.name << " element " << run.global_offset + i;
+            }
+          }
+        }
+      });
+    }
+  }
 }
 
 }  // namespace

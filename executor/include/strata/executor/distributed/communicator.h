@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "strata/executor/tensor/tensor.h"
 
@@ -67,6 +68,13 @@ class Communicator {
   virtual void reduce_scatter(const Tensor& whole, Tensor& part) = 0;
   // Every member ends with root's `values`.
   virtual void broadcast(Tensor& values, int root) = 0;
+  // The personalised exchange (MPI_Alltoallv): `send` holds one block per member in rank order,
+  // send_counts[j] elements for member j; `receive` ends with one block per member in rank order,
+  // receive_counts[j] elements from member j. Member i's send_counts[j] must be member j's
+  // receive_counts[i] (a caller exchanges the counts first when only the sender knows them). How a
+  // MoE layer's dispatched tokens reach the ranks that hold their experts, and come back.
+  virtual void all_to_all(const Tensor& send, const std::vector<std::int64_t>& send_counts,
+                          Tensor& receive, const std::vector<std::int64_t>& receive_counts) = 0;
   virtual CommunicationRequest send_async(const Tensor& values, int peer, int tag) = 0;
   virtual CommunicationRequest receive_async(Tensor& values, int peer, int tag) = 0;
   virtual void barrier() = 0;
@@ -97,5 +105,16 @@ Communicator& world_communicator();
 
 // A communicator of one rank: collectives copy or leave their input, as a group of one would.
 std::unique_ptr<Communicator> solo_communicator();
+
+// For backends: checks all_to_all's arguments against a group of `members` (a count per member,
+// none negative, the tensors of one type and as long as their counts add up to) and returns each
+// block's first element in `send` and in `receive`, as MPI's displacements are.
+struct AllToAllOffsets {
+  std::vector<std::int64_t> send, receive;
+};
+AllToAllOffsets all_to_all_offsets(int members, const Tensor& send,
+                                   const std::vector<std::int64_t>& send_counts,
+                                   const Tensor& receive,
+                                   const std::vector<std::int64_t>& receive_counts);
 
 }  // namespace strata::executor

@@ -13,13 +13,22 @@
 // expert-parallel rank will hold a range of. The S shared experts are one MLP of width S·Fs
 // (their rows side by side), each with its own output bias when the model has biases.
 //
-// Layouts this file runs: one rank, data parallelism with any ZeRO stage, pipelines and
-// recomputation (the admission rule in schemas/executor_admission.h says which plans).
+// Expert parallelism: over an ep group, member r holds experts r·E/ep … (r+1)·E/ep − 1 (the
+// stores' Shard(0) of the stacked tensors). Each member routes its own tokens; the dispatched
+// rows go to the members holding their experts in one all-to-all, are regrouped by expert there,
+// computed, and come back in a second (Megatron-Core's all-to-all token dispatcher); backward
+// sends the outputs' gradients the same way and the inputs' gradients back. The router, the
+// shared experts and the combine stay with the tokens.
+//
+// Layouts the trainer runs it in: one rank, data parallelism with any ZeRO stage, pipelines and
+// recomputation (the admission rule in schemas/executor_admission.h says which plans); expert
+// parallelism is tested at the layer and waits for the trainer's expert groups.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "strata/executor/distributed/communicator.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/ops/top_k_router.h"
 #include "strata/schemas/model_config.h"
@@ -31,21 +40,45 @@ namespace strata::executor {
 std::vector<ParameterSpec> moe_mlp_parameters(const schemas::ModelConfig& model,
                                               std::int64_t index);
 
-// One micro-batch's MoE forward state: the routing, and the dispatched rows' inputs and
-// intermediates (row r is the pair routing.dispatched[r]).
+// The group a MoE layer's routed experts are split over. Null: one rank holds them all.
+struct ExpertParallelism {
+  Communicator* group = nullptr;
+  int size() const { return group ? group->size() : 1; }
+  int rank() const { return group ? group->rank() : 0; }
+  bool active() const { return size() > 1; }
+};
+
+// Who sends which dispatched rows where under expert parallelism, for one micro-batch.
+struct ExpertExchange {
+  std::vector<std::int64_t> send_rows, receive_rows;  // per ep member
+  // The rows received (member-major, then expert) regrouped by this member's experts: row i of
+  // the expert-major layout is received row order[i].
+  std::vector<std::int64_t> order;
+};
+
+// One micro-batch's MoE forward state: the routing, the dispatched rows (row r is the pair
+// routing.dispatched[r]) and, on the member holding their experts, the rows it computes.
 struct MoeActivations {
   Tensor logits;  // [tokens, experts]
   TokenRouting routing;
-  Tensor dispatched_in;              // [rows, hidden]
-  Tensor hidden_in, up, hidden_out;  // [rows, F]: pre-activation (gpt) / gate (llama), up, act.
-  Tensor expert_out;                 // [rows, hidden], before the combine weight
+  Tensor dispatched_in;  // [rows, hidden]: this member's tokens, by expert
+  Tensor expert_out;     // [rows, hidden]: their experts' outputs, before the combine weight
+  // The rows this member's experts compute (the dispatched rows themselves without ep), grouped
+  // by local expert: expert l's are expert_in[local_offsets[l] … local_offsets[l + 1]).
+  Tensor expert_in;
+  std::vector<std::int64_t> local_offsets;
+  ExpertExchange exchange;
+  Tensor hidden_in, up, hidden_out;  // [local rows, F]: pre-activation (gpt) / gate (llama), up
+  Tensor expert_out_local;           // [local rows, hidden]
   Tensor shared_in, shared_up, shared_hidden, shared_out;  // [tokens, S·Fs] …, [tokens, hidden]
   Tensor shared_gate;                                      // [tokens]: sigmoid of the gate logit
 };
 
 class MoeMlp {
  public:
-  MoeMlp(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store);
+  // `store` holds this member's experts (its Shard(0) of the stacked tensors under `ep`).
+  MoeMlp(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
+         ExpertParallelism ep = {});
 
   // y = moe(h) for h and y [tokens, hidden] (y overwritten).
   void forward(const Tensor& h, Tensor& y, MoeActivations& a) const;
@@ -65,8 +98,16 @@ class MoeMlp {
     ParameterEntry* output_weight = nullptr;
     ParameterEntry* output_bias = nullptr;
   };
+  // Rows between this member's dispatch order and its experts' (identity without ep).
+  void dispatch(MoeActivations& a) const;
+  void return_outputs(MoeActivations& a) const;
+  Tensor receive_output_gradients(const Tensor& d_expert_out, const MoeActivations& a) const;
+  Tensor return_input_gradients(const Tensor& d_expert_in, const MoeActivations& a) const;
+
   const schemas::ModelConfig& model_;
   const schemas::MoeConfig& moe_;
+  ExpertParallelism ep_;
+  std::int64_t local_experts_;
   bool llama_mlp_;
   ParameterEntry* router_;
   Matrices experts_;

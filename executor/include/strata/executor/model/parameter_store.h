@@ -38,14 +38,21 @@ struct ParameterSpec {
   // How the ranks of a tensor-parallel group split it (Megatron's column- and row-parallel
   // layers, the vocabulary-parallel embedding): the model's placement table.
   Placement tensor_parallel{};
+  // How the ranks of an expert-parallel group split it: Shard(0) for a MoE layer's stacked routed
+  // experts (each rank its range of experts), Replicate for everything else. A parameter is split
+  // by one of the two groups, never both.
+  Placement expert_parallel{};
 };
 
-// Which tensor-parallel slice of each parameter a store holds, and which flat buffers it owns.
+// Which tensor- and expert-parallel slice of each parameter a store holds, and which flat buffers
+// it owns.
 struct StoreOptions {
   std::int64_t tensor_parallel_rank = 0;
   std::int64_t tensor_parallel_size = 1;
   bool own_values = true;     // false: value and compute views are bound by a ZeRO-3 owner
   bool own_gradients = true;  // false: gradient views are bound by a ZeRO-2/3 owner
+  std::int64_t expert_parallel_rank = 0;
+  std::int64_t expert_parallel_size = 1;
 };
 
 struct ParameterEntry {
