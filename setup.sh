@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, what Strata needs and the machine lacks; safe to run again.
 #   ./setup.sh                 build dependencies (enough to build and run `strata`)
-#   ./setup.sh --tests         also what the tests use (python3-jsonschema, python3-torch + OpenBLAS)
+#   ./setup.sh --tests         also what the tests use (python3-jsonschema, python3-torch + OpenBLAS,
+#                              python3-pytest)
 #   ./setup.sh --download DIR  download, without installing, the .deb files that a machine with no
 #                              Debian registry needs to build Strata (a GPU machine with nvcc, CMake
 #                              and a compiler of its own): README "Building with CUDA"
@@ -15,10 +16,11 @@ build_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   libcli11-dev libfmt-dev librandom123-dev
+  pybind11-dev python3-dev
 )
 # Debian's torch calls the system BLAS: without OpenBLAS it gets netlib's reference BLAS, about
 # 25x slower, which would make the PyTorch reference test slow and the benchmark comparison unfair.
-test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread)
+test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread python3-pytest)
 
 # What scripts/build_with_downloaded_packages.sh unpacks on such a machine: the headers, CMake
 # files and libraries of the build packages (the CPU compiler, CMake and MPI are the machine's own).

@@ -9,6 +9,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "describe_report.h"
 #include "strata/costmodels/model_flops.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
@@ -17,50 +18,8 @@
 #include "text_format.h"
 
 namespace strata::tools {
-namespace {
 
 using schemas::Dtype;
-
-struct Component {
-  std::string key;    // JSON name
-  std::string label;  // table label
-  std::int64_t parameters;
-};
-
-std::string layers_label(std::int64_t layers, std::string_view kind = "") {
-  return fmt::format("({} {}layer{})", layers, kind, layers == 1 ? "" : "s");
-}
-
-// A dense model's rows are its embedding, attention, mlp, norms and head; a mixture of experts
-// adds the router, routed experts and shared experts of its MoE layers (zero rows are not shown).
-std::vector<Component> components_of(const costmodels::ParameterBreakdown& count) {
-  const std::int64_t dense = count.num_dense_layers();
-  const std::int64_t moe = count.num_moe_layers;
-  const std::string dense_kind = moe > 0 ? "dense " : "";
-  std::vector<Component> components = {
-      {"token_embedding", "token embedding", count.token_embedding},
-      {"position_embedding", "position embedding", count.position_embedding},
-      {"embedding_norm", "embedding norm", count.embedding_norm},
-      {"attention", "attention " + layers_label(count.num_layers),
-       count.num_layers * count.attention_per_layer},
-      {"mlp", "mlp " + layers_label(dense, dense_kind), dense * count.mlp_per_layer},
-      {"router", "router " + layers_label(moe, "MoE "), moe * count.router_per_moe_layer},
-      {"routed_experts",
-       fmt::format("routed experts ({} MoE layers × {})", moe, count.num_routed_experts),
-       moe * count.routed_experts_per_moe_layer()},
-      {"shared_experts", "shared experts " + layers_label(moe, "MoE "),
-       moe * count.shared_experts_per_moe_layer},
-      {"layer_norms", "norms " + layers_label(count.num_layers),
-       count.num_layers * count.norms_per_layer},
-      {"final_norm", "final norm", count.final_norm},
-      {"lm_head", "lm head (untied)", count.lm_head}};
-  return components;
-}
-
-constexpr std::array<Dtype, 4> kReportedPrecisions{Dtype::fp32, Dtype::fp16, Dtype::bf16,
-                                                   Dtype::fp8};
-
-}  // namespace
 
 CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
   CLI::App* command = app.add_subcommand(
@@ -83,60 +42,22 @@ CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
 }
 
 int run_describe(const DescribeOptions& options) {
-  const schemas::ModelConfig model = schemas::resolve_model(options.model);
-  const std::optional<schemas::ClusterConfig> cluster =
-      options.cluster ? std::optional(schemas::resolve_cluster(*options.cluster)) : std::nullopt;
-  const Dtype precision = *schemas::value_of(options.precision, schemas::kDtypeNames);
-  const std::int64_t seq_length = options.seq_length.value_or(model.max_seq_length);
-  if (seq_length > model.max_seq_length) {
-    throw schemas::InputError("--seq-len", "",
-                              fmt::format("{} is more than {}'s max_seq_length={}", seq_length,
-                                          model.name, model.max_seq_length));
-  }
-
-  const costmodels::ParameterBreakdown count = costmodels::count_parameters(model);
-  const std::int64_t parameters = count.total();
-  const costmodels::FlopsPerToken flops = costmodels::model_flops_per_token(model, seq_length);
-  const std::int64_t state_bytes =
-      costmodels::adam_model_state_bytes(precision).total() * parameters;
-
-  nlohmann::json report = {
-      {"model", model.name},
-      {"architecture", schemas::name_of(model.architecture, schemas::kArchitectureNames)},
-      {"parameters", parameters},
-      {"active_parameters", count.active()},
-      {"seq_length", seq_length},
-      {"flops_per_token",
-       {{"forward", flops.forward}, {"backward", flops.backward}, {"training", flops.training()}}}};
-  for (const Component& component : components_of(count)) {
-    report["parameters_by_component"][component.key] = component.parameters;
-  }
-  for (Dtype dtype : kReportedPrecisions) {
-    const costmodels::ModelStateBytesPerParameter bytes = costmodels::adam_model_state_bytes(dtype);
-    const std::int64_t p = parameters;
-    report["model_state_bytes"][std::string(schemas::name_of(dtype, schemas::kDtypeNames))] = {
-        {"weights", bytes.weights * p},
-        {"gradients", bytes.gradients * p},
-        {"optimizer", bytes.optimizer * p},
-        {"total", bytes.total() * p}};
-  }
-  std::int64_t min_gpus = 0;
-  if (cluster) {
-    min_gpus = static_cast<std::int64_t>(std::ceil(
-        static_cast<double>(state_bytes) / static_cast<double>(cluster->usable_memory_bytes())));
-    report["cluster"] = {{"name", cluster->name},
-                         {"gpus", cluster->world_size()},
-                         {"gpu", cluster->gpu.name},
-                         {"usable_memory_bytes_per_gpu", cluster->usable_memory_bytes()},
-                         {"precision", options.precision},
-                         {"model_state_bytes", state_bytes},
-                         {"min_gpus_for_model_states", min_gpus}};
-  }
-
+  const DescribedModel described = describe_model(
+      schemas::resolve_model(options.model),
+      options.cluster ? std::optional(schemas::resolve_cluster(*options.cluster)) : std::nullopt,
+      options.precision, options.seq_length);
   if (options.format == OutputFormat::json) {
-    std::cout << report.dump(2) << "\n";
+    std::cout << describe_report(described).dump(2) << "\n";
     return 0;
   }
+  const schemas::ModelConfig& model = described.model;
+  const std::optional<schemas::ClusterConfig>& cluster = described.cluster;
+  const costmodels::ParameterBreakdown& count = described.count;
+  const std::int64_t parameters = count.total();
+  const costmodels::FlopsPerToken& flops = described.flops;
+  const std::int64_t seq_length = described.seq_length;
+  const std::int64_t state_bytes = described.state_bytes;
+  const std::int64_t min_gpus = described.min_gpus;
 
   std::cout << fmt::format("Model {} ({}): {} parameters\n", model.name,
                            schemas::name_of(model.architecture, schemas::kArchitectureNames),

@@ -11,6 +11,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "plan_request.h"
 #include "precision_choice.h"
 #include "strata/planner/megatron_arguments.h"
 #include "strata/planner/plan_search.h"
@@ -190,31 +191,18 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
 int run_plan(const PlanOptions& options) {
   const schemas::ModelConfig model = schemas::resolve_model(options.model);
   const schemas::ClusterConfig cluster = schemas::resolve_cluster(options.cluster);
-  planner::SearchOptions search;
-  search.global_batch_size = options.global_batch;
-  // Long-context maxima (131,072 for Llama 3.1) are for fine-tuning; pre-training plans default
-  // to at most 8,192 tokens.
-  search.seq_length =
-      options.seq_length.value_or(std::min<std::int64_t>(8192, model.max_seq_length));
-  search.top_k = options.top_k;
-  search.all_variants = options.all_variants;
-  search.memory_reserve_fraction = options.memory_reserve;
-  search.max_tp = options.max_tp.value_or(0);
-  const PrecisionChoice precision = training_precision(options.precision, cluster);
-  search.precision = precision.dtype;
-  search.framework = *schemas::value_of(options.framework, schemas::kTrainingFrameworkNames);
-  if (!options.schedules.empty()) {
-    search.schedules.clear();
-    for (const std::string& name : options.schedules) {
-      search.schedules.push_back(*schemas::value_of(name, schemas::kScheduleTypeNames));
-    }
-  }
+  std::string precision_note;
+  const PlanRequest request{.global_batch = options.global_batch,
+                            .seq_length = options.seq_length,
+                            .top_k = options.top_k,
+                            .memory_reserve = options.memory_reserve,
+                            .max_tp = options.max_tp,
+                            .schedules = options.schedules,
+                            .precision = options.precision,
+                            .framework = options.framework,
+                            .all_variants = options.all_variants};
+  planner::SearchOptions search = plan_search_options(request, model, cluster, precision_note);
   const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
-  if (seq > model.max_seq_length) {
-    throw schemas::InputError("--seq-len", "",
-                              fmt::format("{} is more than {}'s max_seq_length={}", seq, model.name,
-                                          model.max_seq_length));
-  }
   if (!options.quiet && isatty(STDERR_FILENO)) {
     const auto started = std::chrono::steady_clock::now();
     search.progress = [started](std::size_t done, std::size_t total) {
@@ -296,7 +284,7 @@ int run_plan(const PlanOptions& options) {
                                  : fmt::format(", as {} runs it (simulation only: strata train "
                                                "runs plans for the strata framework)",
                                                options.framework));
-    if (!precision.note.empty()) std::cout << precision.note << "\n";
+    if (!precision_note.empty()) std::cout << precision_note << "\n";
     if (!result.best.empty()) {
       const Columns columns = with_expert_columns(
           {{"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",

@@ -2,12 +2,24 @@
 
 #include <fmt/format.h>
 
+#include "strata/schemas/input_error.h"
+
 namespace strata::tools {
+
+schemas::Dtype precision_named(const std::string& name) {
+  const std::optional<schemas::Dtype> dtype = schemas::value_of(name, schemas::kDtypeNames);
+  if (!dtype) {
+    throw schemas::InputError(
+        "--precision", "",
+        fmt::format("unknown precision {} (fp32, tf32, fp16, bf16 or fp8)", name));
+  }
+  return *dtype;
+}
 
 PrecisionChoice training_precision(const std::optional<std::string>& requested,
                                    const schemas::ClusterConfig& cluster) {
   if (requested) {
-    return {*schemas::value_of(*requested, schemas::kDtypeNames), {}};
+    return {precision_named(*requested), {}};
   }
   const schemas::Dtype chosen = schemas::default_training_precision(cluster.gpu);
   if (chosen == schemas::Dtype::bf16) return {chosen, {}};

@@ -17,6 +17,9 @@ struct PrecisionChoice {
   std::string note;  // empty unless the default fell back from bf16
 };
 
+// The precision of a name ("bf16"); an unknown one throws schemas::InputError.
+schemas::Dtype precision_named(const std::string& name);
+
 PrecisionChoice training_precision(const std::optional<std::string>& requested,
                                    const schemas::ClusterConfig& cluster);
 

@@ -1,0 +1,192 @@
+// The `strata` Python module: the planning half of the command line — describe, plan, simulate,
+// validate and the presets — for notebooks and scripts, on plain dicts in the JSON formats of
+// schemas/ (a plan from plan() goes to simulate() as it is, or to a file for `strata train`).
+// Each function answers what the command with --format json answers: both call the same code
+// (tools/src/*_report.h, plan_request.h, the planner and the simulator).
+//
+// Bad input raises strata.InputError (a ValueError) whose message is the command line's one line,
+// with .source, .json_path and .rule; a search where nothing fits raises strata.NoPlanFits with
+// the binding constraint.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "describe_report.h"
+#include "plan_request.h"
+#include "presets_report.h"
+#include "strata/planner/plan_search.h"
+#include "strata/schemas/cluster_config.h"
+#include "strata/schemas/document_kind.h"
+#include "strata/schemas/document_loader.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/json_location.h"
+#include "strata/schemas/model_config.h"
+#include "strata/schemas/plan.h"
+#include "strata/simulator/plan_simulation.h"
+
+namespace py = pybind11;
+
+namespace strata::python {
+namespace {
+
+// A search in which no plan fits: the message is the binding constraint.
+class NoPlanFits : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// JSON crosses the boundary as text through Python's json module: exact for every value the
+// formats hold, and no hand-written walk over both object models.
+py::object to_python(const nlohmann::json& value) {
+  return py::module_::import("json").attr("loads")(value.dump());
+}
+
+nlohmann::json from_python(const py::handle& value) {
+  const std::string text = py::module_::import("json").attr("dumps")(value).cast<std::string>();
+  return nlohmann::json::parse(text);
+}
+
+// A model or cluster given as a preset name or file path (str), or as a document (dict).
+using Spec = std::variant<std::string, py::dict>;
+
+schemas::ModelConfig model_of(const Spec& spec) {
+  if (const auto* name = std::get_if<std::string>(&spec)) return schemas::resolve_model(*name);
+  return schemas::parse_model(from_python(std::get<py::dict>(spec)),
+                              schemas::JsonLocation("model"));
+}
+
+schemas::ClusterConfig cluster_of(const Spec& spec) {
+  if (const auto* name = std::get_if<std::string>(&spec)) return schemas::resolve_cluster(*name);
+  return schemas::parse_cluster(from_python(std::get<py::dict>(spec)),
+                                schemas::JsonLocation("cluster"));
+}
+
+py::object describe(const Spec& model, const std::optional<Spec>& cluster,
+                    std::optional<std::int64_t> seq_len, const std::string& precision) {
+  return to_python(tools::describe_report(tools::describe_model(
+      model_of(model), cluster ? std::optional(cluster_of(*cluster)) : std::nullopt, precision,
+      seq_len)));
+}
+
+py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
+                std::optional<std::int64_t> seq_len, std::size_t top,
+                std::optional<std::string> precision, const std::string& framework,
+                const std::vector<std::string>& schedules) {
+  const schemas::ModelConfig model = model_of(model_spec);
+  const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
+  tools::PlanRequest options;
+  options.global_batch = global_batch;
+  options.seq_length = seq_len;
+  options.top_k = top;
+  options.precision = std::move(precision);
+  options.framework = framework;
+  options.schedules = schedules;
+  std::string precision_note;
+  const planner::SearchOptions search =
+      tools::plan_search_options(options, model, cluster, precision_note);
+  planner::SearchResult result;
+  {
+    py::gil_scoped_release unlocked;  // a search of seconds need not stop other threads
+    result = planner::search_plans(model, cluster, search);
+  }
+  if (result.best.empty()) {
+    throw NoPlanFits(result.binding_constraint);
+  }
+  py::list plans;
+  for (const planner::RankedPlan& ranked : result.best) {
+    plans.append(to_python(schemas::plan_to_json(ranked.plan)));
+  }
+  return plans;
+}
+
+py::object simulate(const py::dict& plan_document) {
+  const schemas::Plan plan =
+      schemas::parse_plan(from_python(plan_document), schemas::JsonLocation("plan"));
+  simulator::PlanSimulation simulation;
+  {
+    py::gil_scoped_release unlocked;
+    simulation = simulator::simulate_plan(plan, {});
+  }
+  return to_python(simulator::simulation_to_json(plan, simulation));
+}
+
+// Checks a document as `strata validate` does; returns its kind ("model", "cluster", "plan").
+std::string validate(const py::dict& document) {
+  const nlohmann::json value = from_python(document);
+  const schemas::JsonLocation location("document");
+  switch (schemas::detect_document_kind(value, location)) {
+    case schemas::DocumentKind::model:
+      schemas::parse_model(value, location);
+      return "model";
+    case schemas::DocumentKind::hf_config:
+      schemas::parse_model(value, location);
+      return "model";
+    case schemas::DocumentKind::cluster:
+      schemas::parse_cluster(value, location);
+      return "cluster";
+    case schemas::DocumentKind::plan:
+      schemas::parse_plan(value, location);
+      return "plan";
+  }
+  return "unknown";
+}
+
+}  // namespace
+}  // namespace strata::python
+
+PYBIND11_MODULE(strata, module) {
+  using namespace strata;
+  module.doc() =
+      "Strata's planner and simulator: describe a model, plan its parallel layout on a cluster, "
+      "simulate a plan, validate documents. Dicts in and out, in the JSON formats of strata's "
+      "schemas/.";
+  static py::exception<schemas::InputError> input_error(module, "InputError", PyExc_ValueError);
+  static py::exception<python::NoPlanFits> no_plan(module, "NoPlanFits", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr raised) {
+    try {
+      if (raised) std::rethrow_exception(raised);
+    } catch (const schemas::InputError& error) {
+      // Called as an object (not exception::operator(), which only sets the message).
+      py::object instance = py::reinterpret_borrow<py::object>(input_error)(error.what());
+      instance.attr("source") = error.source();
+      instance.attr("json_path") = error.json_path();
+      instance.attr("rule") = error.rule();
+      PyErr_SetObject(input_error.ptr(), instance.ptr());
+    } catch (const python::NoPlanFits& error) {
+      no_plan(error.what());
+    }
+  });
+
+  module.def(
+      "presets", [] { return python::to_python(tools::presets_report()); },
+      "The built-in models and clusters with their key numbers (strata presets).");
+  module.def(
+      "preset",
+      [](const std::string& name) { return python::to_python(tools::preset_document(name)); },
+      py::arg("name"),
+      "One preset's complete model or cluster document (a cluster as NAME, NAME:NODES or "
+      "NAME:NODESxGPUS).");
+  module.def("describe", &python::describe, py::arg("model"), py::arg("cluster") = py::none(),
+             py::arg("seq_len") = py::none(), py::arg("precision") = "bf16",
+             "Parameters by component, FLOPs per token and model-state bytes of a model (a preset "
+             "name, a file path or a model dict), and on a cluster the fewest GPUs that hold its "
+             "states (strata describe --format json).");
+  module.def("plan", &python::plan, py::arg("model"), py::arg("cluster"), py::arg("global_batch"),
+             py::arg("seq_len") = py::none(), py::arg("top") = 5, py::arg("precision") = py::none(),
+             py::arg("framework") = "strata", py::arg("schedules") = std::vector<std::string>{},
+             "The best plans for training `model` on `cluster` at a global batch, fastest first, "
+             "as plan dicts (strata plan); raises NoPlanFits with the binding constraint when "
+             "none fits.");
+  module.def("simulate", &python::simulate, py::arg("plan"),
+             "One training step of a plan dict predicted: time, throughput, MFU, memory per "
+             "pipeline rank (strata simulate --format json).");
+  module.def("validate", &python::validate, py::arg("document"),
+             "Checks a model, cluster or plan dict as strata validate does; returns its kind or "
+             "raises InputError naming the JSON path and the rule.");
+}

@@ -1,0 +1,90 @@
+"""The `strata` Python module against the command line it mirrors.
+
+Run by CTest (test `python_module`) with Debian's python3-pytest, PYTHONPATH at the build's
+python/ folder and STRATA_BINARY naming the `strata` binary of the same build: each function must
+answer what the command with --format json answers, and bad input must raise the command's one
+line as strata.InputError with its JSON path.
+"""
+import json
+import os
+import subprocess
+
+import pytest
+
+import strata
+
+
+def cli(*arguments):
+    """The JSON `strata ARGUMENTS --format json` prints."""
+    completed = subprocess.run([os.environ["STRATA_BINARY"], *arguments, "--format", "json"],
+                               check=True, capture_output=True, text=True)
+    return json.loads(completed.stdout)
+
+
+def test_the_readme_example_plans_llama_on_four_nodes():
+    plans = strata.plan(model="llama3.1-8b", cluster="dgx-h100:4", global_batch=128)
+    mesh = plans[0]["mesh"]
+    assert mesh["tp"] * mesh["cp"] * mesh["dp"] * mesh["pp"] == 32
+
+
+def test_plan_returns_the_command_lines_plans_in_its_order():
+    arguments = dict(model="llama-tiny", cluster="cpu-local:4", global_batch=16, seq_len=128, top=3)
+    plans = strata.plan(**arguments)
+    report = cli("plan", "--model", "llama-tiny", "--cluster", "cpu-local:4", "--global-batch",
+                 "16", "--seq-len", "128", "--top", "3", "--quiet")
+    assert plans == [ranked["plan"] for ranked in report["plans"]]
+
+
+def test_a_plan_simulates_as_the_command_line_simulates_it(tmp_path):
+    plan = strata.plan(model="gpt-tiny", cluster="cpu-local:2", global_batch=8, seq_len=64)[0]
+    predicted = strata.simulate(plan)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    assert predicted == cli("simulate", "--plan", str(path))
+    assert 0 < predicted["mfu"] < 1
+
+
+def test_describe_and_presets_match_the_command_line():
+    assert strata.describe("moe-tiny", cluster="dgx-h100:1") == cli(
+        "describe", "--model", "moe-tiny", "--cluster", "dgx-h100:1")
+    assert strata.presets() == cli("presets")
+    assert strata.preset("llama-tiny")["hidden_size"] == 256
+
+
+def test_documents_given_as_dicts_are_read_like_files():
+    model = strata.preset("llama-tiny")
+    model["num_layers"] = 2
+    described = strata.describe(model, seq_len=64)
+    assert described["parameters"] < strata.describe("llama-tiny")["parameters"]
+    assert strata.validate(model) == "model"
+    assert strata.validate(strata.preset("dgx-h100:2")) == "cluster"
+
+
+def test_bad_input_raises_the_one_line_error_with_its_json_path():
+    plan = strata.plan(model="llama-tiny", cluster="cpu-local:4", global_batch=16, seq_len=128)[0]
+    plan["mesh"]["tp"] = 3
+    with pytest.raises(strata.InputError) as raised:
+        strata.validate(plan)
+    assert raised.value.json_path == "/mesh"
+    assert raised.value.source == "document"
+    assert isinstance(raised.value, ValueError)
+    assert "does not equal the cluster's 4 GPUs" in str(raised.value)
+    with pytest.raises(strata.InputError) as raised:
+        strata.describe("no-such-model")
+    assert "no-such-model" in str(raised.value)
+    with pytest.raises(strata.InputError, match="unknown precision fp5"):
+        strata.plan(model="llama-tiny", cluster="cpu-local:4", global_batch=16, precision="fp5")
+
+
+def test_a_search_where_nothing_fits_says_what_binds():
+    with pytest.raises(strata.NoPlanFits, match="memory"):
+        strata.plan(model="llama3.1-405b", cluster="cpu-local:1", global_batch=16)
+
+
+def test_the_example_in_docs_runs(capsys):
+    import runpy
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "python_example.py")
+    runpy.run_path(example, run_name="__main__")
+    printed = capsys.readouterr().out
+    assert "plan 1: tp" in printed
+    assert "refused at /mesh" in printed

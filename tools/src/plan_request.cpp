@@ -1,0 +1,59 @@
+#include "plan_request.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "precision_choice.h"
+#include "strata/schemas/enum_names.h"
+#include "strata/schemas/input_error.h"
+#include "strata/schemas/plan.h"
+#include "strata/schemas/training_framework.h"
+
+namespace strata::tools {
+
+planner::SearchOptions plan_search_options(const PlanRequest& options,
+                                           const schemas::ModelConfig& model,
+                                           const schemas::ClusterConfig& cluster,
+                                           std::string& precision_note) {
+  planner::SearchOptions search;
+  search.global_batch_size = options.global_batch;
+  // Long-context maxima (131,072 for Llama 3.1) are for fine-tuning; pre-training plans default
+  // to at most 8,192 tokens.
+  search.seq_length =
+      options.seq_length.value_or(std::min<std::int64_t>(8192, model.max_seq_length));
+  search.top_k = options.top_k;
+  search.all_variants = options.all_variants;
+  search.memory_reserve_fraction = options.memory_reserve;
+  search.max_tp = options.max_tp.value_or(0);
+  const PrecisionChoice precision = training_precision(options.precision, cluster);
+  search.precision = precision.dtype;
+  precision_note = precision.note;
+  // The command line checks the names; the Python module's callers are told here.
+  const auto named = [](const std::string& name, const auto& table, const char* option) {
+    const auto value = schemas::value_of(name, table);
+    if (!value) {
+      std::string known;
+      for (const auto& entry : table)
+        known += (known.empty() ? "" : ", ") + std::string(entry.name);
+      throw schemas::InputError(option, "", fmt::format("unknown {} (one of {})", name, known));
+    }
+    return *value;
+  };
+  search.framework = named(options.framework, schemas::kTrainingFrameworkNames, "--framework");
+  if (!options.schedules.empty()) {
+    search.schedules.clear();
+    for (const std::string& name : options.schedules) {
+      search.schedules.push_back(named(name, schemas::kScheduleTypeNames, "--schedules"));
+    }
+  }
+  const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
+  if (seq > model.max_seq_length) {
+    throw schemas::InputError("--seq-len", "",
+                              fmt::format("{} is more than {}'s max_seq_length={}", seq, model.name,
+                                          model.max_seq_length));
+  }
+  return search;
+}
+
+}  // namespace strata::tools

@@ -1,0 +1,40 @@
+// What `strata plan` searches for, from its options: the sequence length (the model's, at most
+// 8,192 for pre-training, unless given), the precision (the cluster GPU's default unless given),
+// the framework and schedules. Shared by the command and the Python module, so that both search
+// the same space.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/planner/plan_search.h"
+#include "strata/schemas/cluster_config.h"
+#include "strata/schemas/model_config.h"
+
+namespace strata::tools {
+
+// What a caller asks for, by name (the command's options, the module's arguments).
+struct PlanRequest {
+  std::int64_t global_batch = 256;
+  std::optional<std::int64_t> seq_length;
+  std::size_t top_k = 5;
+  double memory_reserve = 0;
+  std::optional<std::int64_t> max_tp;
+  std::vector<std::string> schedules;    // names; empty: the planner's
+  std::optional<std::string> precision;  // absent: the cluster GPU's default
+  std::string framework = "strata";
+  bool all_variants = false;
+};
+
+// The search's options for `model` on `cluster`; a sequence longer than the model's, or a name
+// that is not a precision, framework or schedule, throws schemas::InputError. `precision_note`
+// receives why the precision is not bf16 when it was chosen by default (else empty).
+planner::SearchOptions plan_search_options(const PlanRequest& options,
+                                           const schemas::ModelConfig& model,
+                                           const schemas::ClusterConfig& cluster,
+                                           std::string& precision_note);
+
+}  // namespace strata::tools
