@@ -16,27 +16,19 @@
 #include <vector>
 
 #include "strata_under_mpirun.h"
+#include "train_log_records.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using strata::testing::CommandResult;
+using strata::testing::step_records;
 using strata::testing::strata;
 using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
 using ::testing::HasSubstr;
 
 const std::string kText = "/usr/share/common-licenses/GPL-3";
-
-std::vector<nlohmann::json> step_records(const std::string& out) {
-  std::vector<nlohmann::json> records;
-  std::istringstream stream(out);
-  for (std::string line; std::getline(stream, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record.contains("step")) records.push_back(record);
-  }
-  return records;
-}
 
 struct MoeTrainingCli : ::testing::Test {
   void SetUp() override {

@@ -18,12 +18,14 @@
 #include <vector>
 
 #include "strata_under_mpirun.h"
+#include "train_log_records.h"
 
 namespace strata::tools {
 namespace {
 
 using strata::testing::CommandResult;
 using strata::testing::slurp;
+using strata::testing::step_records;
 using strata::testing::strata;
 using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
@@ -56,16 +58,6 @@ std::vector<pid_t> strata_processes_with(const std::string& marker) {
     }
   }
   return found;
-}
-
-std::vector<nlohmann::json> step_records(const std::string& out) {
-  std::vector<nlohmann::json> records;
-  std::istringstream stream(out);
-  for (std::string line; std::getline(stream, line);) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record.contains("step")) records.push_back(record);
-  }
-  return records;
 }
 
 struct ParallelCli : ::testing::Test {

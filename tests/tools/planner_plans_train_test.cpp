@@ -12,26 +12,19 @@
 #include <vector>
 
 #include "strata_under_mpirun.h"
+#include "train_log_records.h"
 
 namespace strata::tools {
 namespace {
 
 using strata::testing::CommandResult;
+using strata::testing::step_records;
 using strata::testing::strata;
 using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
 namespace fs = std::filesystem;
 
 const std::string kText = "/usr/share/common-licenses/GPL-3";
-
-std::size_t step_records(const std::string& out) {
-  std::size_t steps = 0;
-  std::istringstream stream(out);
-  for (std::string line; std::getline(stream, line);) {
-    steps += nlohmann::json::parse(line).contains("step") ? 1 : 0;
-  }
-  return steps;
-}
 
 struct PlannedJob {
   std::string name, model;
@@ -76,7 +69,7 @@ TEST_P(PlannerTopPlans, EachOfTheTenBestTrainsTwoSteps) {
         "train --plan " + plan.string() + " --data " + tokens + " --steps 2 --log-format json",
         directory);
     EXPECT_EQ(run.exit_code, 0) << plan.filename() << ": " << run.err;
-    EXPECT_EQ(step_records(run.out), 2u) << plan.filename() << ": " << run.out;
+    EXPECT_EQ(step_records(run.out).size(), 2u) << plan.filename() << ": " << run.out;
   }
 }
 

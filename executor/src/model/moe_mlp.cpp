@@ -147,21 +147,19 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
 
 namespace {
 
-// Expert e's slices of the stacked routed-expert tensors: `values` picks the compute copies or
-// the gradients.
-template <class Pick>
+// Expert e's slices of the stacked routed-expert tensors `m` (MoeMlp's Matrices): `pick` chooses
+// the compute copies or the gradients.
+template <class Pick, class Entries>
 MlpView expert_view(const MoeConfig& moe, std::int64_t hidden, std::int64_t e, Pick pick,
-                    ParameterEntry* in_weight, ParameterEntry* in_bias, ParameterEntry* up_weight,
-                    ParameterEntry* up_bias, ParameterEntry* output_weight,
-                    ParameterEntry* output_bias) {
+                    const Entries& m) {
   const std::int64_t width = moe.expert_ffn_hidden_size;
   MlpView view;
-  view.in_weight = slice(pick(*in_weight), e, {width, hidden});
-  if (in_bias) view.in_bias = slice(pick(*in_bias), e, {width});
-  if (up_weight) view.up_weight = slice(pick(*up_weight), e, {width, hidden});
-  if (up_bias) view.up_bias = slice(pick(*up_bias), e, {width});
-  view.output_weight = slice(pick(*output_weight), e, {hidden, width});
-  if (output_bias) view.output_bias = slice(pick(*output_bias), e, {hidden});
+  view.in_weight = slice(pick(*m.in_weight), e, {width, hidden});
+  if (m.in_bias) view.in_bias = slice(pick(*m.in_bias), e, {width});
+  if (m.up_weight) view.up_weight = slice(pick(*m.up_weight), e, {width, hidden});
+  if (m.up_bias) view.up_bias = slice(pick(*m.up_bias), e, {width});
+  view.output_weight = slice(pick(*m.output_weight), e, {hidden, width});
+  if (m.output_bias) view.output_bias = slice(pick(*m.output_bias), e, {hidden});
   return view;
 }
 
@@ -196,9 +194,7 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
     const std::int64_t first = a.local_offsets[e];
     const std::int64_t count = a.local_offsets[e + 1] - first;
     if (count == 0) continue;
-    const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
-                                  experts_.up_weight, experts_.up_bias, experts_.output_weight,
-                                  experts_.output_bias);
+    const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_);
     const Tensor x = rows(a.expert_in, first, count);
     Tensor hidden_in = rows(a.hidden_in, first, count);
     Tensor hidden_out = rows(a.hidden_out, first, count);
@@ -306,12 +302,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
       const std::int64_t first = a.local_offsets[e];
       const std::int64_t count = a.local_offsets[e + 1] - first;
       if (count == 0) continue;
-      const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_.in_weight, experts_.in_bias,
-                                    experts_.up_weight, experts_.up_bias, experts_.output_weight,
-                                    experts_.output_bias);
-      MlpView g = expert_view(moe_, hidden, e, kGradient, experts_.in_weight, experts_.in_bias,
-                              experts_.up_weight, experts_.up_bias, experts_.output_weight,
-                              experts_.output_bias);
+      const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_);
+      MlpView g = expert_view(moe_, hidden, e, kGradient, experts_);
       body(first, count, w, g);
     }
   };
