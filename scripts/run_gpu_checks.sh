@@ -3,10 +3,11 @@
 # the executables of scripts/bundle_cuda_build.sh, built elsewhere: --prebuilt BUNDLE), runs the
 # CUDA tests and `strata train --device cuda`, `strata profile --device cuda` with one-GPU plans'
 # predictions on its file beside their measured steps, then the op benchmark (measured beside the
-# cost model) and the training-step benchmark (beside PyTorch eager and torch.compile). Logs and
+# cost model) and the training-step benchmark (beside PyTorch eager and torch.compile), and
+# parallel plans under mpirun -np 2 on the one GPU against its one-rank run. Logs and
 # JSON results go to RESULTS_DIR. README "Building with CUDA" and BENCHMARKS.md say how it is used.
 #   scripts/run_gpu_checks.sh RESULTS_DIR [--prebuilt BUNDLE] [--no-compile] [--skip-bench]
-#                             [--stages tests,train,profile,bench]   (default: all four)
+#                             [--stages tests,train,profile,bench,parallel]   (default: all five)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results="${1:?run_gpu_checks.sh needs a results directory}"
@@ -14,7 +15,7 @@ shift
 compile=1
 bench=1
 bundle=""
-stages=tests,train,profile,bench
+stages=tests,train,profile,bench,parallel
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-compile) compile=0 ;;
@@ -49,6 +50,12 @@ if [ -n "$bundle" ]; then
   # Tests and benchmarks find their data through the source path compiled into them.
   source_dir="$(cat "$bundle/source_dir")"
   if [ ! -e "$source_dir" ]; then mkdir -p "$(dirname "$source_dir")" && ln -s "$(pwd)" "$source_dir"; fi
+  # NCCL is not in every toolkit folder; PyTorch's python carries it in its nvidia-nccl wheel.
+  if ldd "$cuda_test_bin" | grep -q "libnccl.* not found"; then
+    nccl_lib=$(env -u LD_LIBRARY_PATH python3 -c \
+      "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+    [ -n "$nccl_lib" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_lib" && echo "NCCL from $nccl_lib"
+  fi
   echo "glibc here: $(ldd --version | head -1 | grep -o '[0-9.]*$'), bundle needs $(cat "$bundle/needs_glibc")"
   ldd "$strata_bin" "$cuda_test_bin" | grep "not found" && { echo "missing libraries"; exit 1; }
 else
@@ -94,6 +101,11 @@ if wanted profile; then
   stage "strata profile --device cuda, and one-GPU plans predicted on it beside their steps"
   PYTHON="${STRATA_TORCH_PYTHON:-python3}" timeout 420 \
     bench/profile/gpu_predicted_vs_measured.sh "$strata_bin" "$results"
+fi
+
+if wanted parallel; then
+  stage "parallel plans on one GPU under mpirun -np 2 (dp 2, pp 2) against one rank"
+  timeout 420 scripts/check_gpu_parallel_plans.sh "$strata_bin" "$results"
 fi
 
 if [ "$bench" = 1 ]; then

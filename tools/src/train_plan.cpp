@@ -50,9 +50,10 @@ executor::Device parse_device(const std::string& name) {
   return name == "cuda" ? executor::Device::cuda : executor::Device::cpu;
 }
 
-// One GPU of a GPU cluster's node (a preset, or a file `strata profile --device cuda` measured):
-// what a --model plan on cuda is planned for.
-schemas::ClusterConfig one_gpu_of(const std::string& spec) {
+// The plan's ranks as GPUs of a GPU cluster (a preset, or a file `strata profile --device cuda`
+// measured): one GPU, a part of one node, or whole nodes. What a --model plan on cuda is planned
+// for; ranks that share a GPU (mpirun -np 2 on one card) are still priced as GPUs of their own.
+schemas::ClusterConfig gpus_of(const std::string& spec, std::int64_t ranks) {
   schemas::ClusterConfig cluster = schemas::resolve_cluster(spec);
   if (is_cpu_cluster(cluster)) {
     throw schemas::InputError("--cluster", "",
@@ -60,15 +61,26 @@ schemas::ClusterConfig one_gpu_of(const std::string& spec) {
                                           "preset or a file strata profile --device cuda wrote",
                                           spec));
   }
-  cluster.nodes = 1;
-  cluster.gpus_per_node = 1;
-  cluster.name += " (one GPU)";
-  return cluster;
+  if (ranks == 1) {
+    cluster.nodes = 1;
+    cluster.gpus_per_node = 1;
+    cluster.name += " (one GPU)";
+    return cluster;
+  }
+  if (ranks > cluster.gpus_per_node && ranks % cluster.gpus_per_node != 0) {
+    throw schemas::InputError("--cluster", "",
+                              fmt::format("the plan's {} ranks do not fill whole nodes of {} ({})",
+                                          ranks, cluster.gpus_per_node, spec));
+  }
+  const std::string counts = ranks <= cluster.gpus_per_node
+                                 ? fmt::format("1x{}", ranks)
+                                 : fmt::format("{}", ranks / cluster.gpus_per_node);
+  return schemas::with_node_counts(std::move(cluster), spec, counts);
 }
 
 // The plan `strata train --model M` runs: the batch, precision and layout from the flags; on the
-// CPU a cpu-local cluster of tp·dp ranks (dp: what the job's ranks leave after tp), on cuda one
-// GPU.
+// CPU a cpu-local cluster of tp·dp ranks (dp: what the job's ranks leave after tp), on cuda as
+// many GPUs of --cluster.
 schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device device,
                               std::int64_t world_size) {
   if (!options.model && !options.init_llmc) {
@@ -104,7 +116,7 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
                         : schemas::Dtype::fp32;
   const std::int64_t ranks = knobs.mesh.world_size();
   const schemas::ClusterConfig cluster =
-      cuda              ? one_gpu_of(options.cluster.value_or(kDefaultGpuCluster))
+      cuda              ? gpus_of(options.cluster.value_or(kDefaultGpuCluster), ranks)
       : options.cluster ? cpu_cluster_of(*options.cluster, ranks)
                         : schemas::resolve_cluster(fmt::format("{}:{}", kSingleCpuCluster, ranks));
   schemas::Plan plan = schemas::build_plan(model, cluster, knobs, "command line");

@@ -1,4 +1,5 @@
-// The Open MPI backend: host tensors, one MPI communicator per group. The only file of the
+// The Open MPI backend: one MPI communicator per group, over host memory. Device tensors (CUDA
+// ranks that share a GPU, where NCCL cannot run) travel through host copies. The only file of the
 // executor that calls MPI (ARCHITECTURE.md "Communicator").
 #include <fmt/format.h>
 #include <mpi.h>
@@ -15,6 +16,7 @@
 
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/distributed/stall_watchdog.h"
+#include "strata/executor/ops/convert.h"
 
 namespace strata::executor {
 namespace {
@@ -25,7 +27,10 @@ bool mpi_finalized() {
   return finalized != 0;
 }
 
-MPI_Datatype mpi_type(const Tensor& tensor, const char* operation) {
+// The MPI type of a host tensor's elements. Reductions need arithmetic MPI has for every type
+// but bfloat16 (staging widens device bfloat16 to float32 first); moving bfloat16 needs none,
+// so it moves as 16-bit words.
+MPI_Datatype mpi_type(const Tensor& tensor, const char* operation, bool reduces = true) {
   STRATA_CHECK(tensor.device() == Device::cpu,
                "{}: the MPI backend moves host memory; this tensor is on {}", operation,
                device_name(tensor.device()));
@@ -37,11 +42,39 @@ MPI_Datatype mpi_type(const Tensor& tensor, const char* operation) {
     case ScalarType::int32:
       return MPI_INT;
     case ScalarType::bfloat16:
+      if (!reduces) return MPI_UINT16_T;
       break;
   }
   STRATA_CHECK(false, "{}: the MPI backend has no reduction for {}", operation,
                scalar_type_name(tensor.scalar_type()));
   return MPI_FLOAT;
+}
+
+// Host staging of device tensors. A reduction of bfloat16 runs in float32 (MPI has no bfloat16
+// sum) and rounds once, when the result goes back to the device.
+bool on_device(const Tensor& tensor) { return tensor.device() != Device::cpu; }
+
+Tensor staged(const Tensor& device, bool reduces) {
+  Tensor host = device.to(Device::cpu);
+  if (!reduces || host.scalar_type() != ScalarType::bfloat16) return host;
+  Tensor wide = Tensor::zeros(host.shape(), ScalarType::float32);
+  convert(host, wide);
+  return wide;
+}
+
+Tensor staging_buffer(const Tensor& device, bool reduces) {
+  const bool widened = reduces && device.scalar_type() == ScalarType::bfloat16;
+  return Tensor::zeros(device.shape(), widened ? ScalarType::float32 : device.scalar_type());
+}
+
+void unstage(const Tensor& host, Tensor& device) {
+  if (host.scalar_type() == device.scalar_type()) {
+    device.copy_from(host);
+    return;
+  }
+  Tensor narrow = Tensor::zeros(host.shape(), device.scalar_type());
+  convert(host, narrow);
+  device.copy_from(narrow);
 }
 
 int mpi_count(std::int64_t elements, const char* operation) {
@@ -145,6 +178,12 @@ class MpiCommunicator final : public Communicator {
 
   void all_reduce(Tensor& values, ReduceOp op) override {
     if (size_ == 1) return;
+    if (on_device(values)) {
+      Tensor host = staged(values, true);
+      all_reduce(host, op);
+      unstage(host, values);
+      return;
+    }
     const BlockedInterval blocked("all_reduce", values.numel(), members_);
     MPI_Allreduce(MPI_IN_PLACE, values.raw(), mpi_count(values.numel(), "all_reduce"),
                   mpi_type(values, "all_reduce"), mpi_op(op), communicator_);
@@ -152,6 +191,10 @@ class MpiCommunicator final : public Communicator {
 
   CommunicationRequest all_reduce_async(Tensor& values, ReduceOp op) override {
     if (size_ == 1) return {};
+    if (on_device(values)) {  // staged: the copies bracket it, so it completes here
+      all_reduce(values, op);
+      return {};
+    }
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, values.raw(), mpi_count(values.numel(), "all_reduce"),
                    mpi_type(values, "all_reduce"), mpi_op(op), communicator_, &request);
@@ -160,7 +203,13 @@ class MpiCommunicator final : public Communicator {
 
   void all_gather(const Tensor& part, Tensor& whole) override {
     check_parts("all_gather", part, whole);
-    const MPI_Datatype type = mpi_type(part, "all_gather");
+    if (on_device(part) || on_device(whole)) {
+      Tensor host_whole = staging_buffer(whole, false);
+      all_gather(staged(part, false), host_whole);
+      whole.copy_from(host_whole);
+      return;
+    }
+    const MPI_Datatype type = mpi_type(part, "all_gather", false);
     const int count = mpi_count(part.numel(), "all_gather");
     // MPI forbids a send buffer inside the receive buffer; this member's own slot is MPI_IN_PLACE.
     const auto* own_slot =
@@ -172,21 +221,39 @@ class MpiCommunicator final : public Communicator {
 
   void reduce_scatter(const Tensor& whole, Tensor& part) override {
     check_parts("reduce_scatter", part, whole);
+    if (on_device(whole) || on_device(part)) {
+      Tensor host_part = staging_buffer(part, true);
+      reduce_scatter(staged(whole, true), host_part);
+      unstage(host_part, part);
+      return;
+    }
     const BlockedInterval blocked("reduce_scatter", whole.numel(), members_);
     MPI_Reduce_scatter_block(whole.raw(), part.raw(), mpi_count(part.numel(), "reduce_scatter"),
                              mpi_type(part, "reduce_scatter"), MPI_SUM, communicator_);
   }
 
   void broadcast(Tensor& values, int root) override {
+    if (on_device(values)) {
+      Tensor host = staged(values, false);
+      broadcast(host, root);
+      values.copy_from(host);
+      return;
+    }
     const BlockedInterval blocked("broadcast", values.numel(), members_);
-    MPI_Bcast(values.raw(), mpi_count(values.numel(), "broadcast"), mpi_type(values, "broadcast"),
-              root, communicator_);
+    MPI_Bcast(values.raw(), mpi_count(values.numel(), "broadcast"),
+              mpi_type(values, "broadcast", false), root, communicator_);
   }
 
   void all_to_all(const Tensor& send, const std::vector<std::int64_t>& send_counts, Tensor& receive,
                   const std::vector<std::int64_t>& receive_counts) override {
     const AllToAllOffsets offsets =
         all_to_all_offsets(size_, send, send_counts, receive, receive_counts);
+    if (on_device(send) || on_device(receive)) {
+      Tensor host_receive = staging_buffer(receive, false);
+      all_to_all(staged(send, false), send_counts, host_receive, receive_counts);
+      receive.copy_from(host_receive);
+      return;
+    }
     const auto as_int = [](const std::vector<std::int64_t>& values) {
       std::vector<int> converted;
       for (std::int64_t value : values) converted.push_back(mpi_count(value, "all_to_all"));
@@ -194,23 +261,41 @@ class MpiCommunicator final : public Communicator {
     };
     const std::vector<int> sent = as_int(send_counts), sent_at = as_int(offsets.send);
     const std::vector<int> received = as_int(receive_counts), received_at = as_int(offsets.receive);
-    const MPI_Datatype type = mpi_type(send, "all_to_all");
+    const MPI_Datatype type = mpi_type(send, "all_to_all", false);
     const BlockedInterval blocked("all_to_all", send.numel(), members_);
     MPI_Alltoallv(send.raw(), sent.data(), sent_at.data(), type, receive.raw(), received.data(),
                   received_at.data(), type, communicator_);
   }
 
   CommunicationRequest send_async(const Tensor& values, int peer, int tag) override {
+    if (on_device(values)) {
+      // The host copy lives until the send has completed.
+      const Tensor host = staged(values, false);
+      auto sending = std::make_shared<CommunicationRequest>(send_async(host, peer, tag));
+      return CommunicationRequest([sending, host] { sending->wait(); },
+                                  [sending] { return sending->completed(); });
+    }
     MPI_Request request;
-    MPI_Isend(values.raw(), mpi_count(values.numel(), "send"), mpi_type(values, "send"), peer, tag,
-              communicator_, &request);
+    MPI_Isend(values.raw(), mpi_count(values.numel(), "send"), mpi_type(values, "send", false),
+              peer, tag, communicator_, &request);
     return request_of(request, "send", values.numel(), world_rank_of(peer));
   }
 
   CommunicationRequest receive_async(Tensor& values, int peer, int tag) override {
+    if (on_device(values)) {
+      // Received into host memory; the wait copies it to the device.
+      Tensor host = staging_buffer(values, false);
+      auto receiving = std::make_shared<CommunicationRequest>(receive_async(host, peer, tag));
+      return CommunicationRequest(
+          [receiving, host, target = values]() mutable {
+            receiving->wait();
+            target.copy_from(host);
+          },
+          [receiving] { return receiving->completed(); });
+    }
     MPI_Request request;
-    MPI_Irecv(values.raw(), mpi_count(values.numel(), "receive"), mpi_type(values, "receive"), peer,
-              tag, communicator_, &request);
+    MPI_Irecv(values.raw(), mpi_count(values.numel(), "receive"),
+              mpi_type(values, "receive", false), peer, tag, communicator_, &request);
     return request_of(request, "receive", values.numel(), world_rank_of(peer));
   }
 

@@ -89,7 +89,6 @@ double optimizer_step(ParameterStore& parameters, OptimizerMoments& moments, dou
 
 void apply_adamw(ParameterStore& parameters, OptimizerMoments& moments, double learning_rate,
                  std::int64_t step, const AdamWConfig& config, double gradient_scale) {
-  STRATA_CHECK(parameters.device() == Device::cpu, "apply_adamw updates a host store");
   for (ParameterEntry& entry : parameters.entries()) {
     Tensor first = moments.first.view(entry.offset, entry.shape);
     Tensor second = moments.second.view(entry.offset, entry.shape);
@@ -97,6 +96,8 @@ void apply_adamw(ParameterStore& parameters, OptimizerMoments& moments, double l
                  entry.spec.weight_decay ? config.weight_decay : 0.0, step + 1, config,
                  gradient_scale);
   }
+  // A 16-bit working copy (bf16 on a GPU) follows the float32 values it is made from.
+  parameters.refresh_compute_values();
 }
 
 }  // namespace strata::executor

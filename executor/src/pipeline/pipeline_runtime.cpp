@@ -270,7 +270,7 @@ void PipelineRuntime::receive(const Action& action) {
     InFlight& flight = in_flight_[key];
     STRATA_CHECK(flight.received.empty(), "{} received twice", schedule::to_string(action));
     const int peer = peer_of(action.stage - 1);
-    flight.received.push_back(Tensor::zeros(hidden_shape, type));
+    flight.received.push_back(Tensor::zeros(hidden_shape, type, model_.device()));
     for (const PassThroughTensor& tensor : pass_through_) {
       flight.received.push_back(
           Tensor::zeros({plan_.batch.micro_batch_size, local_seq_}, tensor.type));
@@ -285,7 +285,7 @@ void PipelineRuntime::receive(const Action& action) {
     STRATA_CHECK(found != in_flight_.end(), "{} for a micro-batch never run forward",
                  schedule::to_string(action));
     InFlight& flight = found->second;
-    flight.received_gradient = Tensor::zeros(hidden_shape, type);
+    flight.received_gradient = Tensor::zeros(hidden_shape, type, model_.device());
     receives.push_back(pipeline.receive_async(
         flight.received_gradient, peer_of(action.stage + 1),
         stage_message_tag(true, action.stage, num_stages_, action.micro_batch, 0, tensors)));

@@ -34,19 +34,22 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
   if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_refusal(plan)) {
     throw InputError(plan_source, refusal->json_path, std::move(refusal->rule));
   }
+  const bool cuda = device == Device::cuda;
+  if (cuda && (mesh.tp > 1 || mesh.cp > 1)) {
+    // The vocabulary-parallel embedding and loss, sharded biases and offset positions have CPU
+    // kernels only; data and pipeline parallelism need none of them.
+    throw InputError(plan_source, mesh.tp > 1 ? "/mesh/tp" : "/mesh/cp",
+                     fmt::format("{} {}: the CUDA backend runs data and pipeline parallelism "
+                                 "(ranks may share a GPU); tensor and context parallelism run on "
+                                 "the CPU (--device cpu)",
+                                 mesh.tp > 1 ? "tp" : "cp", mesh.tp > 1 ? mesh.tp : mesh.cp));
+  }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
                      fmt::format("the plan runs on {} ranks (tp {} × cp {} × dp {} × pp {}); this "
                                  "job has {}{}",
                                  mesh.world_size(), mesh.tp, mesh.cp, mesh.dp, mesh.pp, world_size,
                                  world_size == 1 ? " (start it with mpirun -np N)" : ""));
-  }
-  const bool cuda = device == Device::cuda;
-  if (cuda && mesh.world_size() > 1) {
-    throw InputError(plan_source, "/mesh",
-                     fmt::format("{} ranks: the CUDA backend trains on one GPU; parallel plans "
-                                 "run on the CPU (--device cpu)",
-                                 mesh.world_size()));
   }
   if (!cuda && plan.precision != schemas::Dtype::fp32) {
     throw InputError(plan_source, "/precision",
@@ -60,11 +63,11 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                      "CPU (--device cpu)");
   }
   if (cuda && plan.zero_stage > 0) {
-    // The sharded optimizer keeps ZeRO's shards in host memory; on one GPU there is no
-    // data-parallel rank to shard over, so stage 0 holds the same state.
+    // The sharded optimizer keeps ZeRO's shards in host memory; a GPU rank keeps whole optimizer
+    // state beside its model (stage 0), which its data-parallel peers reduce into.
     throw InputError(plan_source, "/zero_stage",
-                     fmt::format("{}: ZeRO shards optimizer state over data-parallel ranks and "
-                                 "the CUDA backend trains on one GPU: set it to 0",
+                     fmt::format("{}: the executor keeps ZeRO's shards in host memory, and a CUDA "
+                                 "run keeps whole optimizer state on its GPU: set it to 0",
                                  plan.zero_stage));
   }
   if (cuda) {

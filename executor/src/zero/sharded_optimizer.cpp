@@ -20,12 +20,11 @@ void add_into(Tensor& a, const Tensor& b) {
                     [&]<class T>() { cpu::as_vector<T>(a) += cpu::as_vector<T>(b); });
 }
 
+// On either device (a GPU's data-parallel ranks reduce their gradients in device memory).
 double sum_of_squares(const Tensor& tensor, std::int64_t first, std::int64_t count) {
-  return dispatch_floating(tensor.scalar_type(), "sum_of_squares", [&]<class T>() {
-    return cpu::ConstVectorMap<T>(tensor.data<T>() + first, count)
-        .template cast<double>()
-        .squaredNorm();
-  });
+  const Tensor slice = tensor.view(first, {count});
+  const double norm = global_gradient_norm(std::span<const Tensor>(&slice, 1));
+  return norm * norm;
 }
 
 // Copies elements [first, last) of `entry`'s local slice from the whole parameter `whole` (flat)
@@ -59,7 +58,8 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   shard_rank_ = shards.rank();
   first_replica_ = groups_.zero_replica().rank() == 0;
   one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
-  STRATA_CHECK(store_.device() == Device::cpu || one_device_step_,
+  // ZeRO's shards live in host memory; stage 0 keeps whole state beside the model, on its device.
+  STRATA_CHECK(store_.device() == Device::cpu || options_.zero_stage == 0,
                "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
                options_.zero_stage, groups_.world().size(), device_name(store_.device()));
   if (model_.config().tied_embeddings && groups_.mesh().pp > 1 &&

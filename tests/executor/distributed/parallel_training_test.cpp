@@ -775,6 +775,38 @@ TEST(Communicator, AllToAllDeliversEachBlockToItsMemberInRankOrder) {
   EXPECT_EQ(receive.data<float>()[total], 0.0f) << "wrote past its blocks";
 }
 
+// bfloat16 moves as 16-bit words (the CUDA ranks' activations, staged through host memory, use
+// it): every bit pattern arrives as sent, the largest finite and the smallest subnormal too. MPI
+// has no bfloat16 sum, so a reduction of host bfloat16 is refused (staging widens device bfloat16
+// to float32 before it reduces).
+TEST(Communicator, MovesBfloat16BitForBitAndRefusesItsReductions) {
+  Communicator& world = world_communicator();
+  const int members = world.size(), me = world.rank();
+  const auto bits_of = [](int member, std::int64_t k) {
+    constexpr std::uint16_t kPatterns[] = {0x7f7f, 0x0001, 0x8000, 0x3f80, 0xc2f7};
+    return static_cast<std::uint16_t>(kPatterns[k % 5] ^ (member << 4));
+  };
+  constexpr std::int64_t kPart = 7;
+  Tensor part = Tensor::zeros({kPart}, ScalarType::bfloat16);
+  for (std::int64_t k = 0; k < kPart; ++k) part.data<BFloat16>()[k].bits = bits_of(me, k);
+  Tensor whole = Tensor::zeros({kPart * members}, ScalarType::bfloat16);
+  world.all_gather(part, whole);
+  for (int member = 0; member < members; ++member) {
+    for (std::int64_t k = 0; k < kPart; ++k) {
+      EXPECT_EQ(whole.data<BFloat16>()[member * kPart + k].bits, bits_of(member, k))
+          << "member " << member << " element " << k;
+    }
+  }
+  Tensor broadcast = part.to(Device::cpu);
+  world.broadcast(broadcast, 0);
+  for (std::int64_t k = 0; k < kPart; ++k) {
+    EXPECT_EQ(broadcast.data<BFloat16>()[k].bits, bits_of(0, k)) << "element " << k;
+  }
+  if (members > 1) {
+    EXPECT_THROW(world.all_reduce(part, ReduceOp::sum), InvariantError);
+  }
+}
+
 }  // namespace strata::executor
 
 int main(int argc, char** argv) {

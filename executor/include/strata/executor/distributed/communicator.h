@@ -1,11 +1,12 @@
 // Communicator: the collectives and point-to-point transfers a parallel run needs, over one group
 // of ranks. Executor code talks to this interface only; the backends are Open MPI (host tensors,
-// process launch by mpirun or srun) and a one-rank backend for runs without a launcher. The NCCL
-// backend of the GPU work goes behind the same interface.
+// process launch by mpirun or srun), a one-rank backend for runs without a launcher, and NCCL
+// between GPUs (distributed/nccl_communicator.h).
 //
 // Ranks are numbered 0 … size−1 inside the communicator. Every collective is called by every
 // member in the same order with tensors of the same type and size (the MPI rule); a tensor
-// argument is contiguous host memory. A failure inside the backend ends the whole job
+// argument is contiguous memory: host memory for the MPI backend, which stages a device tensor
+// through a host copy (CUDA ranks sharing a GPU), device memory for the NCCL backend. A failure inside the backend ends the whole job
 // (MPI_ERRORS_ARE_FATAL): no rank waits for a peer that is gone.
 #pragma once
 
