@@ -81,7 +81,7 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
 }
 
-TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataAndPipelineMeshesOnly) {
+TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataExpertAndPipelineMeshes) {
   PlanKnobs knobs;
   knobs.seq_length = 64;
   knobs.global_batch_size = 8;
@@ -93,7 +93,6 @@ TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataAndPipelineMeshesOnly) {
       build_plan(model_preset("moe-tiny"), cluster_preset("cpu-local:8"), knobs, "test");
   EXPECT_FALSE(executor_refusal(admitted).has_value());
   for (const auto& [path, set] : std::vector<std::pair<std::string, void (*)(Mesh&)>>{
-           {"/mesh/ep", [](Mesh& mesh) { mesh.ep = 2; }},
            {"/mesh/etp", [](Mesh& mesh) { mesh.etp = 2; }},
            {"/mesh/tp", [](Mesh& mesh) { mesh.tp = 2; }},
            {"/mesh/cp", [](Mesh& mesh) { mesh.cp = 2; }}}) {
@@ -102,8 +101,18 @@ TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataAndPipelineMeshesOnly) {
     const std::optional<ExecutorRefusal> refusal = executor_refusal(plan);
     ASSERT_TRUE(refusal.has_value()) << path;
     EXPECT_EQ(refusal->json_path, path);
-    EXPECT_NE(refusal->rule.find("data and pipeline parallelism"), std::string::npos) << path;
+    EXPECT_NE(refusal->rule.find("data, expert and pipeline parallelism"), std::string::npos)
+        << path;
   }
+  // Expert parallelism runs with whole optimizer state on each rank; ZeRO over expert shards is
+  // refused with the stage.
+  Plan expert_parallel = admitted;
+  expert_parallel.mesh.ep = 2;
+  const std::optional<ExecutorRefusal> sharded = executor_refusal(expert_parallel);
+  ASSERT_TRUE(sharded.has_value());
+  EXPECT_EQ(sharded->json_path, "/zero_stage");
+  expert_parallel.zero_stage = 0;
+  EXPECT_FALSE(executor_refusal(expert_parallel).has_value());
 }
 
 }  // namespace

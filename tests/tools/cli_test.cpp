@@ -133,20 +133,27 @@ TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   EXPECT_THAT(plan.out, HasSubstr(" ep "));
   EXPECT_THAT(plan.out, HasSubstr(" etp "));
-  // Strata's executor trains experts on data and pipeline meshes: its plans keep every expert
-  // on every rank, and the search says how many expert meshes it left out for that.
+  // Strata's executor trains experts on data, expert and pipeline meshes: its plans split the
+  // experts over ep ranks of dp (keeping whole optimizer state, ZeRO-0) but never over tp, cp or
+  // etp, and the search says how many expert meshes it left out for that.
   const CommandResult for_strata = strata(
       "plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096 "
       "--format json --top 3");
   ASSERT_EQ(for_strata.exit_code, 0) << for_strata.err;
   const nlohmann::json strata_plans = nlohmann::json::parse(for_strata.out);
   ASSERT_FALSE(strata_plans.at("plans").empty()) << for_strata.out;
+  bool expert_parallel = false;
   for (const nlohmann::json& ranked : strata_plans.at("plans")) {
     const nlohmann::json& mesh = ranked.at("plan").at("mesh");
-    EXPECT_EQ(mesh.value("ep", 1), 1);
     EXPECT_EQ(mesh.at("tp"), 1);
     EXPECT_EQ(mesh.at("cp"), 1);
+    EXPECT_EQ(mesh.value("etp", 1), 1);
+    if (mesh.value("ep", 1) > 1) {
+      expert_parallel = true;
+      EXPECT_EQ(ranked.at("plan").value("zero_stage", 0), 0);
+    }
   }
+  EXPECT_TRUE(expert_parallel) << for_strata.out;  // 8 experts over 16 GPUs: ep pays
   const CommandResult strata_table =
       strata("plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096");
   EXPECT_THAT(strata_table.out, HasSubstr("the executor does not run"));

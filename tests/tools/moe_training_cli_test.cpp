@@ -1,9 +1,11 @@
 // `strata train` of a mixture-of-experts model (the moe-tiny preset: 8 experts, top-2, a shared
 // expert, a dense first layer, load-balancing and z-losses) on one rank and under mpirun, in the
-// layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3 and a 1F1B pipeline.
-// Each must log the one-rank run's losses and gradient norms for 10 steps within 1e-5; the router
-// losses are in every gradient, so a layout that weighed them wrongly would drift. A resume on
-// another layout continues the run; the layouts not built yet are refused with the field.
+// layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3, a 1F1B pipeline, and
+// expert parallelism (the routed experts split over ep ranks, tokens sent to them by all-to-all)
+// alone, with expert data parallelism and with a pipeline. Each must log the one-rank run's
+// losses and gradient norms for 10 steps within 1e-5; the router losses are in every gradient, so
+// a layout that weighed them wrongly would drift. A resume on another layout continues the run;
+// the layouts not built yet are refused with the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -45,10 +47,11 @@ struct MoeTrainingCli : ::testing::Test {
   }
   void TearDown() override { fs::remove_all(directory); }
 
-  // 4 sequences of 32 tokens per step, in micro-batches of 2.
-  std::string train(const std::string& extra) const {
-    return "train --model moe-tiny --data " + tokens +
-           " --micro-batch 2 --global-batch 4 --seq-len 32 --log-format json " + extra;
+  // 4 sequences of 32 tokens per step, in micro-batches of 2 (of 1 where 4 ranks read them).
+  std::string train(const std::string& extra, int micro_batch = 2) const {
+    return "train --model moe-tiny --data " + tokens + " --micro-batch " +
+           std::to_string(micro_batch) + " --global-batch 4 --seq-len 32 --log-format json " +
+           extra;
   }
   static void expect_same_steps(const std::vector<nlohmann::json>& expected,
                                 const CommandResult& run, std::size_t first,
@@ -82,6 +85,29 @@ TEST_F(MoeTrainingCli, DataParallelAndPipelineRunsLogTheSingleRankSteps) {
   }
 }
 
+// ep 2 on 2 ranks (each holds 4 of the 8 experts, no expert replicas), ep 4 on 4 (2 experts a
+// rank), ep 2 on 4 ranks (every expert on two ranks, which sum its gradients), and ep 2 on each
+// stage of a 1F1B pipeline. The router's load-balancing loss is a statistic of each micro-batch's
+// tokens, so the one-rank run a layout is held to has the layout's micro-batches.
+TEST_F(MoeTrainingCli, ExpertParallelRunsLogTheSingleRankSteps) {
+  for (const int micro_batch : {2, 1}) {
+    const CommandResult one = strata(train("--steps 10", micro_batch));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const std::vector<nlohmann::json> expected = step_records(one.out);
+    ASSERT_EQ(expected.size(), 10u) << one.out;
+    const std::vector<std::pair<int, std::string>> layouts =
+        micro_batch == 2
+            ? std::vector<std::pair<int, std::string>>{{2, "--ep 2"}, {4, "--dp 2 --ep 2 --pp 2"}}
+            : std::vector<std::pair<int, std::string>>{{4, "--ep 4"}, {4, "--dp 4 --ep 2"}};
+    for (const auto& [ranks, layout] : layouts) {
+      expect_same_steps(
+          expected,
+          strata_under_mpirun(ranks, train("--steps 10 " + layout, micro_batch), directory), 0,
+          layout);
+    }
+  }
+}
+
 TEST_F(MoeTrainingCli, ACheckpointOfOneLayoutResumesOnAnother) {
   // 4 steps of dp2 ZeRO-3, checkpointed at 2; resumed from step 2 as a 1F1B pipeline: steps 3
   // and 4 are the dp run's (the experts' stacked weights and their optimizer state reshard).
@@ -108,11 +134,20 @@ TEST_F(MoeTrainingCli, LayoutsNotBuiltForExpertsAreRefusedWithTheField) {
   const CommandResult tensor_parallel = strata(train("--tp 2 --sequence-parallel --steps 1"));
   EXPECT_EQ(tensor_parallel.exit_code, 1);
   EXPECT_THAT(tensor_parallel.err, HasSubstr("/mesh/tp: 2: the executor trains "
-                                             "mixture-of-experts models with data and pipeline "
-                                             "parallelism"));
+                                             "mixture-of-experts models with data, expert and "
+                                             "pipeline parallelism"));
   const CommandResult context_parallel = strata(train("--cp 2 --steps 1"));
   EXPECT_EQ(context_parallel.exit_code, 1);
   EXPECT_THAT(context_parallel.err, HasSubstr("/mesh/cp: 2:"));
+  const CommandResult sharded_experts =
+      strata_under_mpirun(2, train("--ep 2 --zero 1 --steps 1"), directory);
+  EXPECT_EQ(sharded_experts.exit_code, 1);
+  EXPECT_THAT(sharded_experts.err, HasSubstr("/zero_stage: 1: with expert parallelism (ep 2)"));
+  const CommandResult checkpointed = strata_under_mpirun(
+      2, train("--ep 2 --steps 1 --checkpoint-dir " + (directory / "ep").string()), directory);
+  EXPECT_EQ(checkpointed.exit_code, 1);
+  EXPECT_THAT(checkpointed.err, HasSubstr("--checkpoint-dir: ep 2: checkpoints of "
+                                          "expert-parallel runs are not written yet"));
 }
 
 }  // namespace

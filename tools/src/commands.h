@@ -198,6 +198,7 @@ struct TrainOptions {
   std::int64_t cp = 1;
   std::string cp_comm = "ring";  // how cp attention communicates
   std::optional<std::int64_t> dp;
+  std::int64_t ep = 1;  // a MoE model's routed experts split over ep ranks of dp
   std::int64_t pp = 1;
   std::int64_t vpp = 1;
   std::optional<std::string> schedule;  // default: 1f1b, interleaved-1f1b with vpp > 1

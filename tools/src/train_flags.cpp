@@ -65,6 +65,13 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
                    "Data-parallel size of a --model plan (default: the job's ranks / (tp·cp·pp))")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);
+  command
+      ->add_option("--ep", options.ep,
+                   "Expert-parallel size of a --model plan of a mixture-of-experts model: its "
+                   "routed experts split over ep ranks of the data-parallel group, tokens sent to "
+                   "their experts' rank")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
   command->add_option("--pp", options.pp, "Pipeline-parallel size of a --model plan (even split)")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);

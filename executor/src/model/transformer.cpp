@@ -110,7 +110,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   // bfloat16 computes with a working copy of float32 masters (and float32 gradients).
   parameters_ = std::make_unique<ParameterStore>(
       stage_parameters(model_, stages_), statistics_type_, device_, type_,
-      StoreOptions{tp.rank(), tp.size(), options_.own_values, options_.own_gradients});
+      StoreOptions{tp.rank(), tp.size(), options_.own_values, options_.own_gradients,
+                   options_.expert_parallel.rank(), options_.expert_parallel.size()});
   if (options_.own_values && options_.initialize_values) parameters_->initialize(seed);
   layer_slot_.assign(static_cast<std::size_t>(model_.num_layers), -1);
   std::size_t held_layers = 0;
@@ -122,7 +123,7 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
     if (!parameters_->contains(fmt::format("layers.{}.attention_norm.weight", layer))) continue;
     layer_slot_[static_cast<std::size_t>(layer)] = static_cast<int>(layers_.size());
     layers_.emplace_back(model_, layer, *parameters_, options_.tensor_parallel,
-                         options_.context_parallel);
+                         options_.context_parallel, options_.expert_parallel);
     if (!options_.recomputed_layers.empty() &&
         options_.recomputed_layers[static_cast<std::size_t>(layer)]) {
       layers_.back().set_recompute(true);

@@ -117,6 +117,7 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& group
   options.tensor_parallel.group = &groups.tensor_parallel();
   options.context_parallel.group = &groups.context_parallel();
   options.context_parallel.comm = plan.cp_comm;
+  if (plan.model.moe) options.expert_parallel.group = &groups.expert_parallel();
   options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
   options.tensor_parallel.replicas = [&groups](std::int64_t replicas) -> Communicator& {
     return groups.tensor_parallel_replicas(replicas);
@@ -178,6 +179,15 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {
+  if (plan_.mesh.ep > 1 && (options_.checkpoint_dir || options_.resume)) {
+    // Each ep rank holds other experts' optimizer state, which the checkpoint layout (one
+    // file per tp × pp × ZeRO shard) has no place for yet.
+    throw InputError("--checkpoint-dir", "",
+                     fmt::format("ep {}: checkpoints of expert-parallel runs are not written yet; "
+                                 "train without --checkpoint-dir, or with ep 1 (the experts on "
+                                 "every data-parallel rank)",
+                                 plan_.mesh.ep));
+  }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
     std::error_code error;

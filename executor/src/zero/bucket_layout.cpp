@@ -4,6 +4,19 @@
 #include "strata/schemas/gradient_buckets.h"
 
 namespace strata::executor {
+namespace {
+
+// Adds [first, first + length) to `ranges`, merged with the last range where they touch.
+void append_range(std::vector<std::pair<std::int64_t, std::int64_t>>& ranges, std::int64_t first,
+                  std::int64_t length) {
+  if (!ranges.empty() && ranges.back().second == first) {
+    ranges.back().second += length;
+  } else {
+    ranges.emplace_back(first, first + length);
+  }
+}
+
+}  // namespace
 
 std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
                                        const ParameterStore& store,
@@ -63,6 +76,9 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
       const ParameterEntry& entry = entries[e];
       if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
       bucket.entries.push_back(e);
+      const bool expert = entry.spec.expert_parallel.kind == PlacementKind::shard;
+      if (expert)
+        append_range(bucket.expert, entry.offset - bucket.begin, shape_numel(entry.shape));
       // The last stage's copy of a tied embedding: the first stage counts it.
       if (!options.counts_word_embedding && entry.spec.name == "embedding.word") continue;
       // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
@@ -71,12 +87,8 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
       for (const ElementRun& run : entry.runs) {
         const bool owned = sharded ? run.replica_index == 0 : options.tp_rank == 0;
         if (!owned) continue;
-        const std::int64_t first = entry.offset - bucket.begin + run.local_offset;
-        if (!bucket.owned.empty() && bucket.owned.back().second == first) {
-          bucket.owned.back().second += run.length;
-        } else {
-          bucket.owned.emplace_back(first, first + run.length);
-        }
+        append_range(expert ? bucket.expert_owned : bucket.owned,
+                     entry.offset - bucket.begin + run.local_offset, run.length);
       }
     }
   }

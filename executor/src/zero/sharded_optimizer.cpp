@@ -58,6 +58,10 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   shard_rank_ = shards.rank();
   first_replica_ = groups_.zero_replica().rank() == 0;
   one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
+  experts_apart_ = groups_.expert_parallel().size() > 1;
+  STRATA_CHECK(!experts_apart_ || options_.zero_stage == 0,
+               "ZeRO-{} over expert-parallel ranks: expert shards are reduced at stage 0 only",
+               options_.zero_stage);
   // ZeRO's shards live in host memory; stage 0 keeps whole state beside the model, on its device.
   STRATA_CHECK(store_.device() == Device::cpu || options_.zero_stage == 0,
                "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
@@ -308,7 +312,25 @@ void ShardedOptimizer::reduce(Bucket& bucket) {
   switch (options_.zero_stage) {
     case 0: {
       Tensor gradients = bucket_gradients(bucket);
-      in_flight_.push_back(groups_.gradient_reduction().all_reduce_async(gradients, ReduceOp::sum));
+      if (!experts_apart_ || bucket.expert.empty()) {
+        in_flight_.push_back(
+            groups_.gradient_reduction().all_reduce_async(gradients, ReduceOp::sum));
+        break;
+      }
+      // The routed experts over the ranks that hold the same ones, the rest over dp × cp.
+      Communicator& experts = groups_.expert_data_parallel();
+      const auto reduce_range = [&](Communicator& group, std::int64_t first, std::int64_t last) {
+        if (first >= last || group.size() == 1) return;
+        Tensor range = gradients.view(first, {last - first});
+        in_flight_.push_back(group.all_reduce_async(range, ReduceOp::sum));
+      };
+      std::int64_t dense_from = 0;
+      for (const auto& [first, last] : bucket.expert) {
+        reduce_range(groups_.gradient_reduction(), dense_from, first);
+        reduce_range(experts, first, last);
+        dense_from = last;
+      }
+      reduce_range(groups_.gradient_reduction(), dense_from, bucket.elements);
       break;
     }
     case 1: {
@@ -368,11 +390,18 @@ void ShardedOptimizer::finish_gradients() {
 double ShardedOptimizer::owned_sum_of_squares() {
   double sum = 0;
   if (options_.zero_stage == 0) {
-    // Gradients are the same on every dp rank after the all-reduce: dp rank 0 counts them.
-    if (shard_rank_ != 0) return 0;
+    // Gradients are the same on every dp rank after the all-reduce: dp rank 0 counts them, and
+    // each expert's the first rank of the expert data-parallel group that holds it.
+    const bool counts_dense = shard_rank_ == 0;
+    const bool counts_experts =
+        experts_apart_ ? groups_.expert_data_parallel().rank() == 0 : counts_dense;
     for (const Bucket& bucket : buckets_) {
-      for (const auto& [first, last] : bucket.owned) {
-        sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
+      for (const auto& [ranges, counted] : {std::pair{&bucket.owned, counts_dense},
+                                            std::pair{&bucket.expert_owned, counts_experts}}) {
+        if (!counted) continue;
+        for (const auto& [first, last] : *ranges) {
+          sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
+        }
       }
     }
     return sum;
@@ -382,7 +411,9 @@ double ShardedOptimizer::owned_sum_of_squares() {
   for (const Bucket& bucket : buckets_) {
     const std::int64_t low = shard_rank_ * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
-    for (const auto& [first, last] : bucket.owned) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> counted = bucket.owned;
+    counted.insert(counted.end(), bucket.expert_owned.begin(), bucket.expert_owned.end());
+    for (const auto& [first, last] : counted) {
       const std::int64_t begin = std::max(first, low);
       const std::int64_t end = std::min(last, high);
       if (begin < end) {
@@ -473,6 +504,10 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
             .copy_from(local.view(run.local_offset, {run.length}));
       }
       if (tp.active()) tp.group->all_reduce(assembled, ReduceOp::sum);
+      // Routed experts: each ep rank filled its own; the sum over ep holds them all.
+      if (experts_apart_ && entry.spec.expert_parallel.kind == PlacementKind::shard) {
+        groups_.expert_parallel().all_reduce(assembled, ReduceOp::sum);
+      }
       target.value.copy_from(assembled);
     }
     for (std::int64_t unit = bucket.last_unit; unit >= bucket.first_unit; --unit) {

@@ -88,10 +88,30 @@ void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore
       if (offset >= bucket.begin && offset < bucket.begin + bucket.elements) expected.push_back(e);
     }
     EXPECT_EQ(bucket.entries, expected) << at;
-    for (const auto& [first, last] : bucket.owned) {
-      ASSERT_LE(0, first) << at;
-      ASSERT_LE(last, bucket.elements) << at;
-      for (std::int64_t i = first; i < last; ++i) ++owned_count[bucket.begin + i];
+    for (const auto* ranges : {&bucket.owned, &bucket.expert_owned}) {
+      for (const auto& [first, last] : *ranges) {
+        ASSERT_LE(0, first) << at;
+        ASSERT_LE(last, bucket.elements) << at;
+        for (std::int64_t i = first; i < last; ++i) ++owned_count[bucket.begin + i];
+      }
+    }
+    // The routed experts' ranges are exactly their entries', and only theirs count as experts'.
+    std::vector<std::pair<std::int64_t, std::int64_t>> experts;
+    for (std::size_t e : bucket.entries) {
+      const ParameterEntry& entry = store.entries()[e];
+      if (entry.spec.expert_parallel.kind != PlacementKind::shard) continue;
+      const std::int64_t first = entry.offset - bucket.begin;
+      if (!experts.empty() && experts.back().second == first) {
+        experts.back().second += shape_numel(entry.shape);
+      } else {
+        experts.emplace_back(first, first + shape_numel(entry.shape));
+      }
+    }
+    EXPECT_EQ(bucket.expert, experts) << at;
+    for (const auto& [first, last] : bucket.expert_owned) {
+      EXPECT_TRUE(std::any_of(experts.begin(), experts.end(), [&](const auto& range) {
+        return range.first <= first && last <= range.second;
+      })) << at;
     }
   }
   EXPECT_EQ(next_element, store.total_elements()) << where;
@@ -101,8 +121,9 @@ void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore
 }
 
 TEST(BucketLayout, EverySizeDpAndStageMeetsTheOracle) {
-  for (const schemas::ModelConfig& model : {testing::odd_gpt(3, false), testing::odd_gpt(3, true),
-                                            schemas::model_preset("llama-tiny")}) {
+  for (const schemas::ModelConfig& model :
+       {testing::odd_gpt(3, false), testing::odd_gpt(3, true), schemas::model_preset("llama-tiny"),
+        schemas::model_preset("moe-tiny")}) {
     const ParameterStore store(transformer_parameters(model), ScalarType::float32);
     std::vector<std::int64_t> sizes = {1,
                                        2,

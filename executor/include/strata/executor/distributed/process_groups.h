@@ -36,6 +36,11 @@ class ProcessGroups {
   // spread over, and the ranks holding the same shard (one without hybrid sharding).
   Communicator& zero_shard() { return *zero_shard_; }
   Communicator& zero_replica() { return *zero_replica_; }
+  // The expert mesh's groups (schemas::expert_group_of): the ranks a MoE layer's routed experts
+  // are split over (ep), and the ranks that hold the same experts and sum their gradients (edp;
+  // dp × cp when ep = etp = 1).
+  Communicator& expert_parallel() { return *ep_; }
+  Communicator& expert_data_parallel() { return *edp_; }
   Communicator& embedding() { return *embedding_; }          // first and last stage (tied)
   Communicator& position_embedding() { return *position_; }  // first stage
   // The ranks of this rank's tp group that hold the same block of a tensor split into blocks
@@ -51,8 +56,8 @@ class ProcessGroups {
   Communicator& world_;
   schemas::Mesh mesh_;
   schemas::MeshCoordinates coordinates_;
-  std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, zero_shard_, zero_replica_,
-      embedding_, position_;
+  std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, zero_shard_, zero_replica_, ep_,
+      edp_, embedding_, position_;
   std::map<std::int64_t, std::unique_ptr<Communicator>> tp_replicas_;
 };
 

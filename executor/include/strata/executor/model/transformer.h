@@ -57,6 +57,9 @@ struct TransformerOptions {
   TensorParallelism tensor_parallel;  // one rank by default
   // The cp group: each sequence's chunks this rank holds (context_parallel.h). One rank by default.
   ContextParallelism context_parallel;
+  // The ep group: the MoE layers' routed experts this rank holds and whom it sends tokens to
+  // (model/moe_mlp.h). One rank by default.
+  ExpertParallelism expert_parallel;
   bool own_values = true;     // false under ZeRO-3: values are bound per unit by hooks
   bool own_gradients = true;  // false under ZeRO-2/3
   // False when a checkpoint or an llm.c file fills every value right after construction: drawing

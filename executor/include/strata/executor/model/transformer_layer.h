@@ -101,8 +101,10 @@ struct LayerScratch {
 
 class TransformerLayer {
  public:
+  // `ep`: the group a MoE layer's routed experts are split over (unused by a dense layer).
   TransformerLayer(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
-                   const TensorParallelism& tp, const ContextParallelism& cp);
+                   const TensorParallelism& tp, const ContextParallelism& cp,
+                   ExpertParallelism ep = {});
 
   // A recomputing layer's forward keeps nothing for its backward, which reruns it first: its
   // caller hands both the shared set of all recomputing layers.

@@ -20,8 +20,14 @@ struct BucketRange {
   std::int64_t padded = 0, shard = 0;          // padded = shard × dp
   std::int64_t shard_offset = 0;               // of this rank's share in the shard buffers
   std::vector<std::size_t> entries;            // indices into the store's entries
-  // Bucket-relative ranges of elements whose square this rank counts in the gradient norm.
-  std::vector<std::pair<std::int64_t, std::int64_t>> owned;
+  // Bucket-relative ranges of elements whose square this rank counts in the gradient norm among
+  // its tp replicas: of the dense entries in `owned`, of the routed experts (split over ep) in
+  // `expert_owned` — the optimizer counts those on the first rank of each data-parallel group
+  // that holds them, dp × cp for the dense ones and the expert data-parallel group for experts.
+  std::vector<std::pair<std::int64_t, std::int64_t>> owned, expert_owned;
+  // Bucket-relative ranges of the routed experts' elements: summed over the expert data-parallel
+  // group, the rest of the bucket over dp × cp.
+  std::vector<std::pair<std::int64_t, std::int64_t>> expert;
 };
 
 struct BucketLayoutOptions {

@@ -157,6 +157,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // One rank of ZeRO-0 holds every gradient of the job once, in the store: the norm needs no sum
   // over ranks, and the step is optimizer_step's (on any device).
   bool one_device_step_ = false;
+  // Expert parallelism splits the routed experts over ep ranks: their gradients are summed over
+  // the expert data-parallel group, not dp × cp, and counted in the norm by its first rank.
+  bool experts_apart_ = false;
   // Pipelines with tied embeddings split over stages: this rank holds the word embedding (as the
   // embedding, the LM head, or both), held whole until the tie; counted in the norm only where
   // the embedding stage is.
