@@ -4,8 +4,8 @@
 // expert parallelism (the routed experts split over ep ranks, tokens sent to them by all-to-all)
 // alone, with expert data parallelism and with a pipeline. Each must log the one-rank run's
 // losses and gradient norms for 10 steps within 1e-5; the router losses are in every gradient, so
-// a layout that weighed them wrongly would drift. A resume on another layout continues the run;
-// the layouts not built yet are refused with the field.
+// a layout that weighed them wrongly would drift. A resume on another layout continues the run
+// (expert-parallel checkpoints too); the layouts not built yet are refused with the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -143,11 +143,41 @@ TEST_F(MoeTrainingCli, LayoutsNotBuiltForExpertsAreRefusedWithTheField) {
       strata_under_mpirun(2, train("--ep 2 --zero 1 --steps 1"), directory);
   EXPECT_EQ(sharded_experts.exit_code, 1);
   EXPECT_THAT(sharded_experts.err, HasSubstr("/zero_stage: 1: with expert parallelism (ep 2)"));
-  const CommandResult checkpointed = strata_under_mpirun(
-      2, train("--ep 2 --steps 1 --checkpoint-dir " + (directory / "ep").string()), directory);
-  EXPECT_EQ(checkpointed.exit_code, 1);
-  EXPECT_THAT(checkpointed.err, HasSubstr("--checkpoint-dir: ep 2: checkpoints of "
-                                          "expert-parallel runs are not written yet"));
+}
+
+// An expert-parallel checkpoint (one file per ep rank, written by the first of the ranks that
+// hold those experts) resumes on its own layout, on another ep and on one rank: steps 3 and 4 are
+// the first run's.
+TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
+  const fs::path original = directory / "dp4-ep2";
+  const CommandResult first = strata_under_mpirun(
+      4,
+      train("--dp 4 --ep 2 --steps 4 --checkpoint-every 2 --checkpoint-dir " + original.string(),
+            1),
+      directory);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  ASSERT_EQ(expected.size(), 4u) << first.out;
+  for (const std::string file : {"model.tp0.pp0.ep0.bin", "model.tp0.pp0.ep1.bin",
+                                 "optimizer.tp0.pp0.ep0.bin", "optimizer.tp0.pp0.ep1.bin"}) {
+    EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
+  }
+  const auto resumed_from_step_2 = [&](const std::string& name) {
+    const fs::path resumed = directory / name;
+    fs::create_directories(resumed);
+    fs::copy(original / "step_00000002", resumed / "step_00000002", fs::copy_options::recursive);
+    return " --steps 4 --resume --checkpoint-dir " + resumed.string();
+  };
+  expect_same_steps(
+      expected,
+      strata_under_mpirun(4, train("--dp 4 --ep 2" + resumed_from_step_2("same"), 1), directory), 2,
+      "dp 4 · ep 2 → the same");
+  expect_same_steps(
+      expected,
+      strata_under_mpirun(4, train("--dp 4 --ep 4" + resumed_from_step_2("ep4"), 1), directory), 2,
+      "dp 4 · ep 2 → dp 4 · ep 4");
+  expect_same_steps(expected, strata(train(resumed_from_step_2("one").substr(1), 1)), 2,
+                    "dp 4 · ep 2 → one rank");
 }
 
 }  // namespace

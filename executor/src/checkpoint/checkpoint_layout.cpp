@@ -18,6 +18,7 @@ schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
   mesh.dp = mesh_json.at("dp").get<std::int64_t>();
   mesh.pp = mesh_json.at("pp").get<std::int64_t>();
   if (mesh_json.contains("dp_shard")) mesh.dp_shard = mesh_json.at("dp_shard").get<std::int64_t>();
+  if (mesh_json.contains("ep")) mesh.ep = mesh_json.at("ep").get<std::int64_t>();
   const std::string order = mesh_json.at("order").get<std::string>();
   for (std::size_t i = 0; i < 4; ++i) {
     mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
@@ -60,6 +61,8 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
                         {"bucket_elements", schemas::gradient_bucket_elements(plan)}};
   // Hybrid sharding fixes how many shards there are and which ranks hold each.
   if (mesh.zero_shard_dp() < mesh.dp) layout["mesh"]["dp_shard"] = mesh.dp_shard;
+  // Expert parallelism fixes which routed experts each rank's files hold.
+  if (mesh.ep > 1) layout["mesh"]["ep"] = mesh.ep;
   if (mesh.pp > 1) {
     // The pipeline split fixes which parameters each pipeline rank's files hold.
     nlohmann::json stages = nlohmann::json::array();
@@ -73,6 +76,16 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
 
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
+  if (mesh.ep > 1) {
+    // Expert-parallel runs keep whole optimizer state (ZeRO-0): the first rank of each group
+    // holding the same experts writes, one file per pipeline rank and ep rank.
+    std::vector<std::int64_t> ranks;
+    for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
+      const schemas::ExpertCoordinates at = schemas::expert_coordinates(mesh, rank);
+      if (at[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0) ranks.push_back(rank);
+    }
+    return ranks;
+  }
   // Every rank of the first shard group writes its shard from ZeRO-1 on; below, its first rank.
   const bool sharded = parallel.at("zero_stage").get<std::int64_t>() >= 1;
   const std::int64_t dp_writers = sharded ? mesh.zero_shard_dp() : 1;
@@ -104,6 +117,8 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
+  const std::int64_t ep_rank =
+      schemas::expert_coordinates(mesh, rank)[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
   // Its ZeRO shard: its place in its shard group, as the sharded optimizer's.
   const std::int64_t dp_rank = schemas::zero_shard_rank(mesh, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
@@ -121,7 +136,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const ParameterStore store(stage_parameters(model, stages), ScalarType::float32, Device::cpu,
                              std::nullopt,
                              StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,
-                                          /*own_gradients=*/false});
+                                          /*own_gradients=*/false, ep_rank, mesh.ep});
   std::vector<std::size_t> parameter_index;
   const std::vector<ParameterSpec> whole = transformer_parameters(model);
   for (const ParameterEntry& entry : store.entries()) {

@@ -166,15 +166,17 @@ json recorded_checkpoint_layout(const fs::path& checkpoint) {
 std::string checkpoint_layout_text(const json& parallel) {
   if (parallel.is_null()) return "one device";
   const json& mesh = parallel.at("mesh");
-  return fmt::format("tp {} · cp {} · dp {}{} · pp {} ({}), ZeRO-{}, buckets of {}",
-                     mesh.at("tp").get<std::int64_t>(), mesh.at("cp").get<std::int64_t>(),
-                     mesh.at("dp").get<std::int64_t>(),
-                     mesh.contains("dp_shard")
-                         ? fmt::format(" (shards of {})", mesh.at("dp_shard").get<std::int64_t>())
-                         : "",
-                     mesh.at("pp").get<std::int64_t>(), mesh.at("order").get<std::string>(),
-                     parallel.at("zero_stage").get<std::int64_t>(),
-                     parallel.at("bucket_elements").get<std::int64_t>());
+  return fmt::format(
+      "tp {} · cp {} · dp {}{}{} · pp {} ({}), ZeRO-{}, buckets of {}",
+      mesh.at("tp").get<std::int64_t>(), mesh.at("cp").get<std::int64_t>(),
+      mesh.at("dp").get<std::int64_t>(),
+      mesh.contains("dp_shard")
+          ? fmt::format(" (shards of {})", mesh.at("dp_shard").get<std::int64_t>())
+          : "",
+      mesh.contains("ep") ? fmt::format(" · ep {}", mesh.at("ep").get<std::int64_t>()) : "",
+      mesh.at("pp").get<std::int64_t>(), mesh.at("order").get<std::string>(),
+      parallel.at("zero_stage").get<std::int64_t>(),
+      parallel.at("bucket_elements").get<std::int64_t>());
 }
 
 }  // namespace strata::executor

@@ -60,7 +60,7 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   const schemas::ObjectReader reader(parallel, where,
                                      {"mesh", "zero_stage", "bucket_elements", "stages"});
   const schemas::ObjectReader mesh(reader.object("mesh"), reader.at("mesh"),
-                                   {"tp", "cp", "dp", "pp", "order", "dp_shard"});
+                                   {"tp", "cp", "dp", "pp", "order", "dp_shard", "ep"});
   __int128 world = 1;
   for (const char* axis : {"tp", "cp", "dp", "pp"}) world *= mesh.integer(axis, {1, kMaxMeshAxis});
   if (world > kMaxMeshAxis) {
@@ -74,7 +74,17 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
       mesh.at("dp_shard").fail(fmt::format("{} does not divide dp={}", *shard, dp));
     }
   }
-  reader.integer("zero_stage", {0, 3});
+  const std::int64_t zero_stage = reader.integer("zero_stage", {0, 3});
+  if (const std::optional<std::int64_t> ep = mesh.optional_integer("ep", {1, kMaxMeshAxis})) {
+    // Experts fold into the data-parallel group (tp = cp = 1 for the executor's MoE layers).
+    if (dp % *ep != 0) mesh.at("ep").fail(fmt::format("{} does not divide dp={}", *ep, dp));
+    if (*ep > 1 && zero_stage > 0) {
+      reader.at("zero_stage")
+          .fail(fmt::format("{}: an expert-parallel checkpoint (ep {}) keeps whole optimizer "
+                            "state (ZeRO-0)",
+                            zero_stage, *ep));
+    }
+  }
   reader.integer("bucket_elements", {1, kMaxBucketElements});
   const std::int64_t pp = mesh.value("pp").get<std::int64_t>();
   if (pp > 1 && !reader.has("stages")) {
@@ -229,12 +239,13 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
   }
   const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
   const std::string layout_text = fmt::format(
-      "tp {} · cp {} · dp {}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
-      mesh.zero_shard_dp() < mesh.dp ? fmt::format(" (shards of {})", mesh.dp_shard) : "", mesh.pp,
-      zero_stage);
-  // Values files: one per (tp, pp) rank, per ZeRO shard (its place in a shard group of dp_shard
-  // × cp ranks) too under ZeRO-3; moments per shard under ZeRO ≥ 1.
-  const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp;
+      "tp {} · cp {} · dp {}{}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
+      mesh.zero_shard_dp() < mesh.dp ? fmt::format(" (shards of {})", mesh.dp_shard) : "",
+      mesh.ep > 1 ? fmt::format(" · ep {}", mesh.ep) : "", mesh.pp, zero_stage);
+  // Values files: one per (tp, pp) rank — and ep rank under expert parallelism — per ZeRO shard
+  // (its place in a shard group of dp_shard × cp ranks) too under ZeRO-3; moments per shard
+  // under ZeRO ≥ 1.
+  const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp * mesh.ep;
   const __int128 shards = static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
   const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
                                  per_model_rank * (zero_stage >= 1 ? shards : 1);

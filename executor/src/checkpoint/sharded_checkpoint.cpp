@@ -33,6 +33,17 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   const std::int64_t pp = coordinate(schemas::MeshAxis::pp);
   ShardedCheckpointPart part;
   part.rank = rank;
+  if (mesh.ep > 1) {
+    // Expert parallelism (ZeRO-0): each ep rank's files hold its experts and the dense state;
+    // the first of the ranks holding the same experts writes them.
+    const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, rank);
+    const std::int64_t ep = expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
+    part.values_file = fmt::format("model.tp{}.pp{}.ep{}.bin", tp, pp, ep);
+    part.moments_file = fmt::format("optimizer.tp{}.pp{}.ep{}.bin", tp, pp, ep);
+    part.writes_values = part.writes_moments =
+        expert[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0;
+    return part;
+  }
   const bool sharded_values = zero_stage >= 3;
   const bool sharded_moments = zero_stage >= 1;
   part.values_file = fmt::format("model.tp{}.pp{}.dp{}.bin", tp, pp, sharded_values ? shard : 0);

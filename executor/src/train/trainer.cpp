@@ -179,15 +179,6 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {
-  if (plan_.mesh.ep > 1 && (options_.checkpoint_dir || options_.resume)) {
-    // Each ep rank holds other experts' optimizer state, which the checkpoint layout (one
-    // file per tp × pp × ZeRO shard) has no place for yet.
-    throw InputError("--checkpoint-dir", "",
-                     fmt::format("ep {}: checkpoints of expert-parallel runs are not written yet; "
-                                 "train without --checkpoint-dir, or with ep 1 (the experts on "
-                                 "every data-parallel rank)",
-                                 plan_.mesh.ep));
-  }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
     std::error_code error;

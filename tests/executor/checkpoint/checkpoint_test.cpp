@@ -231,6 +231,12 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
                 "4097"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
               HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
+  // Expert parallelism: it folds into dp, and its files hold whole optimizer state.
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 3; }),
+              HasSubstr("/parallel/mesh/ep: 3 does not divide dp=2"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 2; }),
+              HasSubstr("/parallel/zero_stage: 1: an expert-parallel checkpoint (ep 2) keeps "
+                        "whole optimizer state (ZeRO-0)"));
   // A layout whose files would have other sizes is refused by them, also with a forged checksum.
   EXPECT_THAT(
       refusal([](nlohmann::json& state) {
