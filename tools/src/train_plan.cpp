@@ -24,8 +24,24 @@ bool is_cpu_cluster(const schemas::ClusterConfig& cluster) {
          (cluster.sources && cluster.sources->backend == "cpu");
 }
 
+// `cluster` (resolved from `spec`) used with `ranks` ranks: as it is when it has that many, else
+// one node's worth or whole nodes of it.
+schemas::ClusterConfig sized_for(schemas::ClusterConfig cluster, const std::string& spec,
+                                 std::int64_t ranks) {
+  if (cluster.world_size() == ranks) return cluster;
+  if (ranks > cluster.gpus_per_node && ranks % cluster.gpus_per_node != 0) {
+    throw schemas::InputError("--cluster", "",
+                              fmt::format("the plan's {} ranks do not fill whole nodes of {} ({})",
+                                          ranks, cluster.gpus_per_node, spec));
+  }
+  const std::string counts = ranks <= cluster.gpus_per_node
+                                 ? fmt::format("1x{}", ranks)
+                                 : fmt::format("{}", ranks / cluster.gpus_per_node);
+  return schemas::with_node_counts(std::move(cluster), spec, counts);
+}
+
 // The cluster a --model plan of `ranks` CPU ranks is made for: `spec` (a measured file or a
-// preset) used with that many ranks — one node's worth, or whole nodes.
+// preset) used with that many ranks.
 schemas::ClusterConfig cpu_cluster_of(const std::string& spec, std::int64_t ranks) {
   schemas::ClusterConfig cluster = schemas::resolve_cluster(spec);
   if (!is_cpu_cluster(cluster)) {
@@ -34,16 +50,7 @@ schemas::ClusterConfig cpu_cluster_of(const std::string& spec, std::int64_t rank
                                           "file strata profile measured on the CPU",
                                           spec));
   }
-  if (cluster.world_size() == ranks) return cluster;
-  const std::string counts = ranks <= cluster.gpus_per_node
-                                 ? fmt::format("1x{}", ranks)
-                                 : fmt::format("{}", ranks / cluster.gpus_per_node);
-  if (ranks > cluster.gpus_per_node && ranks % cluster.gpus_per_node != 0) {
-    throw schemas::InputError("--cluster", "",
-                              fmt::format("the plan's {} ranks do not fill whole nodes of {} ({})",
-                                          ranks, cluster.gpus_per_node, spec));
-  }
-  return schemas::with_node_counts(std::move(cluster), spec, counts);
+  return sized_for(std::move(cluster), spec, ranks);
 }
 
 executor::Device parse_device(const std::string& name) {
@@ -67,15 +74,7 @@ schemas::ClusterConfig gpus_of(const std::string& spec, std::int64_t ranks) {
     cluster.name += " (one GPU)";
     return cluster;
   }
-  if (ranks > cluster.gpus_per_node && ranks % cluster.gpus_per_node != 0) {
-    throw schemas::InputError("--cluster", "",
-                              fmt::format("the plan's {} ranks do not fill whole nodes of {} ({})",
-                                          ranks, cluster.gpus_per_node, spec));
-  }
-  const std::string counts = ranks <= cluster.gpus_per_node
-                                 ? fmt::format("1x{}", ranks)
-                                 : fmt::format("{}", ranks / cluster.gpus_per_node);
-  return schemas::with_node_counts(std::move(cluster), spec, counts);
+  return sized_for(std::move(cluster), spec, ranks);
 }
 
 // The plan `strata train --model M` runs: the batch, precision and layout from the flags; on the
