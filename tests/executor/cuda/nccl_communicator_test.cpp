@@ -1,8 +1,10 @@
 // The NCCL communicator on the lent GPU, at world size 1 (NCCL refuses two ranks on one GPU, so
 // more members need a machine with several): it starts from a bootstrap communicator, every
-// collective leaves what a group of one computes on device memory of each dtype, work is ordered on
-// the backend's stream (a kernel after a collective sees its result), split() gives a working
-// communicator, and host tensors or absent peers are refused with the operation named.
+// collective leaves what a group of one computes on device memory of each dtype, a non-blocking
+// all-reduce hands back a request that completes, split() gives a working communicator, and host
+// tensors or absent peers are refused with the operation named. A group of one's reduction leaves
+// its input, so these tests cannot see whether a kernel after a collective waits for it: that
+// ordering needs a machine with several GPUs to check.
 #include "strata/executor/distributed/nccl_communicator.h"
 
 #include <gtest/gtest.h>
@@ -75,9 +77,9 @@ TEST_P(NcclCommunicatorTest, AllToAllSendsTheBlockToItself) {
   nccl_->all_to_all(empty_send, {0}, empty_receive, {0});  // a member with no tokens this step
 }
 
-// The result is there for the next op on the stream without the host waiting, and completed()
-// turns true once the GPU has passed it.
-TEST_P(NcclCommunicatorTest, AsyncAllReduceIsOrderedOnTheStream) {
+// The non-blocking all-reduce's tensor feeds the next op without a wait on the host, and the
+// request reports completion once the GPU has passed it.
+TEST_P(NcclCommunicatorTest, AsyncAllReduceCompletesAndFeedsTheNextOp) {
   const ScalarType type = GetParam();
   const Tensor a = random_in({4096}, type, 9), b = random_in({4096}, type, 10);
   Tensor reduced = on_gpu(a, type);
