@@ -410,31 +410,57 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
 
   double cp_forward_s = 0;
   double cp_backward_s = 0;
+  double cp_memory_forward_s = 0;
+  double cp_memory_backward_s = 0;
   if (context.cp > 1) {
+    const double cp = static_cast<double>(context.cp);
     const double kv_bytes = tokens * kv_heads * (head_dim + dims.value_dim) * element;
-    if (context.cp_comm == schemas::ContextParallelComm::all_gather) {
-      const double whole = static_cast<double>(context.cp) * kv_bytes;
+    // The keys and values are copied out of the fused qkv into a buffer of their own to be sent
+    // (read and write), in each pass. In the backward each source's key/value gradient is
+    // accumulated in a zeroed buffer and added into the rank's qkv gradient at the end (read the
+    // buffer, read and write the gradient); the ring also adds each arriving partial sum to the
+    // rank's own contribution (two reads, a write) at each of its cp − 1 later steps.
+    const bool ring = context.cp_comm != schemas::ContextParallelComm::all_gather;
+    const double extract_bytes = 2 * kv_bytes;
+    const double backward_bytes =
+        extract_bytes + cp * kv_bytes + 3 * kv_bytes + (ring ? (cp - 1) * 3 * kv_bytes : 0.0);
+    const double backward_kernels = ring ? 2 * cp + 1 : 3;
+    cp_memory_forward_s = memory_bound_time_s(gpu, extract_bytes);
+    cp_memory_backward_s = memory_bound_time_s(gpu, backward_bytes, backward_kernels);
+    if (!ring) {
+      const double whole = cp * kv_bytes;
       const double gather_s =
           collective_time_s(*context.cluster, context.cp_span, Collective::all_gather, whole);
       cp_forward_s = gather_s;
       cp_backward_s = gather_s + collective_time_s(*context.cluster, context.cp_span,
                                                    Collective::reduce_scatter, whole);
     } else {
-      const double steps = static_cast<double>(context.cp - 1);
+      // Each of the cp − 1 hops runs beside the attention of the block in hand, but only by the
+      // communicator's progress share while the rank computes (Open MPI without a progress
+      // thread moves a message inside MPI calls only: the rest waits for the rank's wait); NCCL
+      // and every preset: all of it. The backward's key/value gradients travel one hop more:
+      // the sum of the last step arrives after the rank's last compute, with nothing to hide it.
+      const double progress = context.cluster->communicator_progress_during_compute.value_or(1.0);
+      const double steps = cp - 1;
+      const auto exposed = [&](double transfer_s, double compute_s) {
+        return std::max(0.0, progress * transfer_s - compute_s) + (1 - progress) * transfer_s;
+      };
       cp_forward_s =
-          std::max(0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes) -
-                            attention_forward_s);
-      cp_backward_s = std::max(
-          0.0, steps * point_to_point_time_s(*context.cluster, context.cp_tier, 2 * kv_bytes) -
-                   attention_backward_s);
+          exposed(steps * point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes),
+                  attention_forward_s);
+      cp_backward_s =
+          exposed(steps * point_to_point_time_s(*context.cluster, context.cp_tier, 2 * kv_bytes),
+                  attention_backward_s) +
+          point_to_point_time_s(*context.cluster, context.cp_tier, kv_bytes);
     }
   }
 
   PassCosts costs;
-  costs.forward = {gemms.forward_s + attention_forward_s + memory_forward_s, tp_forward_s,
-                   cp_forward_s};
-  costs.backward_input = {gemms.input_s + attention_backward_s + memory_backward_s, tp_backward_s,
-                          cp_backward_s};
+  costs.forward = {gemms.forward_s + attention_forward_s + memory_forward_s + cp_memory_forward_s,
+                   tp_forward_s, cp_forward_s};
+  costs.backward_input = {
+      gemms.input_s + attention_backward_s + memory_backward_s + cp_memory_backward_s,
+      tp_backward_s, cp_backward_s};
   costs.backward_weight = {gemms.weight_s, 0, 0};
   costs.forward_flops = gemms.forward_flops + attention.forward;
   if (kind == LayerKind::moe) {

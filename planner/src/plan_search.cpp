@@ -287,18 +287,19 @@ class Evaluator {
   const costmodels::LayerCostSet& current_layer_costs() const { return *current_; }
 
   // How cp attention communicates is the planner's to choose (schemas/plan.h): the all-gather
-  // variant where what it exposes per layer costs less than what the ring cannot hide behind the
-  // attention. A tie keeps the ring, which holds 5 blocks of keys and values where the gather
-  // holds 2·cp + 2. Memory does not enter the choice: a layout whose gather would not fit while
-  // its ring would is judged by the gather (rare: the gap is a few K/V blocks of one layer).
+  // variant where a layer takes less with it — what it exposes against what the ring cannot hide
+  // behind the attention, and the ring's extra additions of partial sums. A tie keeps the ring,
+  // which holds 5 blocks of keys and values where the gather holds 2·cp + 2. Memory does not
+  // enter the choice: a layout whose gather would not fit while its ring would is judged by the
+  // gather (rare: the gap is a few K/V blocks of one layer).
   void choose_cp_comm(costmodels::LayerContext& context) {
-    const auto exposed = [](const costmodels::PassCosts& layer) {
-      return layer.forward.cp_comm_s + layer.backward_input.cp_comm_s + layer.recompute.cp_comm_s;
+    const auto layer_s = [](const costmodels::PassCosts& layer) {
+      return layer.forward.total_s() + layer.backward_input.total_s() + layer.recompute.total_s();
     };
-    const double ring_s = exposed(layer_costs(context).recomputed);
+    const double ring_s = layer_s(layer_costs(context).recomputed);
     costmodels::LayerContext gathered = context;
     gathered.cp_comm = schemas::ContextParallelComm::all_gather;
-    if (exposed(layer_costs(gathered).recomputed) < ring_s) {
+    if (layer_s(layer_costs(gathered).recomputed) < ring_s) {
       context = gathered;
       plan_.cp_comm = schemas::ContextParallelComm::all_gather;
     }

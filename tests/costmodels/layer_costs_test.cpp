@@ -361,15 +361,60 @@ TEST(LayerCosts, ContextParallelAllGatherPricesItsCollectivesUnhidden) {
   EXPECT_DOUBLE_EQ(gathered.forward.cp_comm_s, gather_s);
   EXPECT_DOUBLE_EQ(gathered.backward_input.cp_comm_s, gather_s + scatter_s);
   EXPECT_EQ(gathered.backward_weight.cp_comm_s, 0);
-  // The ring's transfers hide behind the attention they overlap, here entirely.
+  // The ring's transfers hide behind the attention they overlap, here entirely, but for the
+  // backward's last hop of key/value gradients, which arrives after the last compute.
   const PassCosts ringed = transformer_layer_costs(ring, schemas::RecomputeGranularity::none);
+  EXPECT_EQ(ringed.forward.cp_comm_s, 0);
+  EXPECT_DOUBLE_EQ(ringed.backward_input.cp_comm_s,
+                   point_to_point_time_s(cluster, ring.cp_tier, kv_bytes));
   EXPECT_LT(ringed.forward.cp_comm_s + ringed.backward_input.cp_comm_s,
             gathered.forward.cp_comm_s + gathered.backward_input.cp_comm_s);
+  // Both copy the keys and values out of qkv in each pass (a read and a write); in the backward
+  // both zero the cp blocks their gradients collect in and add the rank's own into its qkv
+  // gradient (3 passes over a block), and the ring adds each of the cp − 1 arriving partial sums
+  // (3 more each): 2 + 4 + 3 + 9 = 18 blocks in 2·cp + 1 = 9 kernels against 9 blocks in 3.
   EXPECT_DOUBLE_EQ(gathered.forward.compute_s, ringed.forward.compute_s);
+  EXPECT_NEAR(ringed.backward_input.compute_s - gathered.backward_input.compute_s,
+              memory_bound_time_s(cluster.gpu, 18 * kv_bytes, 9) -
+                  memory_bound_time_s(cluster.gpu, 9 * kv_bytes, 3),
+              1e-15);
   const double extra_blocks = (2 * 4 + 2) - 5;
   EXPECT_DOUBLE_EQ(layer_activation_bytes(gather, schemas::RecomputeGranularity::none).working -
                        layer_activation_bytes(ring, schemas::RecomputeGranularity::none).working,
                    extra_blocks * kv_bytes);
+}
+
+// A communicator that does not move messages while its rank computes (progress share 0, Open MPI
+// without a progress thread at its limit) leaves every hop of the ring exposed: the forward's
+// cp − 1 hops of keys and values, the backward's cp − 1 hops of keys and values with their
+// gradients and the gradients' last hop. Half progress hides half of each hop at most.
+TEST(LayerCosts, RingHopsWaitForTheCommunicatorsProgress) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
+  knobs.seq_length = 8192;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 2;
+  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+  schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
+  cluster.communicator_progress_during_compute = 0.0;
+  const schemas::Plan still = schemas::build_plan(model, cluster, knobs, "test");
+  const LayerContext context = layer_context(still);
+  const double kv_bytes = 8'388'608;
+  const double hop_s = point_to_point_time_s(cluster, context.cp_tier, kv_bytes);
+  const double pair_hop_s = point_to_point_time_s(cluster, context.cp_tier, 2 * kv_bytes);
+  const PassCosts none = transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  EXPECT_NEAR(none.forward.cp_comm_s, 3 * hop_s, 1e-15);
+  EXPECT_NEAR(none.backward_input.cp_comm_s, 3 * pair_hop_s + hop_s, 1e-15);
+  cluster.communicator_progress_during_compute = 0.5;
+  const schemas::Plan half_plan = schemas::build_plan(model, cluster, knobs, "test");
+  const PassCosts half =
+      transformer_layer_costs(layer_context(half_plan), schemas::RecomputeGranularity::none);
+  // The attention of 2,048 queries over up to 8,192 keys outlasts half of three hops on NVLink.
+  EXPECT_NEAR(half.forward.cp_comm_s, 0.5 * 3 * hop_s, 1e-15);
+  EXPECT_NEAR(half.backward_input.cp_comm_s, 0.5 * 3 * pair_hop_s + hop_s, 1e-15);
+  // The copies and sums of the ring are compute, whatever the communicator does.
+  EXPECT_DOUBLE_EQ(none.forward.compute_s, half.forward.compute_s);
+  EXPECT_DOUBLE_EQ(none.backward_input.compute_s, half.backward_input.compute_s);
 }
 
 }  // namespace

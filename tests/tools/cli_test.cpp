@@ -133,9 +133,9 @@ TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
   ASSERT_EQ(plan.exit_code, 0) << plan.err;
   EXPECT_THAT(plan.out, HasSubstr(" ep "));
   EXPECT_THAT(plan.out, HasSubstr(" etp "));
-  // Strata's executor trains experts on data, expert and pipeline meshes: its plans split the
-  // experts over ep ranks of dp (keeping whole optimizer state, ZeRO-0) but never over tp, cp or
-  // etp, and the search says how many expert meshes it left out for that.
+  // Strata's executor trains experts on data, context, expert and pipeline meshes: its plans split
+  // the experts over ep ranks of dp × cp but never over tp or etp, and the search says how many
+  // expert meshes it left out for that.
   const CommandResult for_strata = strata(
       "plan --model mixtral-8x7b --cluster dgx-h100:2 --global-batch 64 --seq-len 4096 "
       "--format json --top 3");
@@ -146,12 +146,8 @@ TEST(Cli, MixturesOfExpertsPlanWithTheirExpertMesh) {
   for (const nlohmann::json& ranked : strata_plans.at("plans")) {
     const nlohmann::json& mesh = ranked.at("plan").at("mesh");
     EXPECT_EQ(mesh.at("tp"), 1);
-    EXPECT_EQ(mesh.at("cp"), 1);
     EXPECT_EQ(mesh.value("etp", 1), 1);
-    if (mesh.value("ep", 1) > 1) {
-      expert_parallel = true;
-      EXPECT_EQ(ranked.at("plan").value("zero_stage", 0), 0);
-    }
+    if (mesh.value("ep", 1) > 1) expert_parallel = true;
   }
   EXPECT_TRUE(expert_parallel) << for_strata.out;  // 8 experts over 16 GPUs: ep pays
   const CommandResult strata_table =
@@ -562,11 +558,12 @@ TEST(CliPlan, NothingFitsExitsOneWithTheBindingConstraint) {
 }
 
 // Ties are one row with their count (issue: a top five of one step time says nothing);
-// --all-variants lists each.
+// --all-variants lists each. Llama 3.1 8B at 32K tokens on two nodes: its best answer, cp 4 · dp 4,
+// costs the same in the mesh orders that keep its groups on the same tiers.
 TEST(CliPlan, EquivalentPlansAreOneRowUnlessAllVariantsAreAskedFor) {
   const std::string plan =
-      "plan --model llama-tiny --cluster cpu-local:8 --global-batch 16 "
-      "--seq-len 128 --quiet --format json";
+      "plan --model llama3.1-8b --cluster dgx-h100:2 --global-batch 32 "
+      "--seq-len 32768 --quiet --format json";
   const CommandResult distinct = strata(plan);
   ASSERT_EQ(distinct.exit_code, 0) << distinct.err;
   const nlohmann::json rows = nlohmann::json::parse(distinct.out).at("plans");
@@ -578,7 +575,7 @@ TEST(CliPlan, EquivalentPlansAreOneRowUnlessAllVariantsAreAskedFor) {
   EXPECT_EQ(listed.at(0).at("step_time_s"), listed.at(1).at("step_time_s"));
   for (const nlohmann::json& row : listed) EXPECT_EQ(row.at("variants"), 0);
   const CommandResult table = strata(
-      "plan --model llama-tiny --cluster cpu-local:8 --global-batch 16 --seq-len 128 --quiet");
+      "plan --model llama3.1-8b --cluster dgx-h100:2 --global-batch 32 --seq-len 32768 --quiet");
   EXPECT_THAT(table.out, HasSubstr("variants: other plans with the same predicted step and "
                                    "memory, shown by their simplest (--all-variants lists each)"));
 }
