@@ -67,29 +67,23 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
     return refusal;
   }
   if (plan.model.moe) {
-    // The executor's MoE layer splits its routed experts over ep ranks of the data-parallel group
-    // and sends each token to its experts' rank (all-to-all); each expert's MLP stays whole on
-    // its rank, and attention sees whole sequences: expert tensor parallelism, tensor and context
-    // parallelism wait for the layer's sharded GEMMs and the token re-split they need.
+    // The executor's MoE layer splits its routed experts over ep ranks of the data- and
+    // context-parallel group and sends each token to its experts' rank (all-to-all); each
+    // expert's MLP stays whole on its rank (its gradients summed, and its state ZeRO-sharded,
+    // over the ranks holding the same experts). Under context parallelism a rank routes its
+    // chunks' tokens and the load-balancing loss pools the cp group's choices. Expert tensor and
+    // tensor parallelism wait for the layer's sharded GEMMs and the token re-split they need.
     const Mesh& mesh = plan.mesh;
     for (const auto& [path, size, what] :
          {std::tuple{"/mesh/etp", mesh.etp, "expert tensor parallelism"},
-          std::tuple{"/mesh/tp", mesh.tp, "tensor parallelism"},
-          std::tuple{"/mesh/cp", mesh.cp, "context parallelism"}}) {
+          std::tuple{"/mesh/tp", mesh.tp, "tensor parallelism"}}) {
       if (size > 1) {
         return ExecutorRefusal{
             path, fmt::format("{}: the executor trains mixture-of-experts models with data, "
-                              "expert and pipeline parallelism; {} of MoE layers is not built yet",
+                              "context, expert and pipeline parallelism; {} of MoE layers is not "
+                              "built yet",
                               size, what)};
       }
-    }
-    if (mesh.ep > 1 && plan.zero_stage > 0) {
-      return ExecutorRefusal{
-          "/zero_stage",
-          fmt::format("{}: with expert parallelism (ep {}) the executor keeps whole optimizer "
-                      "state on each rank (ZeRO-0); sharding expert state over the expert "
-                      "data-parallel group is not built yet",
-                      plan.zero_stage, mesh.ep)};
     }
   }
   return std::nullopt;

@@ -250,6 +250,26 @@ std::vector<std::int64_t> expert_zero_shard_group_of(const Mesh& mesh, std::int6
   return expert_members(mesh, own, {ExpertAxis::edp}, block * shards, shards);
 }
 
+std::vector<std::int64_t> expert_zero_replica_group_of(const Mesh& mesh, std::int64_t rank) {
+  const std::int64_t shards = mesh.expert_zero_shards();
+  const std::int64_t within =
+      expert_coordinates(mesh, rank)[static_cast<std::size_t>(ExpertAxis::edp)] % shards;
+  std::vector<std::int64_t> group;
+  for (std::int64_t member : expert_group_of(mesh, {ExpertAxis::edp}, rank)) {
+    const ExpertCoordinates at = expert_coordinates(mesh, member);
+    if (at[static_cast<std::size_t>(ExpertAxis::edp)] % shards == within) group.push_back(member);
+  }
+  return group;
+}
+
+std::int64_t expert_zero_shard_rank(const Mesh& mesh, std::int64_t rank) {
+  return position_in(expert_zero_shard_group_of(mesh, rank), rank);
+}
+
+std::int64_t expert_zero_replica_rank(const Mesh& mesh, std::int64_t rank) {
+  return position_in(expert_zero_replica_group_of(mesh, rank), rank);
+}
+
 std::vector<std::int64_t> embedding_group_of(const Mesh& mesh, std::int64_t rank) {
   const std::vector<std::int64_t> pipeline = mesh_group_of(mesh, {MeshAxis::pp}, rank);
   if (pipeline.size() == 1) return pipeline;

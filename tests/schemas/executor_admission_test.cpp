@@ -81,7 +81,7 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
 }
 
-TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataExpertAndPipelineMeshes) {
+TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataContextExpertAndPipelineMeshes) {
   PlanKnobs knobs;
   knobs.seq_length = 64;
   knobs.global_batch_size = 8;
@@ -94,25 +94,33 @@ TEST(ExecutorAdmission, MixtureOfExpertsRunsOnDataExpertAndPipelineMeshes) {
   EXPECT_FALSE(executor_refusal(admitted).has_value());
   for (const auto& [path, set] : std::vector<std::pair<std::string, void (*)(Mesh&)>>{
            {"/mesh/etp", [](Mesh& mesh) { mesh.etp = 2; }},
-           {"/mesh/tp", [](Mesh& mesh) { mesh.tp = 2; }},
-           {"/mesh/cp", [](Mesh& mesh) { mesh.cp = 2; }}}) {
+           {"/mesh/tp", [](Mesh& mesh) { mesh.tp = 2; }}}) {
     Plan plan = admitted;
     set(plan.mesh);
     const std::optional<ExecutorRefusal> refusal = executor_refusal(plan);
     ASSERT_TRUE(refusal.has_value()) << path;
     EXPECT_EQ(refusal->json_path, path);
-    EXPECT_NE(refusal->rule.find("data, expert and pipeline parallelism"), std::string::npos)
+    EXPECT_NE(refusal->rule.find("data, context, expert and pipeline parallelism"),
+              std::string::npos)
         << path;
   }
-  // Expert parallelism runs with whole optimizer state on each rank; ZeRO over expert shards is
-  // refused with the stage.
-  Plan expert_parallel = admitted;
-  expert_parallel.mesh.ep = 2;
-  const std::optional<ExecutorRefusal> sharded = executor_refusal(expert_parallel);
-  ASSERT_TRUE(sharded.has_value());
-  EXPECT_EQ(sharded->json_path, "/zero_stage");
-  expert_parallel.zero_stage = 0;
-  EXPECT_FALSE(executor_refusal(expert_parallel).has_value());
+  // Context parallelism, with the experts split over the cp group's ranks too.
+  Plan context_parallel = admitted;
+  context_parallel.mesh.cp = 2;
+  context_parallel.mesh.dp = 2;
+  EXPECT_FALSE(executor_refusal(context_parallel).has_value());
+  context_parallel.mesh.ep = 4;
+  EXPECT_FALSE(executor_refusal(context_parallel).has_value());
+  // Expert parallelism runs at every ZeRO stage (the experts' state sharded over the ranks that
+  // hold the same experts), with hybrid sharding too.
+  for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
+    Plan expert_parallel = admitted;
+    expert_parallel.mesh.ep = 2;
+    expert_parallel.zero_stage = zero_stage;
+    EXPECT_FALSE(executor_refusal(expert_parallel).has_value()) << "ZeRO-" << zero_stage;
+    expert_parallel.mesh.dp_shard = 2;
+    EXPECT_FALSE(executor_refusal(expert_parallel).has_value()) << "HSDP, ZeRO-" << zero_stage;
+  }
 }
 
 }  // namespace

@@ -273,7 +273,8 @@ TEST(ExpertMesh, ZeroShardsExpertStateOverBlocksOfTheExpertDataParallelGroup) {
 
 // In every order, a rank's expert ZeRO shard group is the members of its expert data-parallel
 // group whose edp coordinate falls in its block of expert_zero_shards() (the definition, checked
-// by scanning every rank's coordinates; the function builds the group from its own).
+// by scanning every rank's coordinates; the function builds the group from its own), and its
+// replica group the members at the same place in the other blocks.
 TEST(ExpertMesh, ZeroShardGroupsAreTheBlocksOfTheExpertDataParallelGroupInEveryOrder) {
   std::array<MeshAxis, 4> order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
   std::sort(order.begin(), order.end());
@@ -301,6 +302,23 @@ TEST(ExpertMesh, ZeroShardGroupsAreTheBlocksOfTheExpertDataParallelGroupInEveryO
       }
       EXPECT_EQ(expert_zero_shard_group_of(mesh, rank), scanned)
           << mesh_order_to_string(order) << " rank " << rank;
+      // Its replicas: the same etp, ep and pp coordinates, the same place within a block.
+      const ExpertCoordinates own = expert_coordinates(mesh, rank);
+      std::vector<std::int64_t> replicas;
+      for (std::int64_t member = 0; member < mesh.world_size(); ++member) {
+        ExpertCoordinates other = expert_coordinates(mesh, member);
+        const auto edp = static_cast<std::size_t>(ExpertAxis::edp);
+        if (other[edp] % mesh.expert_zero_shards() != own[edp] % mesh.expert_zero_shards())
+          continue;
+        other[edp] = own[edp];
+        if (other == own) replicas.push_back(member);
+      }
+      EXPECT_EQ(expert_zero_replica_group_of(mesh, rank), replicas)
+          << mesh_order_to_string(order) << " rank " << rank;
+      EXPECT_EQ(expert_zero_shard_rank(mesh, rank),
+                std::find(scanned.begin(), scanned.end(), rank) - scanned.begin());
+      EXPECT_EQ(expert_zero_replica_rank(mesh, rank),
+                std::find(replicas.begin(), replicas.end(), rank) - replicas.begin());
     }
   } while (std::next_permutation(order.begin(), order.end()));
 }

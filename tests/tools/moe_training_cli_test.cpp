@@ -1,8 +1,10 @@
 // `strata train` of a mixture-of-experts model (the moe-tiny preset: 8 experts, top-2, a shared
 // expert, a dense first layer, load-balancing and z-losses) on one rank and under mpirun, in the
-// layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3, a 1F1B pipeline, and
-// expert parallelism (the routed experts split over ep ranks, tokens sent to them by all-to-all)
-// alone, with expert data parallelism and with a pipeline. Each must log the one-rank run's
+// layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3, a 1F1B pipeline,
+// context parallelism, and expert parallelism (the routed experts split over ep ranks, tokens sent
+// to them by all-to-all) alone, with expert data parallelism, with a pipeline, over the cp group
+// and with ZeRO 1 to 3 (the experts' state sharded over the ranks holding the same experts). Each
+// must log the one-rank run's
 // losses and gradient norms for 10 steps within 1e-5; the router losses are in every gradient, so
 // a layout that weighed them wrongly would drift. A resume on another layout continues the run
 // (expert-parallel checkpoints too); the layouts not built yet are refused with the field.
@@ -87,8 +89,11 @@ TEST_F(MoeTrainingCli, DataParallelAndPipelineRunsLogTheSingleRankSteps) {
 
 // ep 2 on 2 ranks (each holds 4 of the 8 experts, no expert replicas), ep 4 on 4 (2 experts a
 // rank), ep 2 on 4 ranks (every expert on two ranks, which sum its gradients), and ep 2 on each
-// stage of a 1F1B pipeline. The router's load-balancing loss is a statistic of each micro-batch's
-// tokens, so the one-rank run a layout is held to has the layout's micro-batches.
+// stage of a 1F1B pipeline; with ZeRO: ep 2 at ZeRO-3 (the dense state sharded over 2, the
+// experts' over 1), ep 4 at ZeRO-1 over dp 4, ep 2 over dp 4 at ZeRO 1, 2 and 3 (each expert's
+// state sharded over its two holders) and at ZeRO-3 in hybrid shards of 2. The router's
+// load-balancing loss is a statistic of each micro-batch's tokens, so the one-rank run a layout is
+// held to has the layout's micro-batches.
 TEST_F(MoeTrainingCli, ExpertParallelRunsLogTheSingleRankSteps) {
   for (const int micro_batch : {2, 1}) {
     const CommandResult one = strata(train("--steps 10", micro_batch));
@@ -97,14 +102,41 @@ TEST_F(MoeTrainingCli, ExpertParallelRunsLogTheSingleRankSteps) {
     ASSERT_EQ(expected.size(), 10u) << one.out;
     const std::vector<std::pair<int, std::string>> layouts =
         micro_batch == 2
-            ? std::vector<std::pair<int, std::string>>{{2, "--ep 2"}, {4, "--dp 2 --ep 2 --pp 2"}}
-            : std::vector<std::pair<int, std::string>>{{4, "--ep 4"}, {4, "--dp 4 --ep 2"}};
+            ? std::vector<std::pair<int, std::string>>{{2, "--ep 2"},
+                                                       {4, "--dp 2 --ep 2 --pp 2"},
+                                                       {2, "--ep 2 --zero 3"}}
+            : std::vector<std::pair<int, std::string>>{{4, "--ep 4"},
+                                                       {4, "--dp 4 --ep 2"},
+                                                       {4, "--dp 4 --ep 4 --zero 1"},
+                                                       {4, "--dp 4 --ep 2 --zero 1"},
+                                                       {4, "--dp 4 --ep 2 --zero 2"},
+                                                       {4, "--dp 4 --ep 2 --zero 3"},
+                                                       {4, "--dp 4 --ep 2 --zero 3 --dp-shard 2"}};
     for (const auto& [ranks, layout] : layouts) {
       expect_same_steps(
           expected,
           strata_under_mpirun(ranks, train("--steps 10 " + layout, micro_batch), directory), 0,
           layout);
     }
+  }
+}
+
+// Context parallelism: each rank routes its chunks' tokens, and the cp group pools the choices
+// the load-balancing loss counts — cp 2 alone and with the all-gather attention, cp 2 with the
+// experts split over the cp pair, and dp 2 × cp 2 with ep 4 at ZeRO-1 (every rank its own two
+// experts, the dense state sharded over all four).
+TEST_F(MoeTrainingCli, ContextParallelRunsLogTheSingleRankSteps) {
+  const CommandResult one = strata(train("--steps 10"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  ASSERT_EQ(expected.size(), 10u) << one.out;
+  for (const auto& [ranks, layout] :
+       std::vector<std::pair<int, std::string>>{{2, "--cp 2"},
+                                                {2, "--cp 2 --cp-comm all_gather"},
+                                                {2, "--cp 2 --ep 2"},
+                                                {4, "--dp 2 --cp 2 --ep 4 --zero 1"}}) {
+    expect_same_steps(
+        expected, strata_under_mpirun(ranks, train("--steps 10 " + layout), directory), 0, layout);
   }
 }
 
@@ -134,15 +166,8 @@ TEST_F(MoeTrainingCli, LayoutsNotBuiltForExpertsAreRefusedWithTheField) {
   const CommandResult tensor_parallel = strata(train("--tp 2 --sequence-parallel --steps 1"));
   EXPECT_EQ(tensor_parallel.exit_code, 1);
   EXPECT_THAT(tensor_parallel.err, HasSubstr("/mesh/tp: 2: the executor trains "
-                                             "mixture-of-experts models with data, expert and "
-                                             "pipeline parallelism"));
-  const CommandResult context_parallel = strata(train("--cp 2 --steps 1"));
-  EXPECT_EQ(context_parallel.exit_code, 1);
-  EXPECT_THAT(context_parallel.err, HasSubstr("/mesh/cp: 2:"));
-  const CommandResult sharded_experts =
-      strata_under_mpirun(2, train("--ep 2 --zero 1 --steps 1"), directory);
-  EXPECT_EQ(sharded_experts.exit_code, 1);
-  EXPECT_THAT(sharded_experts.err, HasSubstr("/zero_stage: 1: with expert parallelism (ep 2)"));
+                                             "mixture-of-experts models with data, context, "
+                                             "expert and pipeline parallelism"));
 }
 
 // An expert-parallel checkpoint (one file per ep rank, written by the first of the ranks that
@@ -178,6 +203,47 @@ TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
       "dp 4 · ep 2 → dp 4 · ep 4");
   expect_same_steps(expected, strata(train(resumed_from_step_2("one").substr(1), 1)), 2,
                     "dp 4 · ep 2 → one rank");
+}
+
+// A ZeRO-3 expert-parallel checkpoint: per ep rank, one file of values and one of moments for
+// each of its expert shards (a rank's dense shard and expert shard, written by each rank here),
+// resumed on its own layout, on ep 4 at ZeRO-1, on whole state (ep 2, ZeRO-0) and on one rank.
+TEST_F(MoeTrainingCli, ShardedExpertCheckpointsResumeOnAnyLayout) {
+  const fs::path original = directory / "dp4-ep2-zero3";
+  const CommandResult first = strata_under_mpirun(
+      4,
+      train("--dp 4 --ep 2 --zero 3 --steps 4 --checkpoint-every 2 --checkpoint-dir " +
+                original.string(),
+            1),
+      directory);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  ASSERT_EQ(expected.size(), 4u) << first.out;
+  for (const char* kind : {"model", "optimizer"}) {
+    for (int ep = 0; ep < 2; ++ep) {
+      for (int shard = 0; shard < 2; ++shard) {
+        const std::string file = std::string(kind) + ".tp0.pp0.ep" + std::to_string(ep) + ".dp" +
+                                 std::to_string(shard) + ".bin";
+        EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
+      }
+    }
+  }
+  const auto resumed_from_step_2 = [&](const std::string& name) {
+    const fs::path resumed = directory / name;
+    fs::create_directories(resumed);
+    fs::copy(original / "step_00000002", resumed / "step_00000002", fs::copy_options::recursive);
+    return " --steps 4 --resume --checkpoint-dir " + resumed.string();
+  };
+  for (const auto& [layout, name] :
+       std::vector<std::pair<std::string, std::string>>{{"--dp 4 --ep 2 --zero 3", "same"},
+                                                        {"--dp 4 --ep 4 --zero 1", "ep4-zero1"},
+                                                        {"--dp 4 --ep 2", "ep2-zero0"}}) {
+    expect_same_steps(
+        expected, strata_under_mpirun(4, train(layout + resumed_from_step_2(name), 1), directory),
+        2, "dp 4 · ep 2 ZeRO-3 → " + layout);
+  }
+  expect_same_steps(expected, strata(train(resumed_from_step_2("one").substr(1), 1)), 2,
+                    "dp 4 · ep 2 ZeRO-3 → one rank");
 }
 
 }  // namespace

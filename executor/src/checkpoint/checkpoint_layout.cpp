@@ -77,12 +77,15 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
   if (mesh.ep > 1) {
-    // Expert-parallel runs keep whole optimizer state (ZeRO-0): the first rank of each group
-    // holding the same experts writes, one file per pipeline rank and ep rank.
+    // Expert parallelism: the ranks that write a file of their own (sharded_checkpoint_files) —
+    // the first rank of each group holding the same experts for whole state, every first
+    // replica of the shards from ZeRO-1 on.
+    const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
     std::vector<std::int64_t> ranks;
     for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
-      const schemas::ExpertCoordinates at = schemas::expert_coordinates(mesh, rank);
-      if (at[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0) ranks.push_back(rank);
+      const ShardedCheckpointPart part =
+          sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+      if (part.writes_values || part.writes_moments) ranks.push_back(rank);
     }
     return ranks;
   }
@@ -119,8 +122,10 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
   const std::int64_t ep_rank =
       schemas::expert_coordinates(mesh, rank)[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
-  // Its ZeRO shard: its place in its shard group, as the sharded optimizer's.
+  // Its ZeRO shards: its place in its shard group (and in its expert shard group, for the routed
+  // experts' buckets under expert parallelism), as the sharded optimizer's.
   const std::int64_t dp_rank = schemas::zero_shard_rank(mesh, rank);
+  const std::int64_t expert_dp_rank = schemas::expert_zero_shard_rank(mesh, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
   std::vector<schemas::PipelineStage> stages;
   if (parallel.contains("stages")) {
@@ -163,6 +168,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
                     BucketLayoutOptions{.zero_stage = zero_stage,
                                         .bucket_elements = bucket_elements,
                                         .dp = mesh.zero_shard_dp() * mesh.cp,
+                                        .expert_dp = mesh.ep > 1 ? mesh.expert_zero_shards() : 0,
                                         .tp_rank = tp_rank,
                                         .pipeline = mesh.pp > 1,
                                         .tied_word_embedding_bucket = ties,
@@ -178,7 +184,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const auto add_shards = [&](std::vector<FileSegment>& segments) {
     std::int64_t elements = 0;
     for (const BucketRange& bucket : buckets) {
-      const std::int64_t low = dp_rank * bucket.shard;
+      const std::int64_t low = (bucket.experts ? expert_dp_rank : dp_rank) * bucket.shard;
       const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
       if (high > low) {
         add_store_range(store, parameter_index, bucket.begin + low, bucket.begin + high,

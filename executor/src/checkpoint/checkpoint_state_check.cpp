@@ -78,11 +78,14 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   if (const std::optional<std::int64_t> ep = mesh.optional_integer("ep", {1, kMaxMeshAxis})) {
     // Experts fold into the data-parallel group (tp = cp = 1 for the executor's MoE layers).
     if (dp % *ep != 0) mesh.at("ep").fail(fmt::format("{} does not divide dp={}", *ep, dp));
-    if (*ep > 1 && zero_stage > 0) {
-      reader.at("zero_stage")
-          .fail(fmt::format("{}: an expert-parallel checkpoint (ep {}) keeps whole optimizer "
-                            "state (ZeRO-0)",
-                            zero_stage, *ep));
+    // Expert state shards over blocks of the expert data-parallel group, as many as the dense
+    // state's replicas: each block of dp_shard ranks holds whole experts.
+    const std::int64_t shard = mesh.optional_integer("dp_shard", {1, dp}).value_or(dp);
+    if (*ep > 1 && zero_stage > 0 && shard % *ep != 0) {
+      mesh.at("ep").fail(
+          fmt::format("{} does not divide dp_shard={}: expert state is sharded "
+                      "within each block of dp_shard ranks",
+                      *ep, shard));
     }
   }
   reader.integer("bucket_elements", {1, kMaxBucketElements});
@@ -246,7 +249,10 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
   // (its place in a shard group of dp_shard × cp ranks) too under ZeRO-3; moments per shard
   // under ZeRO ≥ 1.
   const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp * mesh.ep;
-  const __int128 shards = static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
+  // Under expert parallelism a shard file is named by the rank's expert shard: per ep rank, one
+  // for each of the expert data-parallel group's shards.
+  const __int128 shards = mesh.ep > 1 ? static_cast<__int128>(mesh.expert_zero_shards())
+                                      : static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
   const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
                                  per_model_rank * (zero_stage >= 1 ? shards : 1);
   if (implied_files != static_cast<__int128>(files.size())) {

@@ -34,14 +34,25 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   ShardedCheckpointPart part;
   part.rank = rank;
   if (mesh.ep > 1) {
-    // Expert parallelism (ZeRO-0): each ep rank's files hold its experts and the dense state;
-    // the first of the ranks holding the same experts writes them.
+    // Expert parallelism: each ep rank's files hold its experts and the dense state. Whole state
+    // is written by the first of the ranks holding the same experts; a sharded file holds the
+    // rank's dense shard and its expert shard, named by the latter (its place in the expert
+    // shard group), and is written by the first replica. The executor's MoE plans have
+    // tp = cp = 1, so a rank's dense and expert shards have the same first replica.
     const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, rank);
     const std::int64_t ep = expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
-    part.values_file = fmt::format("model.tp{}.pp{}.ep{}.bin", tp, pp, ep);
-    part.moments_file = fmt::format("optimizer.tp{}.pp{}.ep{}.bin", tp, pp, ep);
-    part.writes_values = part.writes_moments =
-        expert[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0;
+    const bool first_of_experts = expert[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0;
+    const std::int64_t expert_shard = schemas::expert_zero_shard_rank(mesh, rank);
+    const bool expert_first_replica =
+        first_replica && schemas::expert_zero_replica_rank(mesh, rank) == 0;
+    const auto name = [&](const char* kind, bool sharded) {
+      return sharded ? fmt::format("{}.tp{}.pp{}.ep{}.dp{}.bin", kind, tp, pp, ep, expert_shard)
+                     : fmt::format("{}.tp{}.pp{}.ep{}.bin", kind, tp, pp, ep);
+    };
+    part.values_file = name("model", zero_stage >= 3);
+    part.moments_file = name("optimizer", zero_stage >= 1);
+    part.writes_values = zero_stage >= 3 ? expert_first_replica : first_of_experts;
+    part.writes_moments = zero_stage >= 1 ? expert_first_replica : first_of_experts;
     return part;
   }
   const bool sharded_values = zero_stage >= 3;

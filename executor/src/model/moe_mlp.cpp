@@ -112,10 +112,11 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
 }
 
 MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store,
-               ExpertParallelism ep)
+               ExpertParallelism ep, Communicator* sequence_group)
     : model_(model),
       moe_(*model.moe),
       ep_(ep),
+      sequence_group_(sequence_group),
       local_experts_(0),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
       router_(&store.entry(name_of(index, "router.weight"))) {
@@ -175,6 +176,22 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
   a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
   linear_forward(h, router_->compute, nullptr, a.logits);
   route_tokens(a.logits, moe_, a.routing);
+  if (sequence_group_ != nullptr && sequence_group_->size() > 1 &&
+      moe_.router.aux_loss_coefficient != 0) {
+    // The micro-batch's choices per expert and its tokens, summed over the ranks holding it.
+    std::vector<std::int64_t>& counts = a.routing.balance_counts;
+    Tensor pooled = Tensor::zeros({moe_.num_experts + 1}, ScalarType::float64);
+    double* values = pooled.data<double>();
+    for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
+      values[e] = static_cast<double>(counts[static_cast<std::size_t>(e)]);
+    }
+    values[moe_.num_experts] = static_cast<double>(tokens);
+    sequence_group_->all_reduce(pooled, ReduceOp::sum);
+    for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
+      counts[static_cast<std::size_t>(e)] = std::llround(values[e]);
+    }
+    a.routing.balance_tokens = std::llround(values[moe_.num_experts]);
+  }
   const TokenRouting& routing = a.routing;
   const std::int64_t rows_dispatched = routing.dispatched_count();
   const std::int64_t width = moe_.expert_ffn_hidden_size;

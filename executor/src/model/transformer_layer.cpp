@@ -165,7 +165,7 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   mlp_norm_weight_ = &store.entry(name_of(index, "mlp_norm.weight"));
   mlp_norm_bias_ = optional_entry(store, name_of(index, "mlp_norm.bias"));
   if (model.moe && model.moe->is_moe_layer(index)) {
-    moe_.emplace(model, index, store, ep);
+    moe_.emplace(model, index, store, ep, cp.group);
     mlp_in_weight_ = mlp_in_bias_ = mlp_up_weight_ = mlp_up_bias_ = nullptr;
     mlp_output_weight_ = mlp_output_bias_ = nullptr;
   } else {

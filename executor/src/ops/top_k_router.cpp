@@ -109,6 +109,8 @@ void route(const Tensor& logits_tensor, const MoeConfig& moe, TokenRouting& r) {
     r.load_balancing_loss = coefficient * static_cast<double>(experts) * balance;
   }
   r.z_loss = moe.router.z_loss_coefficient * squared_log_sum_exp / static_cast<double>(tokens);
+  r.balance_counts = r.tokens_per_expert;
+  r.balance_tokens = tokens;
 }
 
 template <class T>
@@ -122,12 +124,15 @@ void route_backward(const Tensor& logits_tensor, const TokenRouting& r, const Mo
   T* d_logits = d_logits_tensor.data<T>();
   const bool softmax = moe.router.score_function == RouterScoreFunction::softmax;
   const T scale = static_cast<T>(moe.router.scaling_factor);
-  // ∂(auxiliary_scale · load balancing)/∂P̂[t, e] is the same for every token.
+  // ∂(auxiliary_scale · load balancing)/∂P̂[t, e] is the same for every token. Each expert's
+  // share of choices is the pooled statistic's; auxiliary_scale / tokens is the step's weight of
+  // one token (the loss scale), so ranks that split a micro-batch each take their tokens' part
+  // of the pooled loss's gradient, and their parts sum to it.
   std::vector<T> d_balance(static_cast<std::size_t>(experts), T(0));
   if (moe.router.aux_loss_coefficient != 0) {
     for (std::int64_t e = 0; e < experts; ++e) {
       const double share =
-          static_cast<double>(r.tokens_per_expert[e]) / static_cast<double>(tokens * k);
+          static_cast<double>(r.balance_counts[e]) / static_cast<double>(r.balance_tokens * k);
       d_balance[e] =
           static_cast<T>(auxiliary_scale * moe.router.aux_loss_coefficient *
                          static_cast<double>(experts) * share / static_cast<double>(tokens));

@@ -64,21 +64,45 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
     }
     first = end;
   }
+  // Element ranges of the grouped buckets; with experts apart, cut at every boundary between
+  // routed experts and the rest.
+  const auto routed = [](const ParameterEntry& entry) {
+    return entry.spec.expert_parallel.kind == PlacementKind::shard;
+  };
+  std::vector<BucketRange> pieces;
+  for (const BucketRange& grouped : buckets) {
+    const std::int64_t begin = unit_begin[index(grouped.first_unit)];
+    const std::int64_t end = unit_end[index(grouped.last_unit)];
+    BucketRange piece;
+    piece.begin = begin;
+    for (const ParameterEntry& entry : entries) {
+      if (entry.offset < begin || entry.offset >= end || options.expert_dp == 0) continue;
+      if (entry.offset > piece.begin && routed(entry) != piece.experts) {
+        piece.elements = entry.offset - piece.begin;
+        pieces.push_back(piece);
+        piece.begin = entry.offset;
+      }
+      if (entry.offset == piece.begin) piece.experts = routed(entry);
+    }
+    piece.elements = end - piece.begin;
+    pieces.push_back(piece);
+  }
   std::int64_t shard_offset = 0;
-  for (BucketRange& bucket : buckets) {
-    bucket.begin = unit_begin[static_cast<std::size_t>(bucket.first_unit)];
-    bucket.elements = unit_end[static_cast<std::size_t>(bucket.last_unit)] - bucket.begin;
-    bucket.shard = (bucket.elements + options.dp - 1) / options.dp;
-    bucket.padded = bucket.shard * options.dp;
+  for (BucketRange& bucket : pieces) {
+    const std::int64_t sharing = bucket.experts ? options.expert_dp : options.dp;
+    bucket.shard = (bucket.elements + sharing - 1) / sharing;
+    bucket.padded = bucket.shard * sharing;
     bucket.shard_offset = shard_offset;
     shard_offset += bucket.shard;
+    bucket.first_unit = unit_count;
+    bucket.last_unit = -1;
     for (std::size_t e = 0; e < entries.size(); ++e) {
       const ParameterEntry& entry = entries[e];
       if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
       bucket.entries.push_back(e);
-      const bool expert = entry.spec.expert_parallel.kind == PlacementKind::shard;
-      if (expert)
-        append_range(bucket.expert, entry.offset - bucket.begin, shape_numel(entry.shape));
+      const std::int64_t unit = parameter_unit(model, entry.spec.name);
+      bucket.first_unit = std::min(bucket.first_unit, unit);
+      bucket.last_unit = std::max(bucket.last_unit, unit);
       // The last stage's copy of a tied embedding: the first stage counts it.
       if (!options.counts_word_embedding && entry.spec.name == "embedding.word") continue;
       // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
@@ -87,12 +111,11 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
       for (const ElementRun& run : entry.runs) {
         const bool owned = sharded ? run.replica_index == 0 : options.tp_rank == 0;
         if (!owned) continue;
-        append_range(expert ? bucket.expert_owned : bucket.owned,
-                     entry.offset - bucket.begin + run.local_offset, run.length);
+        append_range(bucket.owned, entry.offset - bucket.begin + run.local_offset, run.length);
       }
     }
   }
-  return buckets;
+  return pieces;
 }
 
 }  // namespace strata::executor

@@ -59,9 +59,8 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   first_replica_ = groups_.zero_replica().rank() == 0;
   one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
   experts_apart_ = groups_.expert_parallel().size() > 1;
-  STRATA_CHECK(!experts_apart_ || options_.zero_stage == 0,
-               "ZeRO-{} over expert-parallel ranks: expert shards are reduced at stage 0 only",
-               options_.zero_stage);
+  expert_shard_rank_ = groups_.expert_zero_shard().rank();
+  expert_first_replica_ = groups_.expert_zero_replica().rank() == 0;
   // ZeRO's shards live in host memory; stage 0 keeps whole state beside the model, on its device.
   STRATA_CHECK(store_.device() == Device::cpu || options_.zero_stage == 0,
                "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
@@ -110,29 +109,45 @@ void ShardedOptimizer::build_buckets() {
       if (stage < 0) stage = chunk;  // unit 0 on one stage holding embedding and LM head
     }
   }
-  const BucketLayoutOptions layout{.zero_stage = options_.zero_stage,
-                                   .bucket_elements = options_.bucket_elements,
-                                   .dp = shard_group_size_,
-                                   .tp_rank = model_.tensor_parallel().rank(),
-                                   .pipeline = groups_.mesh().pp > 1,
-                                   .tied_word_embedding_bucket = ties_embedding_,
-                                   .counts_word_embedding = counts_word_embedding_};
+  const BucketLayoutOptions layout{
+      .zero_stage = options_.zero_stage,
+      .bucket_elements = options_.bucket_elements,
+      .dp = shard_group_size_,
+      .expert_dp = experts_apart_ ? groups_.expert_zero_shard().size() : 0,
+      .tp_rank = model_.tensor_parallel().rank(),
+      .pipeline = groups_.mesh().pp > 1,
+      .tied_word_embedding_bucket = ties_embedding_,
+      .counts_word_embedding = counts_word_embedding_};
   for (BucketRange& range : bucket_layout(model_.config(), store_, unit_stage, layout)) {
     Bucket bucket;
     static_cast<BucketRange&>(bucket) = std::move(range);
+    bucket.backward_done.assign(static_cast<std::size_t>(bucket.last_unit - bucket.first_unit + 1),
+                                false);
     buckets_.push_back(std::move(bucket));
   }
   units_.resize(static_cast<std::size_t>(unit_count));
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
     for (std::int64_t unit = buckets_[b].first_unit; unit <= buckets_[b].last_unit; ++unit) {
-      units_[static_cast<std::size_t>(unit)].bucket = b;
+      units_[static_cast<std::size_t>(unit)].buckets.push_back(b);
     }
   }
 }
 
+Communicator& ShardedOptimizer::shard_group(const Bucket& bucket) {
+  return bucket.experts ? groups_.expert_zero_shard() : groups_.zero_shard();
+}
+
+Communicator& ShardedOptimizer::replica_group(const Bucket& bucket) {
+  return bucket.experts ? groups_.expert_zero_replica() : groups_.zero_replica();
+}
+
+std::int64_t ShardedOptimizer::shard_rank(const Bucket& bucket) const {
+  return bucket.experts ? expert_shard_rank_ : shard_rank_;
+}
+
 template <class Visit>
 void ShardedOptimizer::for_each_owned_slice(const Bucket& bucket, Visit&& visit) {
-  const std::int64_t low = shard_rank_ * bucket.shard;
+  const std::int64_t low = shard_rank(bucket) * bucket.shard;
   const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
   for (std::size_t e : bucket.entries) {
     ParameterEntry& entry = store_.entries()[e];
@@ -165,7 +180,7 @@ Tensor ShardedOptimizer::bucket_gradients(Bucket& bucket) {
 void ShardedOptimizer::bind_values(Bucket& bucket) {
   bucket.value_buffer = Tensor::zeros({bucket.padded}, store_.scalar_type());
   Tensor shard = shard_of(value_shards_, bucket);
-  groups_.zero_shard().all_gather(shard, bucket.value_buffer);
+  shard_group(bucket).all_gather(shard, bucket.value_buffer);
   for (std::size_t e : bucket.entries) {
     ParameterEntry& entry = store_.entries()[e];
     entry.value = bucket.value_buffer.view(entry.offset - bucket.begin, entry.shape);
@@ -197,21 +212,27 @@ void ShardedOptimizer::unbind_gradients(Bucket& bucket) {
 
 void ShardedOptimizer::acquire_values(std::int64_t unit) {
   if (options_.zero_stage < 3) return;
-  Bucket& bucket = buckets_[units_[static_cast<std::size_t>(unit)].bucket];
-  if (bucket.value_references++ == 0) bind_values(bucket);
+  for (std::size_t b : units_[static_cast<std::size_t>(unit)].buckets) {
+    Bucket& bucket = buckets_[b];
+    if (bucket.value_references++ == 0) bind_values(bucket);
+  }
 }
 
 void ShardedOptimizer::release_values(std::int64_t unit) {
   if (options_.zero_stage < 3) return;
-  Bucket& bucket = buckets_[units_[static_cast<std::size_t>(unit)].bucket];
-  STRATA_CHECK(bucket.value_references > 0, "unit {} released more often than acquired", unit);
-  if (--bucket.value_references == 0) unbind_values(bucket);
+  for (std::size_t b : units_[static_cast<std::size_t>(unit)].buckets) {
+    Bucket& bucket = buckets_[b];
+    STRATA_CHECK(bucket.value_references > 0, "unit {} released more often than acquired", unit);
+    if (--bucket.value_references == 0) unbind_values(bucket);
+  }
 }
 
 void ShardedOptimizer::acquire_gradients(std::int64_t unit) {
   UnitState& state = units_[static_cast<std::size_t>(unit)];
-  Bucket& bucket = buckets_[state.bucket];
-  if (options_.zero_stage >= 2 && bucket.gradient_buffer.numel() == 0) bind_gradients(bucket);
+  for (std::size_t b : state.buckets) {
+    Bucket& bucket = buckets_[b];
+    if (options_.zero_stage >= 2 && bucket.gradient_buffer.numel() == 0) bind_gradients(bucket);
+  }
   state.gradient_references += 1;
 }
 
@@ -220,12 +241,13 @@ void ShardedOptimizer::release_gradients(std::int64_t unit) {
   STRATA_CHECK(state.gradient_references > 0, "unit {} gradients released more often than acquired",
                unit);
   if (--state.gradient_references > 0) return;
-  state.backward_done = true;
-  Bucket& bucket = buckets_[state.bucket];
-  for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
-    if (!units_[static_cast<std::size_t>(u)].backward_done) return;
+  for (std::size_t b : state.buckets) {
+    Bucket& bucket = buckets_[b];
+    bucket.backward_done[static_cast<std::size_t>(unit - bucket.first_unit)] = true;
+    const bool all_done = std::all_of(bucket.backward_done.begin(), bucket.backward_done.end(),
+                                      [](bool d) { return d; });
+    if (all_done) bucket_finished(bucket);
   }
-  bucket_finished(bucket);
 }
 
 void ShardedOptimizer::bucket_finished(Bucket& bucket) {
@@ -237,9 +259,7 @@ void ShardedOptimizer::bucket_finished(Bucket& bucket) {
     }
     reduce(bucket);
     bucket.reduced = false;
-    for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
-      units_[static_cast<std::size_t>(u)].backward_done = false;
-    }
+    std::fill(bucket.backward_done.begin(), bucket.backward_done.end(), false);
   } else if (bucket.armed && !bucket.reduced) {
     // Stages 0 and 1 accumulate locally and reduce once: here, overlapping the rest of the
     // backward, once the runtime armed the bucket's stage.
@@ -250,12 +270,11 @@ void ShardedOptimizer::bucket_finished(Bucket& bucket) {
 void ShardedOptimizer::arm_reductions(const std::vector<std::int64_t>& units) {
   if (options_.zero_stage >= 2 || !options_.overlap_grad_reduce) return;
   for (std::int64_t unit : units) {
-    UnitState& state = units_[static_cast<std::size_t>(unit)];
-    Bucket& bucket = buckets_[state.bucket];
     if (ties_embedding_ && unit == 0) continue;  // reduced after the tie
-    bucket.armed = true;
-    for (std::int64_t u = bucket.first_unit; u <= bucket.last_unit; ++u) {
-      units_[static_cast<std::size_t>(u)].backward_done = false;
+    for (std::size_t b : units_[static_cast<std::size_t>(unit)].buckets) {
+      Bucket& bucket = buckets_[b];
+      bucket.armed = true;
+      std::fill(bucket.backward_done.begin(), bucket.backward_done.end(), false);
     }
   }
 }
@@ -265,8 +284,10 @@ void ShardedOptimizer::reduce_units(const std::vector<std::int64_t>& units) {
   // In the order the backward finished them: the head's end first.
   for (auto unit = units.rbegin(); unit != units.rend(); ++unit) {
     if (ties_embedding_ && *unit == 0) continue;
-    Bucket& bucket = buckets_[units_[static_cast<std::size_t>(*unit)].bucket];
-    if (!bucket.reduced) reduce(bucket);
+    const std::vector<std::size_t>& held = units_[static_cast<std::size_t>(*unit)].buckets;
+    for (auto b = held.rbegin(); b != held.rend(); ++b) {
+      if (!buckets_[*b].reduced) reduce(buckets_[*b]);
+    }
   }
 }
 
@@ -275,9 +296,10 @@ void ShardedOptimizer::tie_embedding_gradients(Communicator& embedding_group) {
   ParameterEntry& word = store_.entry("embedding.word");
   Tensor gradient = flat(word.gradient);
   embedding_group.all_reduce(gradient, ReduceOp::sum);
-  Bucket& bucket = buckets_[units_[0].bucket];
   release_gradients(0);  // the hold of begin_step: ZeRO-2/3 reduce-scatter here
-  if (options_.zero_stage < 2 && !bucket.reduced) reduce(bucket);
+  for (std::size_t b : units_[0].buckets) {
+    if (options_.zero_stage < 2 && !buckets_[b].reduced) reduce(buckets_[b]);
+  }
 }
 
 void ShardedOptimizer::complete_tensor_parallel_sums(Bucket& bucket) {
@@ -306,31 +328,16 @@ void ShardedOptimizer::reduce(Bucket& bucket) {
   bucket.reduced = true;
   complete_tensor_parallel_sums(bucket);
   // ZeRO ≥ 1 reduce-scatters over the shard group; under hybrid sharding each reduced shard is
-  // then summed over its replicas (HSDP's two-level reduction).
-  Communicator& shards = groups_.zero_shard();
-  Communicator& replicas = groups_.zero_replica();
+  // then summed over its replicas (HSDP's two-level reduction). Routed experts under expert
+  // parallelism: over the expert data-parallel group and its ZeRO groups.
+  Communicator& shards = shard_group(bucket);
+  Communicator& replicas = replica_group(bucket);
   switch (options_.zero_stage) {
     case 0: {
+      Communicator& group =
+          bucket.experts ? groups_.expert_data_parallel() : groups_.gradient_reduction();
       Tensor gradients = bucket_gradients(bucket);
-      if (!experts_apart_ || bucket.expert.empty()) {
-        in_flight_.push_back(
-            groups_.gradient_reduction().all_reduce_async(gradients, ReduceOp::sum));
-        break;
-      }
-      // The routed experts over the ranks that hold the same ones, the rest over dp × cp.
-      Communicator& experts = groups_.expert_data_parallel();
-      const auto reduce_range = [&](Communicator& group, std::int64_t first, std::int64_t last) {
-        if (first >= last || group.size() == 1) return;
-        Tensor range = gradients.view(first, {last - first});
-        in_flight_.push_back(group.all_reduce_async(range, ReduceOp::sum));
-      };
-      std::int64_t dense_from = 0;
-      for (const auto& [first, last] : bucket.expert) {
-        reduce_range(groups_.gradient_reduction(), dense_from, first);
-        reduce_range(experts, first, last);
-        dense_from = last;
-      }
-      reduce_range(groups_.gradient_reduction(), dense_from, bucket.elements);
+      in_flight_.push_back(group.all_reduce_async(gradients, ReduceOp::sum));
       break;
     }
     case 1: {
@@ -366,8 +373,8 @@ void ShardedOptimizer::begin_step() {
   for (Bucket& bucket : buckets_) {
     bucket.reduced = false;
     bucket.armed = false;
+    std::fill(bucket.backward_done.begin(), bucket.backward_done.end(), false);
   }
-  for (UnitState& unit : units_) unit.backward_done = false;
   // The tied word embedding's gradients stay whole until the tie (tie_embedding_gradients).
   if (ties_embedding_) acquire_gradients(0);
 }
@@ -390,30 +397,24 @@ void ShardedOptimizer::finish_gradients() {
 double ShardedOptimizer::owned_sum_of_squares() {
   double sum = 0;
   if (options_.zero_stage == 0) {
-    // Gradients are the same on every dp rank after the all-reduce: dp rank 0 counts them, and
-    // each expert's the first rank of the expert data-parallel group that holds it.
+    // Gradients are the same on every rank that summed them: the first rank of the dp × cp
+    // group counts the dense ones, the first of the expert data-parallel group the experts'.
     const bool counts_dense = shard_rank_ == 0;
-    const bool counts_experts =
-        experts_apart_ ? groups_.expert_data_parallel().rank() == 0 : counts_dense;
+    const bool counts_experts = groups_.expert_data_parallel().rank() == 0;
     for (const Bucket& bucket : buckets_) {
-      for (const auto& [ranges, counted] : {std::pair{&bucket.owned, counts_dense},
-                                            std::pair{&bucket.expert_owned, counts_experts}}) {
-        if (!counted) continue;
-        for (const auto& [first, last] : *ranges) {
-          sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
-        }
+      if (!(bucket.experts ? counts_experts : counts_dense)) continue;
+      for (const auto& [first, last] : bucket.owned) {
+        sum += sum_of_squares(store_.gradients(), bucket.begin + first, last - first);
       }
     }
     return sum;
   }
-  // A shard held by several replicas (hybrid sharding) is counted by the first.
-  if (!first_replica_) return 0;
   for (const Bucket& bucket : buckets_) {
-    const std::int64_t low = shard_rank_ * bucket.shard;
+    // A shard held by several replicas (hybrid sharding) is counted by the first.
+    if (!(bucket.experts ? expert_first_replica_ : first_replica_)) continue;
+    const std::int64_t low = shard_rank(bucket) * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
-    std::vector<std::pair<std::int64_t, std::int64_t>> counted = bucket.owned;
-    counted.insert(counted.end(), bucket.expert_owned.begin(), bucket.expert_owned.end());
-    for (const auto& [first, last] : counted) {
+    for (const auto& [first, last] : bucket.owned) {
       const std::int64_t begin = std::max(first, low);
       const std::int64_t end = std::min(last, high);
       if (begin < end) {
@@ -442,9 +443,9 @@ double ShardedOptimizer::step(double learning_rate, std::int64_t step, const Ada
     apply_adamw(store_, moments_, learning_rate, step, config, gradient_scale);
     return norm;
   }
-  Communicator& shards = groups_.zero_shard();
   for (Bucket& bucket : buckets_) {
-    const std::int64_t low = shard_rank_ * bucket.shard;
+    Communicator& shards = shard_group(bucket);
+    const std::int64_t low = shard_rank(bucket) * bucket.shard;
     const std::int64_t high = std::min(low + bucket.shard, bucket.elements);
     for_each_owned_slice(bucket, [&](const ParameterEntry& entry, const OwnedSlice& slice) {
       const Shape shape{slice.last - slice.first};

@@ -231,12 +231,18 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
                 "4097"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
               HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
-  // Expert parallelism: it folds into dp, and its files hold whole optimizer state.
+  // Expert parallelism: it folds into dp (into each hybrid-sharding block where the state is
+  // sharded), and only a mixture of experts has experts to split.
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 3; }),
               HasSubstr("/parallel/mesh/ep: 3 does not divide dp=2"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) {
+                state["parallel"]["mesh"]["ep"] = 2;
+                state["parallel"]["mesh"]["dp_shard"] = 1;
+              }),
+              HasSubstr("/parallel/mesh/ep: 2 does not divide dp_shard=1: expert state is "
+                        "sharded within each block of dp_shard ranks"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 2; }),
-              HasSubstr("/parallel/zero_stage: 1: an expert-parallel checkpoint (ep 2) keeps "
-                        "whole optimizer state (ZeRO-0)"));
+              HasSubstr("/parallel/mesh/ep: 2 needs a mixture-of-experts model"));
   // A layout whose files would have other sizes is refused by them, also with a forged checksum.
   EXPECT_THAT(
       refusal([](nlohmann::json& state) {

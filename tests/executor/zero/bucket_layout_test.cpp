@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,30 +89,11 @@ void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore
       if (offset >= bucket.begin && offset < bucket.begin + bucket.elements) expected.push_back(e);
     }
     EXPECT_EQ(bucket.entries, expected) << at;
-    for (const auto* ranges : {&bucket.owned, &bucket.expert_owned}) {
-      for (const auto& [first, last] : *ranges) {
-        ASSERT_LE(0, first) << at;
-        ASSERT_LE(last, bucket.elements) << at;
-        for (std::int64_t i = first; i < last; ++i) ++owned_count[bucket.begin + i];
-      }
-    }
-    // The routed experts' ranges cover exactly the elements of the stacked expert tensors (named
-    // layers.N.mlp.experts.*), and the experts' norm ranges lie inside them.
-    std::vector<bool> expert_element(static_cast<std::size_t>(bucket.elements), false);
-    for (const auto& [first, last] : bucket.expert) {
-      for (std::int64_t i = first; i < last; ++i) expert_element[i] = true;
-    }
-    for (std::size_t e : bucket.entries) {
-      const ParameterEntry& entry = store.entries()[e];
-      const bool routed = entry.spec.name.find(".mlp.experts.") != std::string::npos;
-      for (std::int64_t i = 0; i < shape_numel(entry.shape); ++i) {
-        EXPECT_EQ(expert_element[entry.offset - bucket.begin + i], routed)
-            << at << ", " << entry.spec.name;
-        if (::testing::Test::HasFailure()) return;
-      }
-    }
-    for (const auto& [first, last] : bucket.expert_owned) {
-      for (std::int64_t i = first; i < last; ++i) EXPECT_TRUE(expert_element[i]) << at;
+    EXPECT_FALSE(bucket.experts) << at;
+    for (const auto& [first, last] : bucket.owned) {
+      ASSERT_LE(0, first) << at;
+      ASSERT_LE(last, bucket.elements) << at;
+      for (std::int64_t i = first; i < last; ++i) ++owned_count[bucket.begin + i];
     }
   }
   EXPECT_EQ(next_element, store.total_elements()) << where;
@@ -148,6 +130,75 @@ TEST(BucketLayout, EverySizeDpAndStageMeetsTheOracle) {
                                   ", buckets of " + std::to_string(size));
           if (::testing::Test::HasFailure()) return;
         }
+      }
+    }
+  }
+}
+
+// Expert parallelism cuts each bucket where the routed experts (the stacked tensors named
+// layers.N.mlp.experts.*) begin and end: the pieces tile the buckets the same options make without
+// it, each holds routed experts only or none, consecutive pieces of one bucket differ, each is
+// padded by the ranks that share it, and the norm still counts every element once.
+TEST(BucketLayout, ExpertParallelismCutsBucketsAtTheRoutedExperts) {
+  const schemas::ModelConfig model = schemas::model_preset("moe-tiny");
+  for (std::int64_t ep : {1, 2}) {
+    const ParameterStore store(
+        transformer_parameters(model), ScalarType::float32, Device::cpu, std::nullopt,
+        StoreOptions{.expert_parallel_rank = ep - 1, .expert_parallel_size = ep});
+    const std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), 0);
+    for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
+      for (std::int64_t size : {std::int64_t{1}, std::int64_t{50'000}, store.total_elements()}) {
+        const BucketLayoutOptions together{
+            .zero_stage = zero_stage, .bucket_elements = size, .dp = 3};
+        BucketLayoutOptions apart = together;
+        apart.expert_dp = 2;
+        const std::vector<BucketRange> whole = bucket_layout(model, store, unit_stage, together);
+        const std::vector<BucketRange> pieces = bucket_layout(model, store, unit_stage, apart);
+        const std::string where = "ep " + std::to_string(ep) + ", ZeRO-" +
+                                  std::to_string(zero_stage) + ", buckets of " +
+                                  std::to_string(size);
+        ASSERT_GT(pieces.size(), whole.size()) << where;
+        std::vector<int> owned_count(static_cast<std::size_t>(store.total_elements()), 0);
+        std::size_t piece = 0;
+        std::int64_t shard_offset = 0;
+        for (const BucketRange& bucket : whole) {
+          std::int64_t next = bucket.begin;
+          std::optional<bool> previous_kind;
+          while (next < bucket.begin + bucket.elements) {
+            ASSERT_LT(piece, pieces.size()) << where;
+            const BucketRange& cut = pieces[piece++];
+            const std::string at = where + ", piece " + std::to_string(piece - 1);
+            EXPECT_EQ(cut.begin, next) << at;
+            next = cut.begin + cut.elements;
+            EXPECT_NE(previous_kind, std::optional<bool>(cut.experts)) << at;
+            previous_kind = cut.experts;
+            const std::int64_t sharing = cut.experts ? 2 : 3;
+            EXPECT_EQ(cut.padded, cut.shard * sharing) << at;
+            EXPECT_LT(cut.padded - cut.elements, sharing) << at;
+            EXPECT_EQ(cut.shard_offset, shard_offset) << at;
+            shard_offset += cut.shard;
+            std::int64_t covered = 0;
+            for (std::size_t e : cut.entries) {
+              const ParameterEntry& entry = store.entries()[e];
+              EXPECT_EQ(entry.spec.name.find(".mlp.experts.") != std::string::npos, cut.experts)
+                  << at << ", " << entry.spec.name;
+              const std::int64_t unit = parameter_unit(model, entry.spec.name);
+              EXPECT_LE(cut.first_unit, unit) << at;
+              EXPECT_GE(cut.last_unit, unit) << at;
+              covered += shape_numel(entry.shape);
+            }
+            EXPECT_EQ(covered, cut.elements) << at;
+            for (const auto& [first, last] : cut.owned) {
+              for (std::int64_t i = first; i < last; ++i) ++owned_count[cut.begin + i];
+            }
+          }
+          EXPECT_EQ(next, bucket.begin + bucket.elements) << where;
+        }
+        EXPECT_EQ(piece, pieces.size()) << where;
+        EXPECT_TRUE(std::all_of(owned_count.begin(), owned_count.end(), [](int n) {
+          return n == 1;
+        })) << where;
+        if (::testing::Test::HasFailure()) return;
       }
     }
   }

@@ -78,6 +78,12 @@ std::vector<std::vector<std::int64_t>> expert_groups(const Mesh& mesh,
 // ZeRO's groups for expert state: the expert data-parallel group split into the same replicas as
 // the dense state (dp / dp_shard blocks of consecutive edp indices).
 std::vector<std::int64_t> expert_zero_shard_group_of(const Mesh& mesh, std::int64_t rank);
+// Its replica group: the members of the expert data-parallel group holding the same expert shard
+// in every block (one rank with full sharding). A rank's expert shard is its place in its expert
+// shard group, as the dense state's is in its shard group.
+std::vector<std::int64_t> expert_zero_replica_group_of(const Mesh& mesh, std::int64_t rank);
+std::int64_t expert_zero_shard_rank(const Mesh& mesh, std::int64_t rank);
+std::int64_t expert_zero_replica_rank(const Mesh& mesh, std::int64_t rank);
 
 // The ranks that share a tied word embedding with `rank`: the first and the last stage of its
 // pipeline (Megatron's embedding group; one rank when pp = 1). Their embedding gradients are

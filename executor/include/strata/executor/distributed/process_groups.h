@@ -41,6 +41,10 @@ class ProcessGroups {
   // dp × cp when ep = etp = 1).
   Communicator& expert_parallel() { return *ep_; }
   Communicator& expert_data_parallel() { return *edp_; }
+  // ZeRO's groups for the routed experts' state (schemas::expert_zero_shard_group_of): blocks of
+  // the expert data-parallel group, split into the same replicas as the dense state.
+  Communicator& expert_zero_shard() { return *expert_zero_shard_; }
+  Communicator& expert_zero_replica() { return *expert_zero_replica_; }
   Communicator& embedding() { return *embedding_; }          // first and last stage (tied)
   Communicator& position_embedding() { return *position_; }  // first stage
   // The ranks of this rank's tp group that hold the same block of a tensor split into blocks
@@ -57,7 +61,7 @@ class ProcessGroups {
   schemas::Mesh mesh_;
   schemas::MeshCoordinates coordinates_;
   std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, zero_shard_, zero_replica_, ep_,
-      edp_, embedding_, position_;
+      edp_, expert_zero_shard_, expert_zero_replica_, embedding_, position_;
   std::map<std::int64_t, std::unique_ptr<Communicator>> tp_replicas_;
 };
 

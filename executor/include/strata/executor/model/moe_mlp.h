@@ -20,9 +20,13 @@
 // sends the outputs' gradients the same way and the inputs' gradients back. The router, the
 // shared experts and the combine stay with the tokens.
 //
-// Layouts the trainer runs it in: one rank, data parallelism with any ZeRO stage, pipelines and
-// recomputation (the admission rule in schemas/executor_admission.h says which plans); expert
-// parallelism is tested at the layer and waits for the trainer's expert groups.
+// Context parallelism: each rank routes its chunks' tokens; the load-balancing loss is a statistic
+// of the micro-batch, so the ranks splitting its sequences pool their choices per expert (one
+// all-reduce of E counts) before the backward takes each expert's share from them.
+//
+// Layouts the trainer runs it in: one rank, data, context and expert parallelism with any ZeRO
+// stage, pipelines and recomputation (the admission rule in schemas/executor_admission.h says
+// which plans).
 #pragma once
 
 #include <cstdint>
@@ -77,8 +81,11 @@ struct MoeActivations {
 class MoeMlp {
  public:
   // `store` holds this member's experts (its Shard(0) of the stacked tensors under `ep`).
+  // `sequence_group`: the ranks one micro-batch's sequences are split over (the cp group under
+  // context parallelism; null or one rank: none), whose routing choices the load-balancing loss
+  // pools, as one rank holding the whole micro-batch would count them.
   MoeMlp(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
-         ExpertParallelism ep = {});
+         ExpertParallelism ep = {}, Communicator* sequence_group = nullptr);
 
   // y = moe(h) for h and y [tokens, hidden] (y overwritten).
   void forward(const Tensor& h, Tensor& y, MoeActivations& a) const;
@@ -107,6 +114,7 @@ class MoeMlp {
   const schemas::ModelConfig& model_;
   const schemas::MoeConfig& moe_;
   ExpertParallelism ep_;
+  Communicator* sequence_group_;
   std::int64_t local_experts_;
   bool llama_mlp_;
   ParameterEntry* router_;

@@ -41,7 +41,14 @@ struct TokenRouting {
   std::vector<std::int64_t> dispatched;
   std::vector<std::int64_t> expert_offsets;     // [experts + 1]
   std::vector<std::int64_t> tokens_per_expert;  // [experts]: choices before dropping
-  double load_balancing_loss = 0, z_loss = 0;   // their values (coefficients applied)
+  // The statistic the load-balancing loss takes each expert's share of choices from: these
+  // tokens' choices (route_tokens sets them to tokens_per_expert and tokens), or, where one
+  // micro-batch's sequences are split over ranks (context parallelism), the sum over those
+  // ranks (MoeMlp pools them), so that the loss is the one-rank micro-batch's.
+  std::vector<std::int64_t> balance_counts;
+  std::int64_t balance_tokens = 0;
+  double load_balancing_loss = 0, z_loss = 0;  // their values over these tokens (coefficients
+                                               // applied)
 
   std::int64_t dispatched_count() const { return static_cast<std::int64_t>(dispatched.size()); }
   std::int64_t token_of(std::int64_t row) const { return dispatched[row] / top_k; }

@@ -9,7 +9,10 @@
 // head backwards until a bucket holds bucket_elements (Megatron's --ddp-bucket-size); under ZeRO-3
 // every unit is a bucket, as each is gathered and freed on its own. Each bucket is padded to a
 // multiple of dp elements and dp rank d owns its d-th 1/dp (Megatron's distributed optimizer
-// layout): padding never silently unshards a bucket that dp does not divide.
+// layout): padding never silently unshards a bucket that dp does not divide. Under expert
+// parallelism the routed experts of a MoE layer are buckets of their own (a layer's unit then lies
+// in several), reduced over the expert data-parallel group and sharded over its ZeRO blocks
+// (Megatron-Core's expert distributed optimizer), the rest over dp × cp as without experts.
 //
 //   stage 0  every rank holds values, gradients and AdamW moments; each bucket's gradients are
 //            all-reduced over dp once the last micro-batch's backward is done with it
@@ -116,11 +119,14 @@ class ShardedOptimizer final : public ParameterUnitHooks {
     int value_references = 0;
     bool reduced = false;  // this step's (stage 0/1) or micro-batch's (2/3) reduction started
     bool armed = false;    // pipelines: reduce as soon as its backward is done
+    // Per unit first_unit..last_unit: its backward is done in the current micro-batch (stages
+    // 2/3) or since the bucket was armed (0/1). Kept per bucket: a MoE layer's unit lies in
+    // several buckets when expert parallelism cuts it, and each counts it done on its own.
+    std::vector<bool> backward_done;
   };
   struct UnitState {
-    std::size_t bucket = 0;
+    std::vector<std::size_t> buckets;  // the buckets holding its elements
     int gradient_references = 0;
-    bool backward_done = false;  // in the current micro-batch
   };
 
   // Elements [first, last) of an entry (entry-relative) that fall in this rank's share of a
@@ -141,6 +147,11 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   void bucket_finished(Bucket& bucket);
   void complete_tensor_parallel_sums(Bucket& bucket);
   void reduce(Bucket& bucket);
+  // The groups a bucket's state is sharded over and replicated across, and this rank's place in
+  // them: the expert ZeRO groups for a bucket of routed experts, the dense ones otherwise.
+  Communicator& shard_group(const Bucket& bucket);
+  Communicator& replica_group(const Bucket& bucket);
+  std::int64_t shard_rank(const Bucket& bucket) const;
   Tensor bucket_gradients(Bucket& bucket);  // the bucket's unpadded gradients, flat
   Tensor shard_of(Tensor& flat, const Bucket& bucket) const;
   double owned_sum_of_squares();
@@ -154,11 +165,16 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // in the gradient norm).
   std::int64_t shard_group_size_ = 1, shard_rank_ = 0;
   bool first_replica_ = true;
+  // The same for the routed experts' buckets under expert parallelism (the expert data-parallel
+  // group's blocks).
+  std::int64_t expert_shard_rank_ = 0;
+  bool expert_first_replica_ = true;
   // One rank of ZeRO-0 holds every gradient of the job once, in the store: the norm needs no sum
   // over ranks, and the step is optimizer_step's (on any device).
   bool one_device_step_ = false;
-  // Expert parallelism splits the routed experts over ep ranks: their gradients are summed over
-  // the expert data-parallel group, not dp × cp, and counted in the norm by its first rank.
+  // Expert parallelism splits the routed experts over ep ranks: they form buckets of their own,
+  // whose gradients are summed over the expert data-parallel group (not dp × cp) and whose state
+  // ZeRO shards over the expert shard group.
   bool experts_apart_ = false;
   // Pipelines with tied embeddings split over stages: this rank holds the word embedding (as the
   // embedding, the LM head, or both), held whole until the tie; counted in the norm only where
