@@ -342,8 +342,15 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       .key_tokens = static_cast<double>(context.seq_length),
       .head_dim = (head_dim + dims.value_dim) / 2};
   const AttentionFlops attention = causal_attention_flops(attention_shape);
-  const AttentionTime attention_times =
-      attention_time(gpu, context.precision, context.attention, attention_shape);
+  // Context parallelism attends chunk by chunk (one kernel call per visible block of
+  // seq / 2·cp keys): at its own measured rate where the profile has one.
+  std::optional<schemas::GpuProfile> chunked;
+  if (context.cp > 1 && gpu.context_parallel_attention_efficiency) {
+    chunked = gpu;
+    chunked->attention_efficiency = gpu.context_parallel_attention_efficiency;
+  }
+  const AttentionTime attention_times = attention_time(chunked ? *chunked : gpu, context.precision,
+                                                       context.attention, attention_shape);
   const double attention_forward_s = attention_times.forward_s;
   const double attention_backward_s = attention_times.backward_s;
 

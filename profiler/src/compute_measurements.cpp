@@ -10,6 +10,8 @@
 #include <tuple>
 
 #include "strata/executor/cuda/cuda_device.h"
+#include "strata/executor/model/context_parallel.h"
+#include "strata/executor/ops/attention_block.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/convert.h"
 #include "strata/executor/ops/cross_entropy.h"
@@ -345,6 +347,60 @@ void measure_elementwise(const ProfileSettings& settings, const Backend& backend
   }
 }
 
+// What the first rank of a cp group of 2 computes of `whole`'s attention: its two chunks of each
+// sequence block by block (ops/attention_block.h) against its own keys and the other rank's, as
+// the ring and the all-gather variant do — without the communication, which the network
+// measurements price. Many shorter products than one whole-sequence kernel.
+AttentionSample time_context_parallel_attention(const ProfileSettings& settings,
+                                                const Backend& backend,
+                                                const AttentionSample& whole,
+                                                const executor::AttentionShape& shape) {
+  constexpr std::int64_t kRanks = 2;
+  const auto batch = static_cast<std::int64_t>(whole.batch);
+  const std::int64_t local_seq = static_cast<std::int64_t>(whole.seq) / kRanks;
+  const Tensor qkv = backend.random({batch, local_seq, shape.qkv_width()}, 15);
+  const Tensor dout = backend.random({batch, local_seq, shape.output_width()}, 16);
+  Tensor out = backend.zeros({batch, local_seq, shape.output_width()});
+  Tensor lse = backend.zeros({batch, shape.num_heads, local_seq});
+  Tensor output_dot = backend.zeros({batch, shape.num_heads, local_seq});
+  Tensor dqkv = backend.zeros({batch, local_seq, shape.qkv_width()});
+  std::vector<Tensor> keys_values, keys_values_grad;
+  for (std::int64_t source = 0; source < kRanks; ++source) {
+    keys_values.push_back(backend.random({batch, local_seq, executor::kv_width(shape)},
+                                         static_cast<std::uint64_t>(17 + source)));
+    keys_values_grad.push_back(backend.zeros({batch, local_seq, executor::kv_width(shape)}));
+  }
+  const auto blocks_of = [&](std::int64_t source) {
+    return executor::visible_attention_blocks(kRanks, 0, local_seq, source);
+  };
+  AttentionSample sample = whole;
+  sample.cp = kRanks;
+  sample.forward = backend.time(
+      [&] {
+        executor::attention_blocks_begin(out, lse);
+        for (std::int64_t source = 0; source < kRanks; ++source) {
+          for (const executor::AttentionBlock& block : blocks_of(source)) {
+            executor::attention_block_forward(qkv, keys_values[static_cast<std::size_t>(source)],
+                                              block, shape, out, lse);
+          }
+        }
+      },
+      settings.repeats);
+  sample.backward = backend.time(
+      [&] {
+        executor::attention_output_dot(dout, out, shape, output_dot);
+        for (std::int64_t source = 0; source < kRanks; ++source) {
+          const auto index = static_cast<std::size_t>(source);
+          for (const executor::AttentionBlock& block : blocks_of(source)) {
+            executor::attention_block_backward(dout, qkv, keys_values[index], lse, output_dot,
+                                               block, shape, dqkv, keys_values_grad[index]);
+          }
+        }
+      },
+      settings.repeats);
+  return sample;
+}
+
 void measure_attention(const ProfileSettings& settings, const Backend& backend,
                        ComputeMeasurements& result) {
   // (sequence, head dimension): a CPU's small models, or a GPU's 64- and 128-wide heads.
@@ -390,6 +446,9 @@ void measure_attention(const ProfileSettings& settings, const Backend& backend,
         backend.time([&] { executor::causal_attention_backward(dout, qkv, out, lse, shape, dqkv); },
                      settings.repeats);
     result.attention.push_back(sample);
+    if (backend.gpu()) continue;  // the CUDA backend runs no context parallelism
+    result.context_parallel_attention.push_back(
+        time_context_parallel_attention(settings, backend, sample, shape));
   }
 }
 
@@ -418,9 +477,11 @@ std::vector<Timing*> timings_of(ComputeMeasurements& measured) {
   std::vector<Timing*> timings{&measured.smallest_op};
   for (GemmSample& sample : measured.gemms) timings.push_back(&sample.timing);
   for (ElementwiseSample& sample : measured.elementwise) timings.push_back(&sample.timing);
-  for (AttentionSample& sample : measured.attention) {
-    timings.push_back(&sample.forward);
-    timings.push_back(&sample.backward);
+  for (auto* samples : {&measured.attention, &measured.context_parallel_attention}) {
+    for (AttentionSample& sample : *samples) {
+      timings.push_back(&sample.forward);
+      timings.push_back(&sample.backward);
+    }
   }
   return timings;
 }

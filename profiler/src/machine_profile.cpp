@@ -124,8 +124,9 @@ MachineProfile profile_machine(executor::Communicator& world, const MachineLayou
         memory_per_rank(static_cast<int>(world.size() / layout.hosts.size()));
     cluster.gpu.description = fmt::format(
         "One MPI rank of the CPU backend ({} thread(s) for its GEMMs), measured by strata profile "
-        "with the executor's own ops: fp32 GEMMs over transformer layer shapes, causal attention, "
-        "the memory-bound kernels and one-element ops",
+        "with the executor's own ops: fp32 GEMMs over transformer layer shapes, causal attention "
+        "(whole, and block by block as a context-parallel rank runs it), the memory-bound kernels "
+        "and one-element ops",
         profile.compute.threads);
   }
   for (std::size_t i = 0; i < profile.network.size(); ++i) {

@@ -77,6 +77,13 @@ PresetComparison compare_with_presets(const schemas::ClusterConfig& measured) {
                              p.random_number_tops.value_or(0)});
   comparison.rows.push_back({"attention efficiency", m.attention_efficiency.value_or(0),
                              spread_of(measured, "attention"), p.attention_efficiency.value_or(0)});
+  if (m.context_parallel_attention_efficiency) {
+    // A preset without its own rate runs cp attention at the whole-sequence one.
+    comparison.rows.push_back(
+        {"cp attention efficiency", *m.context_parallel_attention_efficiency,
+         spread_of(measured, "context_parallel_attention"),
+         p.context_parallel_attention_efficiency.value_or(p.attention_efficiency.value_or(0))});
+  }
   comparison.rows.push_back({"kernel launch µs", m.kernel_launch_us.value_or(0),
                              spread_of(measured, "launch"), p.kernel_launch_us.value_or(0)});
   const std::size_t tiers = network_measured(measured) ? measured.network_tiers.size() : 0;

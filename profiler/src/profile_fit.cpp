@@ -83,6 +83,54 @@ double latency_steps(const CollectiveSample& sample) {
 
 }  // namespace
 
+struct AttentionFit {
+  double efficiency = 1, spread = 0;
+};
+
+// The efficiency of attention's products from samples of one kernel path (each sample's queries
+// are seq / cp of its sequence, against all of it): time = products / (peak · efficiency) +
+// exponentials, the exponentials at the special-function rate `gpu` already carries.
+AttentionFit fit_attention(const std::vector<AttentionSample>& samples, schemas::Dtype precision,
+                           const schemas::GpuProfile& gpu,
+                           const std::map<std::string, double>& spread) {
+  double products_at_peak_s = 0, remaining_s = 0, exponentials_total_s = 0, measured_s = 0;
+  std::vector<double> spreads;
+  schemas::GpuProfile at_peak = gpu;
+  at_peak.attention_efficiency = 1.0;
+  at_peak.kernel_launch_us.reset();
+  schemas::GpuProfile no_exponentials = at_peak;
+  no_exponentials.special_function_tops.reset();
+  for (const AttentionSample& sample : samples) {
+    const costmodels::AttentionShape shape{.batch = sample.batch,
+                                           .heads = sample.heads,
+                                           .query_tokens = sample.seq / sample.cp,
+                                           .key_tokens = sample.seq,
+                                           .head_dim = sample.head_dim};
+    // Split the model's time at peak into its products and its exponentials.
+    const costmodels::AttentionTime whole =
+        costmodels::attention_time(at_peak, precision, schemas::AttentionKernel::flash, shape);
+    const costmodels::AttentionTime products = costmodels::attention_time(
+        no_exponentials, precision, schemas::AttentionKernel::flash, shape);
+    const double exponentials_s =
+        (whole.forward_s - products.forward_s) + (whole.backward_s - products.backward_s);
+    const double sample_s = sample.forward.median_s + sample.backward.median_s;
+    products_at_peak_s += products.forward_s + products.backward_s;
+    exponentials_total_s += exponentials_s;
+    measured_s += sample_s;
+    remaining_s += std::max(sample_s - exponentials_s, 0.05 * sample_s);
+    spreads.push_back(std::max(sample.forward.spread, sample.backward.spread));
+  }
+  // Its own repeats' noise plus what it inherits from the special-function rate, in the
+  // proportion the exponentials take of its time.
+  const auto special = spread.find("special_functions");
+  const double inherited = special != spread.end()
+                               ? special->second * exponentials_total_s /
+                                     std::max(measured_s - exponentials_total_s, 1e-12)
+                               : 0;
+  return {.efficiency = std::clamp(products_at_peak_s / remaining_s, 1e-4, 1.0),
+          .spread = median(spreads) + inherited};
+}
+
 void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
                  std::map<std::string, double>& spread) {
   // GEMMs: the peak and the curve from those whose dimensions suit the tensor-core kernels;
@@ -161,44 +209,19 @@ void fit_compute(const ComputeMeasurements& measured, schemas::GpuProfile& gpu,
     spread["random_numbers"] = median(random_spreads);
   }
 
-  // Attention: the efficiency of the products, with the exponentials charged as above.
+  // Attention: the efficiency of the products, with the exponentials charged as above — of the
+  // whole-sequence kernel, and of context parallelism's blocks where they were measured.
   if (!measured.attention.empty()) {
     gpu.attention_efficiency.reset();
-    double products_at_peak_s = 0, remaining_s = 0, exponentials_total_s = 0, measured_s = 0;
-    std::vector<double> attention_spreads;
-    schemas::GpuProfile at_peak = gpu;
-    at_peak.attention_efficiency = 1.0;
-    at_peak.kernel_launch_us.reset();
-    for (const AttentionSample& sample : measured.attention) {
-      const costmodels::AttentionShape shape{.batch = sample.batch,
-                                             .heads = sample.heads,
-                                             .query_tokens = sample.seq,
-                                             .key_tokens = sample.seq,
-                                             .head_dim = sample.head_dim};
-      // time = products / (peak · efficiency) + exponentials: split the model's time at peak.
-      const costmodels::AttentionTime whole = costmodels::attention_time(
-          at_peak, measured.precision, schemas::AttentionKernel::flash, shape);
-      schemas::GpuProfile no_exponentials = at_peak;
-      no_exponentials.special_function_tops.reset();
-      const costmodels::AttentionTime products = costmodels::attention_time(
-          no_exponentials, measured.precision, schemas::AttentionKernel::flash, shape);
-      const double exponentials_s =
-          (whole.forward_s - products.forward_s) + (whole.backward_s - products.backward_s);
-      products_at_peak_s += products.forward_s + products.backward_s;
-      exponentials_total_s += exponentials_s;
-      measured_s += sample.forward.median_s + sample.backward.median_s;
-      remaining_s += std::max(sample.forward.median_s + sample.backward.median_s - exponentials_s,
-                              0.05 * (sample.forward.median_s + sample.backward.median_s));
-      attention_spreads.push_back(std::max(sample.forward.spread, sample.backward.spread));
-    }
-    gpu.attention_efficiency = std::clamp(products_at_peak_s / remaining_s, 1e-4, 1.0);
-    // Its own repeats' noise plus what it inherits from the special-function rate, in the
-    // proportion the exponentials take of its time.
-    const double inherited = spread.contains("special_functions")
-                                 ? spread["special_functions"] * exponentials_total_s /
-                                       std::max(measured_s - exponentials_total_s, 1e-12)
-                                 : 0;
-    spread["attention"] = median(attention_spreads) + inherited;
+    const AttentionFit whole = fit_attention(measured.attention, measured.precision, gpu, spread);
+    gpu.attention_efficiency = whole.efficiency;
+    spread["attention"] = whole.spread;
+  }
+  if (!measured.context_parallel_attention.empty()) {
+    const AttentionFit chunked =
+        fit_attention(measured.context_parallel_attention, measured.precision, gpu, spread);
+    gpu.context_parallel_attention_efficiency = chunked.efficiency;
+    spread["context_parallel_attention"] = chunked.spread;
   }
   gpu.kernel_launch_us = measured.smallest_op.median_s * 1e6;
   spread["launch"] = measured.smallest_op.spread;

@@ -62,8 +62,9 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
       value, location,
       {"name", "description", "memory_bytes", "peak_dense_tflops", "hbm_bandwidth_gb_per_s",
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
-       "special_function_tops", "random_number_tops", "unaligned_gemm_efficiency",
-       "unfused_attention_efficiency", "kernel_launch_us", "compute_slowdown_under_communication"});
+       "context_parallel_attention_efficiency", "special_function_tops", "random_number_tops",
+       "unaligned_gemm_efficiency", "unfused_attention_efficiency", "kernel_launch_us",
+       "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -84,6 +85,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
   gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
   gpu.attention_efficiency = reader.optional_number("attention_efficiency", kFractionRange);
+  gpu.context_parallel_attention_efficiency =
+      reader.optional_number("context_parallel_attention_efficiency", kFractionRange);
   gpu.special_function_tops = reader.optional_number("special_function_tops", kTopsRange);
   gpu.random_number_tops = reader.optional_number("random_number_tops", kTopsRange);
   gpu.unaligned_gemm_efficiency =
@@ -279,6 +282,10 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (cluster.gpu.attention_efficiency) {
     gpu["attention_efficiency"] = *cluster.gpu.attention_efficiency;
+  }
+  if (cluster.gpu.context_parallel_attention_efficiency) {
+    gpu["context_parallel_attention_efficiency"] =
+        *cluster.gpu.context_parallel_attention_efficiency;
   }
   if (cluster.gpu.special_function_tops) {
     gpu["special_function_tops"] = *cluster.gpu.special_function_tops;

@@ -333,17 +333,23 @@ TEST(LayerCosts, DropoutPaysForItsRandomNumbersWhereTheProfileMeasuredTheirRate)
   }
 }
 
+// Llama 3.1 8B's layout of the context-parallel tests below: 8,192 tokens over cp 4, dp 2.
+schemas::PlanKnobs llama_over_cp4_knobs() {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
+  knobs.seq_length = 8192;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 2;
+  return knobs;
+}
+
 // Llama 3.1 8B (8 kv heads of 128) at 8,192 tokens over cp 4 on one DGX H100, bf16: each rank
 // holds 2,048 tokens, whose keys and values are 2 × 2,048 × 8 × 128 × 2 B = 8,388,608 B.
 // The all-gather variant gathers 4 × that in the forward, gathers it again in the backward and
 // reduce-scatters its gradient, none of it hidden; it holds 2·cp + 2 blocks of keys and values
 // where the ring holds 5 (two blocks in hand and arriving, three of their gradients).
 TEST(LayerCosts, ContextParallelAllGatherPricesItsCollectivesUnhidden) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
-  knobs.seq_length = 8192;
-  knobs.micro_batch_size = 1;
-  knobs.global_batch_size = 2;
+  schemas::PlanKnobs knobs = llama_over_cp4_knobs();
   const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
   const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
   const schemas::Plan ring_plan = schemas::build_plan(model, cluster, knobs, "test");
@@ -389,11 +395,7 @@ TEST(LayerCosts, ContextParallelAllGatherPricesItsCollectivesUnhidden) {
 // cp − 1 hops of keys and values, the backward's cp − 1 hops of keys and values with their
 // gradients and the gradients' last hop. Half progress hides half of each hop at most.
 TEST(LayerCosts, RingHopsWaitForTheCommunicatorsProgress) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh = {.tp = 1, .cp = 4, .dp = 2, .pp = 1};
-  knobs.seq_length = 8192;
-  knobs.micro_batch_size = 1;
-  knobs.global_batch_size = 2;
+  schemas::PlanKnobs knobs = llama_over_cp4_knobs();
   const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
   schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
   cluster.communicator_progress_during_compute = 0.0;
@@ -415,6 +417,43 @@ TEST(LayerCosts, RingHopsWaitForTheCommunicatorsProgress) {
   // The copies and sums of the ring are compute, whatever the communicator does.
   EXPECT_DOUBLE_EQ(none.forward.compute_s, half.forward.compute_s);
   EXPECT_DOUBLE_EQ(none.backward_input.compute_s, half.backward_input.compute_s);
+}
+
+// A profile that measured context parallelism's block-by-block attention prices it at that rate;
+// without one, at the whole-sequence kernel's; a plan without cp never reads it.
+TEST(LayerCosts, ContextParallelAttentionRunsAtItsOwnMeasuredRate) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh = {.tp = 1, .cp = 2, .dp = 1, .pp = 1};
+  knobs.seq_length = 4096;
+  knobs.micro_batch_size = 1;
+  knobs.global_batch_size = 1;
+  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+  schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
+  const auto layer = [&](std::int64_t cp) {
+    knobs.mesh.cp = cp;
+    knobs.global_batch_size = 8 / cp;
+    knobs.mesh.dp = 8 / cp;
+    return transformer_layer_costs(layer_context(schemas::build_plan(model, cluster, knobs, "t")),
+                                   schemas::RecomputeGranularity::none);
+  };
+  const PassCosts plain = layer(2);
+  const PassCosts dense_plain = layer(1);
+  cluster.gpu.context_parallel_attention_efficiency = 0.5 * *cluster.gpu.attention_efficiency;
+  const PassCosts chunked = layer(2);
+  EXPECT_DOUBLE_EQ(layer(1).forward.compute_s, dense_plain.forward.compute_s);
+  // 8 heads' worth of products per rank (32 heads of 128, half the queries of 4,096 tokens
+  // against all of them), their exponentials unchanged: the products take twice as long.
+  const costmodels::AttentionShape shape{
+      .batch = 1, .heads = 32, .query_tokens = 2048, .key_tokens = 4096, .head_dim = 128};
+  schemas::GpuProfile no_exponentials = cluster.gpu;
+  no_exponentials.special_function_tops.reset();
+  no_exponentials.attention_efficiency = no_exponentials.context_parallel_attention_efficiency;
+  const AttentionTime slow_products =
+      attention_time(no_exponentials, schemas::Dtype::bf16, schemas::AttentionKernel::flash, shape);
+  EXPECT_NEAR(chunked.forward.compute_s - plain.forward.compute_s, 0.5 * slow_products.forward_s,
+              1e-12);
+  EXPECT_NEAR(chunked.backward_input.compute_s - plain.backward_input.compute_s,
+              0.5 * slow_products.backward_s, 1e-12);
 }
 
 }  // namespace

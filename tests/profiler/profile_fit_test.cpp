@@ -22,6 +22,7 @@ schemas::GpuProfile known_device() {
   gpu.special_function_tops = 0.001;
   gpu.random_number_tops = 0.0001;
   gpu.attention_efficiency = 0.4;
+  gpu.context_parallel_attention_efficiency = 0.3;
   return gpu;
 }
 
@@ -50,6 +51,15 @@ ComputeMeasurements measurements_of(const schemas::GpuProfile& gpu) {
         gpu, schemas::Dtype::fp32, schemas::AttentionKernel::flash, shape);
     measured.attention.push_back(
         {1, 4, seq, 64, exactly(time.forward_s), exactly(time.backward_s)});
+    // A cp = 2 rank's blocks: half the queries against every key, at their own rate.
+    schemas::GpuProfile chunked = gpu;
+    chunked.attention_efficiency = gpu.context_parallel_attention_efficiency;
+    const costmodels::AttentionShape half{
+        .batch = 1, .heads = 4, .query_tokens = seq / 2, .key_tokens = seq, .head_dim = 64};
+    const costmodels::AttentionTime blocks = costmodels::attention_time(
+        chunked, schemas::Dtype::fp32, schemas::AttentionKernel::flash, half);
+    measured.context_parallel_attention.push_back(
+        {1, 4, seq, 64, exactly(blocks.forward_s), exactly(blocks.backward_s), 2});
   }
   return measured;
 }
@@ -72,6 +82,8 @@ TEST(ProfileFit, ComputeParametersComeBackFromTheirOwnPredictions) {
   ASSERT_TRUE(fitted.attention_efficiency.has_value());
   // Attention's products at 0.4 of the true peak are 0.4 / 0.9 of the measured one.
   EXPECT_NEAR(*fitted.attention_efficiency, 0.4 / 0.9, 0.01);
+  ASSERT_TRUE(fitted.context_parallel_attention_efficiency.has_value());
+  EXPECT_NEAR(*fitted.context_parallel_attention_efficiency, 0.3 / 0.9, 0.01);
   EXPECT_NEAR(*fitted.kernel_launch_us, 0.02, 1e-9);
   EXPECT_EQ(spread.at("gemm"), 0.01);
   // GELU's time comes back from the fitted profile through the cost models.

@@ -69,6 +69,13 @@ struct MoeTrainingCli : ::testing::Test {
       }
     }
   }
+  // Flags that resume a 4-step run from a copy of `checkpoint` in a directory of its own.
+  std::string resumed_from(const fs::path& checkpoint, const std::string& name) const {
+    const fs::path resumed = directory / name;
+    fs::create_directories(resumed);
+    fs::copy(checkpoint, resumed / checkpoint.filename(), fs::copy_options::recursive);
+    return " --steps 4 --resume --checkpoint-dir " + resumed.string();
+  }
   fs::path directory;
   std::string tokens;
 };
@@ -188,10 +195,7 @@ TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
     EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
   }
   const auto resumed_from_step_2 = [&](const std::string& name) {
-    const fs::path resumed = directory / name;
-    fs::create_directories(resumed);
-    fs::copy(original / "step_00000002", resumed / "step_00000002", fs::copy_options::recursive);
-    return " --steps 4 --resume --checkpoint-dir " + resumed.string();
+    return resumed_from(original / "step_00000002", name);
   };
   expect_same_steps(
       expected,
@@ -229,10 +233,7 @@ TEST_F(MoeTrainingCli, ShardedExpertCheckpointsResumeOnAnyLayout) {
     }
   }
   const auto resumed_from_step_2 = [&](const std::string& name) {
-    const fs::path resumed = directory / name;
-    fs::create_directories(resumed);
-    fs::copy(original / "step_00000002", resumed / "step_00000002", fs::copy_options::recursive);
-    return " --steps 4 --resume --checkpoint-dir " + resumed.string();
+    return resumed_from(original / "step_00000002", name);
   };
   for (const auto& [layout, name] :
        std::vector<std::pair<std::string, std::string>>{{"--dp 4 --ep 2 --zero 3", "same"},

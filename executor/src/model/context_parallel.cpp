@@ -162,4 +162,29 @@ void rotary_backward_local(const ContextParallelism& cp, Tensor& dx, std::int64_
   });
 }
 
+std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int64_t rank,
+                                                     std::int64_t local_seq, std::int64_t source) {
+  STRATA_CHECK(
+      size >= 1 && rank >= 0 && rank < size && source >= 0 && source < size && local_seq % 2 == 0,
+      "attention blocks of rank {} of {} against {} over {} local tokens", rank, size, source,
+      local_seq);
+  // Rank r holds chunks r and 2·size − 1 − r (ContextParallelism::chunk_of).
+  const auto chunk_of = [&](std::int64_t owner, std::int64_t half) {
+    return half == 0 ? owner : 2 * size - 1 - owner;
+  };
+  const std::int64_t chunk = local_seq / 2;
+  std::vector<AttentionBlock> blocks;
+  for (std::int64_t query_half = 0; query_half < 2; ++query_half) {
+    const std::int64_t query_chunk = chunk_of(rank, query_half);
+    for (std::int64_t key_half = 0; key_half < 2; ++key_half) {
+      const std::int64_t key_chunk = chunk_of(source, key_half);
+      if (key_chunk > query_chunk) continue;
+      blocks.push_back(
+          AttentionBlock{query_half * chunk, key_half * chunk, chunk,
+                         key_chunk == query_chunk ? BlockMask::causal : BlockMask::full});
+    }
+  }
+  return blocks;
+}
+
 }  // namespace strata::executor

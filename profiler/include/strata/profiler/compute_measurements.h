@@ -34,12 +34,16 @@ struct ElementwiseSample {
 struct AttentionSample {
   double batch = 0, heads = 0, seq = 0, head_dim = 0;
   Timing forward, backward;
+  // The context-parallel group whose first rank's attention this times, block by block against
+  // every rank's keys (1: the whole-sequence kernel); its queries are seq / cp of the sequence.
+  double cp = 1;
 };
 
 struct ComputeMeasurements {
   std::vector<GemmSample> gemms;
   std::vector<ElementwiseSample> elementwise;
   std::vector<AttentionSample> attention;
+  std::vector<AttentionSample> context_parallel_attention;
   Timing smallest_op;  // a one-element op: the fixed cost of any kernel
   int threads = 1;     // the threads the backend's GEMMs use (the CPU's)
   executor::Device device = executor::Device::cpu;

@@ -43,6 +43,11 @@ struct GpuProfile {
   // matrix products reach (absent: the GEMM curve's), and the special-function units' rate for
   // its exponentials, in T exp/s (absent: free).
   std::optional<double> attention_efficiency;
+  // The same for attention under context parallelism, which runs chunk by chunk of the sequence
+  // (the ring's or the all-gather's blocks of seq / 2·cp keys, each its own kernel call): shorter
+  // products than one whole-sequence kernel, a measured profile's own rate. Absent: the
+  // whole-sequence efficiency.
+  std::optional<double> context_parallel_attention_efficiency;
   std::optional<double> special_function_tops;
   // Counter-based random numbers per second (dropout's keep decisions, regenerated in the
   // backward rather than stored), in units of 10^12: where a CPU spends dropout's time. Absent:

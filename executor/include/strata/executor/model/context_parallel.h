@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "strata/executor/distributed/communicator.h"
+#include "strata/executor/ops/attention_block.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/tensor/tensor.h"
 #include "strata/schemas/plan.h"
@@ -78,5 +79,13 @@ void rotary_forward_local(const ContextParallelism& cp, Tensor& x, std::int64_t 
                           std::int64_t head_dim, double theta);
 void rotary_backward_local(const ContextParallelism& cp, Tensor& dx, std::int64_t num_heads,
                            std::int64_t head_dim, double theta);
+
+// The blocks of causal attention that `rank` of a cp group of `size` computes for its local
+// sequence of local_seq tokens against the keys of `source`'s chunks: query chunk q meets key
+// chunks k < q whole, k = q causally (the diagonal) and k > q not at all. With the load-balanced
+// split every rank computes the same number of blocks. Both cp attention variants walk them
+// (and the profiler times them).
+std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int64_t rank,
+                                                     std::int64_t local_seq, std::int64_t source);
 
 }  // namespace strata::executor
