@@ -67,23 +67,21 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
     return refusal;
   }
   if (plan.model.moe) {
-    // The executor's MoE layer splits its routed experts over ep ranks of the data- and
+    // The executor's MoE layer splits its routed experts over ep ranks of the tensor-, data- and
     // context-parallel group and sends each token to its experts' rank (all-to-all); each
     // expert's MLP stays whole on its rank (its gradients summed, and its state ZeRO-sharded,
-    // over the ranks holding the same experts). Under context parallelism a rank routes its
-    // chunks' tokens and the load-balancing loss pools the cp group's choices. Expert tensor and
-    // tensor parallelism wait for the layer's sharded GEMMs and the token re-split they need.
-    const Mesh& mesh = plan.mesh;
-    for (const auto& [path, size, what] :
-         {std::tuple{"/mesh/etp", mesh.etp, "expert tensor parallelism"},
-          std::tuple{"/mesh/tp", mesh.tp, "tensor parallelism"}}) {
-      if (size > 1) {
-        return ExecutorRefusal{
-            path, fmt::format("{}: the executor trains mixture-of-experts models with data, "
-                              "context, expert and pipeline parallelism; {} of MoE layers is not "
-                              "built yet",
-                              size, what)};
-      }
+    // over the ranks holding the same experts). Under tensor parallelism each rank routes its
+    // own sequence-parallel shard of the tokens (Megatron-Core needs sequence parallelism there
+    // too) and the shared experts are split as a dense MLP; under context parallelism a rank
+    // routes its chunks' tokens; the load-balancing loss pools the choices of both groups.
+    // (Plan validation already requires sequence parallelism with tp for MoE.) Expert tensor
+    // parallelism waits for the experts' sharded GEMMs and the all-gather dispatch.
+    if (plan.mesh.etp > 1) {
+      return ExecutorRefusal{
+          "/mesh/etp",
+          fmt::format("{}: the executor trains mixture-of-experts models with whole experts on "
+                      "each rank; expert tensor parallelism is not built yet",
+                      plan.mesh.etp)};
     }
   }
   return std::nullopt;

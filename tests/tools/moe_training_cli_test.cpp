@@ -1,13 +1,13 @@
 // `strata train` of a mixture-of-experts model (the moe-tiny preset: 8 experts, top-2, a shared
 // expert, a dense first layer, load-balancing and z-losses) on one rank and under mpirun, in the
 // layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3, a 1F1B pipeline,
-// context parallelism, and expert parallelism (the routed experts split over ep ranks, tokens sent
-// to them by all-to-all) alone, with expert data parallelism, with a pipeline, over the cp group
-// and with ZeRO 1 to 3 (the experts' state sharded over the ranks holding the same experts). Each
-// must log the one-rank run's
-// losses and gradient norms for 10 steps within 1e-5; the router losses are in every gradient, so
-// a layout that weighed them wrongly would drift. A resume on another layout continues the run
-// (expert-parallel checkpoints too); the layouts not built yet are refused with the field.
+// context parallelism, tensor parallelism with sequence parallelism, and expert parallelism (the
+// routed experts split over ep ranks, tokens sent to them by all-to-all) alone, with expert data
+// parallelism, with a pipeline, over the cp group and with ZeRO 1 to 3 (the experts' state sharded
+// over the ranks holding the same experts). Each must log the one-rank run's losses and gradient
+// norms for 10 steps within 1e-5; the router losses are in every gradient, so a layout that weighed
+// them wrongly would drift. A resume on another layout continues the run (expert-parallel
+// checkpoints too); the layouts not built yet are refused with the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -170,11 +170,83 @@ TEST_F(MoeTrainingCli, ACheckpointOfOneLayoutResumesOnAnother) {
 
 TEST_F(MoeTrainingCli, LayoutsNotBuiltForExpertsAreRefusedWithTheField) {
   // The refusal comes before the world size is compared: one process is enough to see it.
-  const CommandResult tensor_parallel = strata(train("--tp 2 --sequence-parallel --steps 1"));
-  EXPECT_EQ(tensor_parallel.exit_code, 1);
-  EXPECT_THAT(tensor_parallel.err, HasSubstr("/mesh/tp: 2: the executor trains "
-                                             "mixture-of-experts models with data, context, "
-                                             "expert and pipeline parallelism"));
+  // (Expert tensor parallelism's refusal is the admission rule's test: train has no --etp.)
+  const CommandResult without_sequence_parallel = strata(train("--tp 2 --steps 1"));
+  EXPECT_EQ(without_sequence_parallel.exit_code, 1);
+  EXPECT_THAT(without_sequence_parallel.err,
+              HasSubstr("/sequence_parallel: a mixture-of-experts model with tp=2 needs "
+                        "sequence parallelism"));
+}
+
+// Tensor parallelism with sequence parallelism: each tp rank routes its own shard of the
+// micro-batch's tokens, the shared experts are split over tp as a dense MLP, and the routed
+// experts are whole — on every rank (tp 2), split over the tp pair (tp 2 · ep 2), folded over tp
+// and dp (tp 2 · dp 2 with ep 2 and ep 4, at ZeRO 0 to 3), over tp 4 (ep 2: each expert on two
+// tp ranks, which sum its gradients), under a 1F1B pipeline and with cp. The tp and cp groups pool
+// the load-balancing statistic.
+TEST_F(MoeTrainingCli, TensorParallelRunsLogTheSingleRankSteps) {
+  const CommandResult one = strata(train("--steps 10"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  ASSERT_EQ(expected.size(), 10u) << one.out;
+  const std::string sp = "--sequence-parallel ";
+  for (const auto& [ranks, layout] :
+       std::vector<std::pair<int, std::string>>{{2, "--tp 2 " + sp},
+                                                {2, "--tp 2 --ep 2 " + sp},
+                                                {4, "--tp 2 --dp 2 --ep 2 " + sp},
+                                                {4, "--tp 2 --dp 2 --ep 4 --zero 1 " + sp},
+                                                {4, "--tp 2 --dp 2 --ep 2 --zero 3 " + sp},
+                                                {4, "--tp 4 --ep 2 " + sp},
+                                                {4, "--tp 2 --pp 2 --ep 2 --schedule 1f1b " + sp},
+                                                {4, "--tp 2 --cp 2 --ep 4 " + sp}}) {
+    expect_same_steps(
+        expected, strata_under_mpirun(ranks, train("--steps 10 " + layout), directory), 0, layout);
+  }
+}
+
+// A tp 4 · ep 2 checkpoint at ZeRO-1: the ep pairs fold over tp ranks, so each of the four tp
+// slices of the dense state is written by its own rank beside its experts (one values file per
+// tp rank; the moments sharded over the two holders of each expert). It resumes on itself, on
+// tp 2 · dp 2 · ep 2 at ZeRO-3 and on one rank; a one-rank checkpoint resumes on tp 2 · ep 2.
+TEST_F(MoeTrainingCli, TensorParallelExpertCheckpointsResumeOnAnyLayout) {
+  const std::string layout = "--tp 4 --ep 2 --zero 1 --sequence-parallel";
+  const fs::path original = directory / "tp4-ep2";
+  const CommandResult first = strata_under_mpirun(
+      4, train(layout + " --steps 4 --checkpoint-every 2 --checkpoint-dir " + original.string()),
+      directory);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  ASSERT_EQ(expected.size(), 4u) << first.out;
+  for (const std::string file :
+       {"model.tp0.pp0.ep0.bin", "model.tp1.pp0.ep1.bin", "model.tp2.pp0.ep0.bin",
+        "model.tp3.pp0.ep1.bin", "optimizer.tp0.pp0.ep0.dp0.bin", "optimizer.tp1.pp0.ep1.dp0.bin",
+        "optimizer.tp2.pp0.ep0.dp1.bin", "optimizer.tp3.pp0.ep1.dp1.bin"}) {
+    EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
+  }
+  const auto resumed_from_step_2 = [&](const std::string& name) {
+    return resumed_from(original / "step_00000002", name);
+  };
+  expect_same_steps(expected,
+                    strata_under_mpirun(4, train(layout + resumed_from_step_2("same")), directory),
+                    2, "tp 4 · ep 2 → the same");
+  expect_same_steps(
+      expected,
+      strata_under_mpirun(
+          4, train("--tp 2 --dp 2 --ep 2 --zero 3 --sequence-parallel" + resumed_from_step_2("z3")),
+          directory),
+      2, "tp 4 · ep 2 → tp 2 · dp 2 · ep 2 ZeRO-3");
+  expect_same_steps(expected, strata(train(resumed_from_step_2("one").substr(1))), 2,
+                    "tp 4 · ep 2 → one rank");
+  const fs::path single = directory / "single";
+  const CommandResult one =
+      strata(train("--steps 4 --checkpoint-every 2 --checkpoint-dir " + single.string()));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  expect_same_steps(step_records(one.out),
+                    strata_under_mpirun(2,
+                                        train("--tp 2 --ep 2 --sequence-parallel" +
+                                              resumed_from(single / "step_00000002", "to-tp2")),
+                                        directory),
+                    2, "one rank → tp 2 · ep 2");
 }
 
 // An expert-parallel checkpoint (one file per ep rank, written by the first of the ranks that

@@ -4,8 +4,10 @@
 
 #include <boost/crc.hpp>
 #include <regex>
+#include <set>
 
 #include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/checkpoint/sharded_checkpoint.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/object_reader.h"
@@ -76,16 +78,26 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   }
   const std::int64_t zero_stage = reader.integer("zero_stage", {0, 3});
   if (const std::optional<std::int64_t> ep = mesh.optional_integer("ep", {1, kMaxMeshAxis})) {
-    // Experts fold into the data-parallel group (tp = cp = 1 for the executor's MoE layers).
-    if (dp % *ep != 0) mesh.at("ep").fail(fmt::format("{} does not divide dp={}", *ep, dp));
-    // Expert state shards over blocks of the expert data-parallel group, as many as the dense
-    // state's replicas: each block of dp_shard ranks holds whole experts.
-    const std::int64_t shard = mesh.optional_integer("dp_shard", {1, dp}).value_or(dp);
-    if (*ep > 1 && zero_stage > 0 && shard % *ep != 0) {
+    // Experts fold over each stage's tp × cp × dp ranks (whole experts: etp = 1 in the
+    // executor's MoE layers).
+    const std::int64_t stage_ranks =
+        mesh.value("tp").get<std::int64_t>() * mesh.value("cp").get<std::int64_t>() * dp;
+    if (stage_ranks % *ep != 0) {
       mesh.at("ep").fail(
-          fmt::format("{} does not divide dp_shard={}: expert state is sharded "
-                      "within each block of dp_shard ranks",
-                      *ep, shard));
+          fmt::format("{} does not divide tp × cp × dp = {}: the expert mesh "
+                      "folds over each pipeline stage's ranks",
+                      *ep, stage_ranks));
+    }
+    // Expert state is sharded into the dense state's replicas (hybrid sharding): their count
+    // must divide the expert data-parallel size.
+    const std::int64_t shard = mesh.optional_integer("dp_shard", {1, dp}).value_or(dp);
+    const std::int64_t replicas = dp / shard;
+    const std::int64_t expert_dp = stage_ranks / *ep;
+    if (*ep > 1 && zero_stage > 0 && expert_dp % replicas != 0) {
+      mesh.at("ep").fail(
+          fmt::format("dp / dp_shard = {} replicas do not divide the expert data-parallel size "
+                      "tp·cp·dp / ep = {}: expert state is sharded into the same replicas",
+                      replicas, expert_dp));
     }
   }
   reader.integer("bucket_elements", {1, kMaxBucketElements});
@@ -245,16 +257,26 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
       "tp {} · cp {} · dp {}{}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
       mesh.zero_shard_dp() < mesh.dp ? fmt::format(" (shards of {})", mesh.dp_shard) : "",
       mesh.ep > 1 ? fmt::format(" · ep {}", mesh.ep) : "", mesh.pp, zero_stage);
-  // Values files: one per (tp, pp) rank — and ep rank under expert parallelism — per ZeRO shard
-  // (its place in a shard group of dp_shard × cp ranks) too under ZeRO-3; moments per shard
-  // under ZeRO ≥ 1.
-  const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp * mesh.ep;
-  // Under expert parallelism a shard file is named by the rank's expert shard: per ep rank, one
-  // for each of the expert data-parallel group's shards.
-  const __int128 shards = mesh.ep > 1 ? static_cast<__int128>(mesh.expert_zero_shards())
-                                      : static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
-  const __int128 implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
-                                 per_model_rank * (zero_stage >= 1 ? shards : 1);
+  // Values files: one per (tp, pp) rank per ZeRO shard (its place in a shard group of
+  // dp_shard × cp ranks) too under ZeRO-3; moments per shard under ZeRO ≥ 1. Under expert
+  // parallelism, the names the writers give them: one per (tp, pp, ep) held together by a rank
+  // (the ep group may fold over tp ranks), per expert shard when sharded.
+  __int128 implied_files = 0;
+  if (mesh.ep > 1) {
+    std::set<std::string> names;
+    for (const std::int64_t rank : checkpoint_writer_ranks(parallel)) {
+      const ShardedCheckpointPart part =
+          sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+      if (part.writes_values) names.insert(part.values_file);
+      if (part.writes_moments) names.insert(part.moments_file);
+    }
+    implied_files = static_cast<__int128>(names.size());
+  } else {
+    const __int128 per_model_rank = static_cast<__int128>(mesh.tp) * mesh.pp;
+    const __int128 shards = static_cast<__int128>(mesh.zero_shard_dp()) * mesh.cp;
+    implied_files = per_model_rank * (zero_stage >= 3 ? shards : 1) +
+                    per_model_rank * (zero_stage >= 1 ? shards : 1);
+  }
   if (implied_files != static_cast<__int128>(files.size())) {
     (root / "files")
         .fail(fmt::format("{} files, but a layout of {} writes {}", files.size(), layout_text,

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+
 #include "checkpoint_files.h"
 #include "state_document.h"
+#include "strata/executor/check.h"
 #include "strata/executor/checkpoint/checkpoint_directory.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/checkpoint_resharding.h"
@@ -34,25 +38,43 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   ShardedCheckpointPart part;
   part.rank = rank;
   if (mesh.ep > 1) {
-    // Expert parallelism: each ep rank's files hold its experts and the dense state. Whole state
-    // is written by the first of the ranks holding the same experts; a sharded file holds the
-    // rank's dense shard and its expert shard, named by the latter (its place in the expert
-    // shard group), and is written by the first replica. The executor's MoE plans have
-    // tp = cp = 1, so a rank's dense and expert shards have the same first replica.
-    const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, rank);
-    const std::int64_t ep = expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
-    const bool first_of_experts = expert[static_cast<std::size_t>(schemas::ExpertAxis::edp)] == 0;
-    const std::int64_t expert_shard = schemas::expert_zero_shard_rank(mesh, rank);
-    const bool expert_first_replica =
-        first_replica && schemas::expert_zero_replica_rank(mesh, rank) == 0;
+    // Expert parallelism: a rank's files hold its dense state (its tp slice; its ZeRO shard when
+    // sharded) and its routed experts (its ep range; its expert shard when sharded), named by tp,
+    // pp, ep and the expert shard. Of the ranks whose file would have one name, the lowest writes
+    // it: with tp = 1 the first of the ranks holding the same experts (the first replica of the
+    // shards); when the ep group folds over tp ranks, each tp slice's own rank.
+    const auto key_of = [&](std::int64_t other, bool sharded) {
+      const schemas::MeshCoordinates place = schemas::mesh_coordinates(mesh, other);
+      const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, other);
+      return std::array<std::int64_t, 5>{place[static_cast<std::size_t>(schemas::MeshAxis::tp)],
+                                         place[static_cast<std::size_t>(schemas::MeshAxis::pp)],
+                                         expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)],
+                                         sharded ? schemas::expert_zero_shard_rank(mesh, other) : 0,
+                                         sharded ? schemas::zero_shard_rank(mesh, other) : 0};
+    };
+    const auto writes = [&](bool sharded) {
+      const std::array<std::int64_t, 5> own = key_of(rank, sharded);
+      for (std::int64_t other = 0; other < rank; ++other) {
+        const std::array<std::int64_t, 5> theirs = key_of(other, sharded);
+        if (!std::equal(own.begin(), own.begin() + 4, theirs.begin())) continue;
+        // One name, one content: the dense shard must follow from the expert shard.
+        STRATA_CHECK(theirs[4] == own[4],
+                     "ranks {} and {} would write one checkpoint file with dense shards {} and {}",
+                     other, rank, theirs[4], own[4]);
+        return false;
+      }
+      return true;
+    };
+    const std::array<std::int64_t, 5> own = key_of(rank, true);
+    const std::int64_t ep = own[2], expert_shard = own[3];
     const auto name = [&](const char* kind, bool sharded) {
       return sharded ? fmt::format("{}.tp{}.pp{}.ep{}.dp{}.bin", kind, tp, pp, ep, expert_shard)
                      : fmt::format("{}.tp{}.pp{}.ep{}.bin", kind, tp, pp, ep);
     };
     part.values_file = name("model", zero_stage >= 3);
     part.moments_file = name("optimizer", zero_stage >= 1);
-    part.writes_values = zero_stage >= 3 ? expert_first_replica : first_of_experts;
-    part.writes_moments = zero_stage >= 1 ? expert_first_replica : first_of_experts;
+    part.writes_values = writes(zero_stage >= 3);
+    part.writes_moments = writes(zero_stage >= 1);
     return part;
   }
   const bool sharded_values = zero_stage >= 3;

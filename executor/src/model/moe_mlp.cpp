@@ -9,6 +9,7 @@
 #include "strata/executor/ops/dispatch.h"
 #include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/linear.h"
+#include "strata/executor/ops/residual.h"
 #include "strata/executor/ops/swiglu.h"
 
 namespace strata::executor {
@@ -82,41 +83,52 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
   const Placement replicated = Placement::replicate();
   // The routed experts' tensors stack the experts along dim 0: expert parallelism takes ranges.
   const Placement expert_ranges = Placement::shard(0);
+  // The shared experts are one dense MLP, split over tp as the dense layers' MLP is.
+  const Placement column_parallel = Placement::shard(0);
+  const Placement row_parallel = Placement::shard(1);
   std::vector<ParameterSpec> specs;
-  auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay) {
+  auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay,
+                 const Placement& tensor_parallel) {
     const bool routed = suffix.starts_with("experts.");
-    specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, replicated,
-                                  routed ? expert_ranges : replicated});
+    specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay,
+                                  tensor_parallel, routed ? expert_ranges : replicated});
   };
-  add("router.weight", {experts, hidden}, weight, true);
+  add("router.weight", {experts, hidden}, weight, true, replicated);
   for (const char* input :
        llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
-    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true);
-    if (model.mlp_bias) add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false);
+    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true,
+        replicated);
+    if (model.mlp_bias) {
+      add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false, replicated);
+    }
   }
-  add("experts.output.weight", {experts, hidden, width}, residual_output, true);
-  if (model.mlp_bias) add("experts.output.bias", {experts, hidden}, zeros, false);
+  add("experts.output.weight", {experts, hidden, width}, residual_output, true, replicated);
+  if (model.mlp_bias) add("experts.output.bias", {experts, hidden}, zeros, false, replicated);
   if (shared_width > 0) {
     for (const char* input :
          llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
-      add(fmt::format("shared.{}.weight", input), {shared_width, hidden}, weight, true);
-      if (model.mlp_bias) add(fmt::format("shared.{}.bias", input), {shared_width}, zeros, false);
+      add(fmt::format("shared.{}.weight", input), {shared_width, hidden}, weight, true,
+          column_parallel);
+      if (model.mlp_bias) {
+        add(fmt::format("shared.{}.bias", input), {shared_width}, zeros, false, column_parallel);
+      }
     }
-    add("shared.output.weight", {hidden, shared_width}, residual_output, true);
+    add("shared.output.weight", {hidden, shared_width}, residual_output, true, row_parallel);
     if (model.mlp_bias) {
-      add("shared.output.bias", {moe.num_shared_experts, hidden}, zeros, false);
+      add("shared.output.bias", {moe.num_shared_experts, hidden}, zeros, false, replicated);
     }
-    if (moe.shared_expert_gate) add("shared_gate.weight", {1, hidden}, weight, true);
+    if (moe.shared_expert_gate) add("shared_gate.weight", {1, hidden}, weight, true, replicated);
   }
   return specs;
 }
 
 MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store,
-               ExpertParallelism ep, Communicator* sequence_group)
+               const TensorParallelism& tp, ExpertParallelism ep, Communicator* context_group)
     : model_(model),
       moe_(*model.moe),
+      tp_(tp),
       ep_(ep),
-      sequence_group_(sequence_group),
+      context_group_(context_group),
       local_experts_(0),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
       router_(&store.entry(name_of(index, "router.weight"))) {
@@ -169,29 +181,40 @@ const auto kGradient = [](ParameterEntry& entry) -> Tensor& { return entry.gradi
 
 }  // namespace
 
-void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
-  STRATA_CHECK(h.device() == Device::cpu, "mixture-of-experts layers run on the CPU backend");
-  const std::int64_t tokens = h.size(0), hidden = model_.hidden_size;
-  const ScalarType type = h.scalar_type();
-  a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
-  linear_forward(h, router_->compute, nullptr, a.logits);
-  route_tokens(a.logits, moe_, a.routing);
-  if (sequence_group_ != nullptr && sequence_group_->size() > 1 &&
-      moe_.router.aux_loss_coefficient != 0) {
-    // The micro-batch's choices per expert and its tokens, summed over the ranks holding it.
-    std::vector<std::int64_t>& counts = a.routing.balance_counts;
+void MoeMlp::pool_balance_counts(TokenRouting& routing, std::int64_t tokens) const {
+  if (moe_.router.aux_loss_coefficient == 0) return;
+  Communicator* token_group = tp_.shards_tokens() ? tp_.group : nullptr;
+  for (Communicator* group : {token_group, context_group_}) {
+    if (group == nullptr || group->size() == 1) continue;
+    // The micro-batch's choices per expert and its tokens, summed over the ranks holding it
+    // (counts: exact in float64, in any order of summation).
+    std::vector<std::int64_t>& counts = routing.balance_counts;
     Tensor pooled = Tensor::zeros({moe_.num_experts + 1}, ScalarType::float64);
     double* values = pooled.data<double>();
     for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
       values[e] = static_cast<double>(counts[static_cast<std::size_t>(e)]);
     }
-    values[moe_.num_experts] = static_cast<double>(tokens);
-    sequence_group_->all_reduce(pooled, ReduceOp::sum);
+    values[moe_.num_experts] = static_cast<double>(routing.balance_tokens);
+    group->all_reduce(pooled, ReduceOp::sum);
     for (std::int64_t e = 0; e < moe_.num_experts; ++e) {
       counts[static_cast<std::size_t>(e)] = std::llround(values[e]);
     }
-    a.routing.balance_tokens = std::llround(values[moe_.num_experts]);
+    routing.balance_tokens = std::llround(values[moe_.num_experts]);
   }
+  STRATA_CHECK(routing.balance_tokens >= tokens, "pooled {} tokens of a rank's {}",
+               routing.balance_tokens, tokens);
+}
+
+void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
+  STRATA_CHECK(h_all.device() == Device::cpu, "mixture-of-experts layers run on the CPU backend");
+  // This rank's tokens: its rows of the group's (all of them without sequence parallelism).
+  const std::int64_t tokens = tp_.local_tokens(h_all.size(0)), hidden = model_.hidden_size;
+  const Tensor h = rows(h_all, tp_.first_local_token(h_all.size(0)), tokens);
+  const ScalarType type = h.scalar_type();
+  a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
+  linear_forward(h, router_->compute, nullptr, a.logits);
+  route_tokens(a.logits, moe_, a.routing);
+  pool_balance_counts(a.routing, tokens);
   const TokenRouting& routing = a.routing;
   const std::int64_t rows_dispatched = routing.dispatched_count();
   const std::int64_t width = moe_.expert_ffn_hidden_size;
@@ -240,23 +263,33 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
       for (std::int64_t i = 0; i < hidden; ++i) target[i] += weight * source[i];
     }
   });
-  if (shared_.in_weight == nullptr) return;
-  // Shared experts on every token.
-  const std::int64_t shared_width = shared_.in_weight->shape[0];
-  a.shared_in = Tensor::zeros({tokens, shared_width}, type);
-  a.shared_up = llama_mlp_ ? Tensor::zeros({tokens, shared_width}, type) : Tensor();
-  a.shared_hidden = Tensor::zeros({tokens, shared_width}, type);
-  a.shared_out = Tensor::zeros({tokens, hidden}, type);
+  if (shared_.in_weight != nullptr) shared_forward(h_all, h, y, a);
+}
+
+void MoeMlp::shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y,
+                            MoeActivations& a) const {
+  // Column-parallel on all the group's tokens, row-parallel back to partial sums over tp.
+  const std::int64_t all_tokens = h_all.size(0), tokens = h.size(0);
+  const std::int64_t hidden = model_.hidden_size;
+  const ScalarType type = h.scalar_type();
+  const std::int64_t shared_width = shared_.in_weight->shape[0];  // this tp rank's columns
+  a.shared_in = Tensor::zeros({all_tokens, shared_width}, type);
+  a.shared_up = llama_mlp_ ? Tensor::zeros({all_tokens, shared_width}, type) : Tensor();
+  a.shared_hidden = Tensor::zeros({all_tokens, shared_width}, type);
   const Tensor* in_bias = shared_.in_bias ? &shared_.in_bias->compute : nullptr;
   if (llama_mlp_) {
-    linear_forward(h, shared_.in_weight->compute, in_bias, a.shared_in);
-    linear_forward(h, shared_.up_weight->compute,
+    linear_forward(h_all, shared_.in_weight->compute, in_bias, a.shared_in);
+    linear_forward(h_all, shared_.up_weight->compute,
                    shared_.up_bias ? &shared_.up_bias->compute : nullptr, a.shared_up);
     swiglu_forward(a.shared_in, a.shared_up, a.shared_hidden);
   } else {
-    linear_gelu_forward(h, shared_.in_weight->compute, in_bias, a.shared_in, a.shared_hidden);
+    linear_gelu_forward(h_all, shared_.in_weight->compute, in_bias, a.shared_in, a.shared_hidden);
   }
-  linear_forward(a.shared_hidden, shared_.output_weight->compute, nullptr, a.shared_out);
+  Tensor partial = Tensor::zeros({all_tokens, hidden}, type);
+  linear_forward(a.shared_hidden, shared_.output_weight->compute, nullptr, partial);
+  // Summed over tp onto this rank's tokens (partial itself on one rank without tp).
+  a.shared_out = tp_.active() ? Tensor::zeros({tokens, hidden}, type) : partial;
+  reduce_sequence(tp_, partial, a.shared_out);
   if (shared_.output_bias) {
     for (std::int64_t s = 0; s < moe_.num_shared_experts; ++s) {
       bias_forward(a.shared_out, slice(shared_.output_bias->compute, s, {hidden}));
@@ -279,10 +312,11 @@ void MoeMlp::forward(const Tensor& h, Tensor& y, MoeActivations& a) const {
   });
 }
 
-void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a,
+void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivations& a,
                       double auxiliary_scale, Tensor& dh) const {
   const TokenRouting& routing = a.routing;
-  const std::int64_t tokens = h.size(0), hidden = model_.hidden_size;
+  const std::int64_t tokens = tp_.local_tokens(h_all.size(0)), hidden = model_.hidden_size;
+  const Tensor h = rows(h_all, tp_.first_local_token(h_all.size(0)), tokens);
   const std::int64_t rows_dispatched = routing.dispatched_count();
   const std::int64_t width = moe_.expert_ffn_hidden_size;
   const ScalarType type = h.scalar_type();
@@ -363,54 +397,72 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h, const MoeActivations& a
       for (std::int64_t i = 0; i < hidden; ++i) row[i] += source[r * hidden + i];
     }
   });
-  if (shared_.in_weight != nullptr) {
-    // y += gate · shared: the shared MLP sees gate · dy, the gate logit dy·shared · σ'(logit).
-    Tensor d_shared = Tensor::zeros({tokens, hidden}, type);
-    Tensor d_gate_logit = shared_gate_ ? Tensor::zeros({tokens, 1}, type) : Tensor();
-    dispatch_floating(type, "moe_shared_combine_backward", [&]<class T>() {
-      const T* grad = dy.data<T>();
-      const T* shared = a.shared_out.data<T>();
-      const T* gate = shared_gate_ ? a.shared_gate.data<T>() : nullptr;
-      T* d_out = d_shared.data<T>();
-      for (std::int64_t t = 0; t < tokens; ++t) {
-        const T factor = gate ? gate[t] : T(1);
-        T dot = 0;
-        for (std::int64_t i = 0; i < hidden; ++i) {
-          d_out[t * hidden + i] = factor * grad[t * hidden + i];
-          dot += grad[t * hidden + i] * shared[t * hidden + i];
-        }
-        if (gate) d_gate_logit.data<T>()[t] = dot * gate[t] * (T(1) - gate[t]);
-      }
-    });
-    if (shared_gate_) {
-      linear_backward(d_gate_logit, h, shared_gate_->compute, &dh, shared_gate_->gradient, nullptr);
-    }
-    if (shared_.output_bias) {
-      for (std::int64_t s = 0; s < moe_.num_shared_experts; ++s) {
-        Tensor bias_gradient = slice(shared_.output_bias->gradient, s, {hidden});
-        bias_backward(d_shared, bias_gradient);
-      }
-    }
-    const std::int64_t shared_width = shared_.in_weight->shape[0];
-    Tensor d_shared_hidden = Tensor::zeros({tokens, shared_width}, type);
-    linear_backward(d_shared, a.shared_hidden, shared_.output_weight->compute, &d_shared_hidden,
-                    shared_.output_weight->gradient, nullptr);
-    Tensor d_shared_in = Tensor::zeros({tokens, shared_width}, type);
-    if (llama_mlp_) {
-      Tensor d_shared_up = Tensor::zeros({tokens, shared_width}, type);
-      swiglu_backward(d_shared_hidden, a.shared_in, a.shared_up, d_shared_in, d_shared_up);
-      linear_backward(d_shared_up, h, shared_.up_weight->compute, &dh, shared_.up_weight->gradient,
-                      shared_.up_bias ? &shared_.up_bias->gradient : nullptr);
-    } else {
-      gelu_backward(d_shared_hidden, a.shared_in, d_shared_in, GradientWrite::overwrite);
-    }
-    linear_backward(d_shared_in, h, shared_.in_weight->compute, &dh, shared_.in_weight->gradient,
-                    shared_.in_bias ? &shared_.in_bias->gradient : nullptr);
-  }
+  if (shared_.in_weight != nullptr) shared_backward(dy, h_all, h, a, dh);
   // The router: the combine weights' gradient and the auxiliary losses reach its logits.
   Tensor d_logits = Tensor::zeros({tokens, moe_.num_experts}, type);
   route_tokens_backward(a.logits, routing, moe_, d_weights, auxiliary_scale, d_logits);
   linear_backward(d_logits, h, router_->compute, &dh, router_->gradient, nullptr);
+}
+
+void MoeMlp::shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor& h,
+                             const MoeActivations& a, Tensor& dh) const {
+  const std::int64_t all_tokens = h_all.size(0), tokens = h.size(0);
+  const std::int64_t hidden = model_.hidden_size;
+  const ScalarType type = h.scalar_type();
+  // y += gate · shared: the shared MLP sees gate · dy, the gate logit dy·shared · σ'(logit).
+  Tensor d_shared = Tensor::zeros({tokens, hidden}, type);
+  Tensor d_gate_logit = shared_gate_ ? Tensor::zeros({tokens, 1}, type) : Tensor();
+  dispatch_floating(type, "moe_shared_combine_backward", [&]<class T>() {
+    const T* grad = dy.data<T>();
+    const T* shared = a.shared_out.data<T>();
+    const T* gate = shared_gate_ ? a.shared_gate.data<T>() : nullptr;
+    T* d_out = d_shared.data<T>();
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      const T factor = gate ? gate[t] : T(1);
+      T dot = 0;
+      for (std::int64_t i = 0; i < hidden; ++i) {
+        d_out[t * hidden + i] = factor * grad[t * hidden + i];
+        dot += grad[t * hidden + i] * shared[t * hidden + i];
+      }
+      if (gate) d_gate_logit.data<T>()[t] = dot * gate[t] * (T(1) - gate[t]);
+    }
+  });
+  if (shared_gate_) {
+    linear_backward(d_gate_logit, h, shared_gate_->compute, &dh, shared_gate_->gradient, nullptr);
+  }
+  if (shared_.output_bias) {
+    for (std::int64_t s = 0; s < moe_.num_shared_experts; ++s) {
+      Tensor bias_gradient = slice(shared_.output_bias->gradient, s, {hidden});
+      bias_backward(d_shared, bias_gradient);
+    }
+  }
+  // Back through the row-parallel output on all the group's tokens; the column-parallel inputs'
+  // gradients are partial sums over tp, reduce-scattered to this rank's tokens. On one rank the
+  // gradients add into dh directly.
+  Tensor d_shared_all = tp_.shards_tokens() ? Tensor::zeros({all_tokens, hidden}, type) : d_shared;
+  gather_sequence(tp_, d_shared, d_shared_all);
+  const std::int64_t shared_width = shared_.in_weight->shape[0];
+  Tensor d_shared_hidden = Tensor::zeros({all_tokens, shared_width}, type);
+  linear_backward(d_shared_all, a.shared_hidden, shared_.output_weight->compute, &d_shared_hidden,
+                  shared_.output_weight->gradient, nullptr);
+  Tensor d_h_partial = tp_.active() ? Tensor::zeros({all_tokens, hidden}, type) : dh;
+  Tensor d_shared_in = Tensor::zeros({all_tokens, shared_width}, type);
+  if (llama_mlp_) {
+    Tensor d_shared_up = Tensor::zeros({all_tokens, shared_width}, type);
+    swiglu_backward(d_shared_hidden, a.shared_in, a.shared_up, d_shared_in, d_shared_up);
+    linear_backward(d_shared_up, h_all, shared_.up_weight->compute, &d_h_partial,
+                    shared_.up_weight->gradient,
+                    shared_.up_bias ? &shared_.up_bias->gradient : nullptr);
+  } else {
+    gelu_backward(d_shared_hidden, a.shared_in, d_shared_in, GradientWrite::overwrite);
+  }
+  linear_backward(d_shared_in, h_all, shared_.in_weight->compute, &d_h_partial,
+                  shared_.in_weight->gradient,
+                  shared_.in_bias ? &shared_.in_bias->gradient : nullptr);
+  if (!tp_.active()) return;
+  Tensor d_h_shared = Tensor::zeros({tokens, hidden}, type);
+  reduce_sequence(tp_, d_h_partial, d_h_shared);
+  residual_forward(dh, d_h_shared, dh);
 }
 
 void MoeMlp::dispatch(MoeActivations& a) const {

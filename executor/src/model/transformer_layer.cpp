@@ -165,7 +165,7 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   mlp_norm_weight_ = &store.entry(name_of(index, "mlp_norm.weight"));
   mlp_norm_bias_ = optional_entry(store, name_of(index, "mlp_norm.bias"));
   if (model.moe && model.moe->is_moe_layer(index)) {
-    moe_.emplace(model, index, store, ep, cp.group);
+    moe_.emplace(model, index, store, tp_, ep, cp.group);
     mlp_in_weight_ = mlp_in_bias_ = mlp_up_weight_ = mlp_up_bias_ = nullptr;
     mlp_output_weight_ = mlp_output_bias_ = nullptr;
   } else {
@@ -291,7 +291,9 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   Tensor mlp_branch = out.reshaped({out.numel() / hidden, hidden});
   Tensor& mlp_partial = sp ? scratch.mlp_full : mlp_branch;
   if (moe_) {
-    moe_->forward(a.norm2_full, mlp_partial, a.moe);
+    // Each rank's own tokens come out whole: the routed experts run on them, and the shared
+    // experts reduce-scatter inside.
+    moe_->forward(a.norm2_full, mlp_branch, a.moe);
   } else {
     if (llama_mlp_) {
       linear_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in);
@@ -303,8 +305,8 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
     }
     linear_forward(a.hidden_out, mlp_output_weight_->compute,
                    separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
+    reduce_sequence(tp_, mlp_partial, mlp_branch);
   }
-  reduce_sequence(tp_, mlp_partial, mlp_branch);
   if (separate_bias() && mlp_output_bias_) bias_forward(mlp_branch, mlp_output_bias_->compute);
   if (p > 0) branch_dropout_forward(dropout, a, 1, mlp_branch);
   residual_forward(a.middle, mlp_branch, mlp_branch);
@@ -328,13 +330,14 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     d_mlp = &scratch.d_branch;
   }
   if (separate_bias() && mlp_output_bias_) bias_backward(*d_mlp, mlp_output_bias_->gradient);
-  if (sp) {
+  if (sp && !moe_) {
     gather_sequence(tp_, *d_mlp, scratch.d_branch_full);
     d_mlp = &scratch.d_branch_full;
   }
   if (moe_) {
-    const auto routed_tokens = static_cast<double>(a.norm2_full.size(0));
-    moe_->backward(*d_mlp, a.norm2_full, a.moe, loss_scale * routed_tokens, scratch.d_norm_full);
+    // The rank's own tokens' gradients in, its tokens' input gradients out.
+    const auto routed_tokens = static_cast<double>(tp_.local_tokens(a.norm2_full.size(0)));
+    moe_->backward(*d_mlp, a.norm2_full, a.moe, loss_scale * routed_tokens, scratch.d_norm);
   } else {
     // Scratch gradients that one op fills are overwritten, not zeroed and then accumulated into.
     linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
@@ -353,8 +356,8 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_,
                      scratch.d_norm_full,
                      llama_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
+    reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   }
-  reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
                         a.rstd2, d_middle, mlp_norm_weight_->gradient, gradient_of(mlp_norm_bias_));
   // The attention residual: dx gets d_middle, and so does the attention branch.

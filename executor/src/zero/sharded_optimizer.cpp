@@ -304,7 +304,9 @@ void ShardedOptimizer::tie_embedding_gradients(Communicator& embedding_group) {
 
 void ShardedOptimizer::complete_tensor_parallel_sums(Bucket& bucket) {
   const TensorParallelism& tp = model_.tensor_parallel();
-  if (!tp.active()) return;
+  // Routed experts kept apart are summed over the expert data-parallel group alone: it holds
+  // every rank with the same experts, tp peers included.
+  if (!tp.active() || bucket.experts) return;
   for (std::size_t e : bucket.entries) {
     ParameterEntry& entry = store_.entries()[e];
     Tensor gradient = flat(entry.gradient);
@@ -495,19 +497,23 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
       ParameterEntry& target = whole.entry(entry.spec.name);
       if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
       // Each element from the one tp rank that owns it, zeros elsewhere: the sum is exact.
+      // Routed experts split over ep: each ep rank fills its own and the sum over ep holds them
+      // all (the ep group may be made of tp peers, so tp takes no part).
+      const bool routed_apart =
+          experts_apart_ && entry.spec.expert_parallel.kind == PlacementKind::shard;
       Tensor assembled = Tensor::zeros({shape_numel(entry.spec.shape)}, store_.scalar_type());
       const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
       const Tensor local = entry.value.reshaped({shape_numel(entry.shape)});
       for (const ElementRun& run : entry.runs) {
-        const bool owned = sharded ? run.replica_index == 0 : tp.rank() == 0;
+        const bool owned = sharded ? run.replica_index == 0 : (routed_apart || tp.rank() == 0);
         if (!owned) continue;
         assembled.view(run.global_offset, {run.length})
             .copy_from(local.view(run.local_offset, {run.length}));
       }
-      if (tp.active()) tp.group->all_reduce(assembled, ReduceOp::sum);
-      // Routed experts: each ep rank filled its own; the sum over ep holds them all.
-      if (experts_apart_ && entry.spec.expert_parallel.kind == PlacementKind::shard) {
+      if (routed_apart) {
         groups_.expert_parallel().all_reduce(assembled, ReduceOp::sum);
+      } else if (tp.active()) {
+        tp.group->all_reduce(assembled, ReduceOp::sum);
       }
       target.value.copy_from(assembled);
     }

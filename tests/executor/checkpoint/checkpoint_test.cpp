@@ -231,16 +231,16 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
                 "4097"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["tp"] = 3; }),
               HasSubstr("/parallel/mesh/tp: 3 does not divide num_attention_heads="));
-  // Expert parallelism: it folds into dp (into each hybrid-sharding block where the state is
-  // sharded), and only a mixture of experts has experts to split.
+  // Expert parallelism: it folds over the stage's tp × cp × dp ranks (its state into the dense
+  // state's hybrid-sharding replicas), and only a mixture of experts has experts to split.
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 3; }),
-              HasSubstr("/parallel/mesh/ep: 3 does not divide dp=2"));
+              HasSubstr("/parallel/mesh/ep: 3 does not divide tp × cp × dp = 2"));
   EXPECT_THAT(refusal([](nlohmann::json& state) {
                 state["parallel"]["mesh"]["ep"] = 2;
                 state["parallel"]["mesh"]["dp_shard"] = 1;
               }),
-              HasSubstr("/parallel/mesh/ep: 2 does not divide dp_shard=1: expert state is "
-                        "sharded within each block of dp_shard ranks"));
+              HasSubstr("/parallel/mesh/ep: dp / dp_shard = 2 replicas do not divide the expert "
+                        "data-parallel size tp·cp·dp / ep = 1"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 2; }),
               HasSubstr("/parallel/mesh/ep: 2 needs a mixture-of-experts model"));
   // A layout whose files would have other sizes is refused by them, also with a forged checksum.

@@ -41,11 +41,12 @@ ModelConfig small_moe_model(bool llama) {
 struct MoeCase {
   ModelConfig model;
   ParameterStore store;
+  TensorParallelism tp;  // one rank
   MoeMlp mlp;
   MoeCase(ModelConfig config, std::uint32_t seed)
       : model(std::move(config)),
         store(moe_mlp_parameters(model, 1), ScalarType::float64),
-        mlp(model, 1, store) {
+        mlp(model, 1, store, tp) {
     // Weights of std 0.5, so that routing is decided and capacity binds.
     store.values().copy_from(
         testing::random_tensor(store.values().shape(), ScalarType::float64, seed, 0.5));
@@ -88,9 +89,13 @@ TEST(MoeMlp, ParametersAreStackedPerExpertAndSharedExpertsSideBySide) {
   const ModelConfig model = small_moe_model(false);
   std::vector<std::string> names;
   std::vector<Shape> shapes;
+  std::vector<std::string> tensor_parallel;
   for (const ParameterSpec& spec : moe_mlp_parameters(model, 3)) {
     names.push_back(spec.name);
     shapes.push_back(spec.shape);
+    tensor_parallel.push_back(spec.tensor_parallel.kind == PlacementKind::shard
+                                  ? "S" + std::to_string(spec.tensor_parallel.dim)
+                                  : "R");
   }
   EXPECT_EQ(names, (std::vector<std::string>{
                        "layers.3.mlp.router.weight", "layers.3.mlp.experts.fc.weight",
@@ -102,6 +107,11 @@ TEST(MoeMlp, ParametersAreStackedPerExpertAndSharedExpertsSideBySide) {
   EXPECT_EQ(shapes[3], (Shape{4, 8, 6}));
   EXPECT_EQ(shapes[5], (Shape{8, 8}));  // 2 shared experts of width 4
   EXPECT_EQ(shapes[8], (Shape{2, 8}));  // each shared expert's own output bias
+  // Over tp: the router and the routed experts whole on every rank (expert parallelism splits
+  // those), the shared experts column- then row-parallel as a dense MLP, their output biases and
+  // gate whole.
+  EXPECT_EQ(tensor_parallel,
+            (std::vector<std::string>{"R", "R", "R", "R", "R", "S0", "S0", "S1", "R", "R"}));
 }
 
 TEST(MoeMlp, AnExpertComputesOnlyTheTokensRoutedToIt) {
@@ -158,7 +168,8 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
       ParameterStore whole(specs, ScalarType::float64);
       whole.values().copy_from(
           testing::random_tensor(whole.values().shape(), ScalarType::float64, 41, 0.5));
-      const MoeMlp reference(model, 1, whole);
+      const TensorParallelism one_rank;
+      const MoeMlp reference(model, 1, whole, one_rank);
       constexpr std::int64_t kTokens = 10;
       const std::int64_t hidden = model.hidden_size;
       auto tokens_of = [&](int member) {
@@ -193,7 +204,8 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
         options.expert_parallel_size = ep;
         ParameterStore mine(specs, ScalarType::float64, Device::cpu, std::nullopt, options);
         copy_slices(whole, mine);
-        const MoeMlp layer(model, 1, mine, ExpertParallelism{&group});
+        const TensorParallelism one_rank;
+        const MoeMlp layer(model, 1, mine, one_rank, ExpertParallelism{&group});
         const Tensor h = tokens_of(member);
         Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
         Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
@@ -211,6 +223,82 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
           for (const ElementRun& run : entry.runs) {
             for (std::int64_t i = 0; i < run.length; ++i) {
               const double want = expected.data<double>()[base + run.global_offset + i];
+              const double got = entry.gradient.data<double>()[run.local_offset + i];
+              ASSERT_NEAR(got, want, 1e-12 * std::max(1.0, std::abs(want)))
+                  << what << ", " << entry.spec.name << " element " << run.global_offset + i;
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+// Tensor parallelism with sequence parallelism at the layer: each of tp members routes its own
+// rows of the group's tokens (the experts whole on each member, or split over the tp pair as the
+// ep group), and the shared experts are column- then row-parallel. Each member's output and input
+// gradient must be the one-rank layer's on its rows; the shared experts' gradients the one-rank
+// slices; the router's, the gate's and the output biases' summed over members the one-rank
+// gradients (each member saw its tokens), and the routed experts' the same summed over the ranks
+// holding them. The load-balancing statistic is pooled over the group, so the router's auxiliary
+// gradient is the one-rank layer's. Dropless routing: a capacity counts each rank's tokens.
+TEST(MoeMlp, SequenceParallelMembersComputeTheOneRankLayer) {
+  for (bool llama : {true, false}) {
+    for (int ep : {1, 2}) {
+      constexpr int kTp = 2;
+      ModelConfig model = small_moe_model(llama);
+      model.moe->capacity_factor.reset();
+      const std::vector<ParameterSpec> specs = moe_mlp_parameters(model, 1);
+      ParameterStore whole(specs, ScalarType::float64);
+      whole.values().copy_from(
+          testing::random_tensor(whole.values().shape(), ScalarType::float64, 51, 0.5));
+      const TensorParallelism one_rank;
+      const MoeMlp reference(model, 1, whole, one_rank);
+      constexpr std::int64_t kTokens = 12;
+      constexpr double kAuxiliaryScale = 0.8;
+      const std::int64_t hidden = model.hidden_size;
+      const Tensor h = testing::random_tensor({kTokens, hidden}, ScalarType::float64, 52);
+      const Tensor dy = testing::random_tensor({kTokens, hidden}, ScalarType::float64, 53);
+      Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+      Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
+      MoeActivations a;
+      reference.forward(h, y, a);
+      whole.zero_gradients();
+      reference.backward(dy, h, a, kAuxiliaryScale, dh);
+      const std::int64_t local = kTokens / kTp;
+      const auto rows_of = [&](const Tensor& t, int member) {
+        return t.view(member * local * hidden, {local, hidden});
+      };
+      testing::run_on_threads(kTp, [&](Communicator& group) {
+        const int member = group.rank();
+        const TensorParallelism tp{&group, /*sequence_parallel=*/true, {}};
+        StoreOptions options;
+        options.tensor_parallel_rank = member;
+        options.tensor_parallel_size = kTp;
+        options.expert_parallel_rank = ep > 1 ? member : 0;
+        options.expert_parallel_size = ep;
+        ParameterStore mine(specs, ScalarType::float64, Device::cpu, std::nullopt, options);
+        copy_slices(whole, mine);
+        const MoeMlp layer(model, 1, mine, tp, ExpertParallelism{ep > 1 ? &group : nullptr});
+        Tensor my_y = Tensor::zeros({local, hidden}, ScalarType::float64);
+        Tensor my_dh = Tensor::zeros({local, hidden}, ScalarType::float64);
+        MoeActivations mine_a;
+        layer.forward(h, my_y, mine_a);
+        mine.zero_gradients();
+        // The step weighs each token alike: a member's share of the scale is its share of tokens.
+        layer.backward(rows_of(dy, member), h, mine_a, kAuxiliaryScale / kTp, my_dh);
+        const std::string what =
+            fmt::format("{}, tp {} ep {}, member {}", llama ? "llama" : "gpt", kTp, ep, member);
+        EXPECT_LE(testing::max_relative_difference(my_y, rows_of(y, member)), 1e-12) << what;
+        EXPECT_LE(testing::max_relative_difference(my_dh, rows_of(dh, member)), 1e-12) << what;
+        for (ParameterEntry& entry : mine.entries()) {
+          const bool split = entry.spec.tensor_parallel.kind == PlacementKind::shard ||
+                             (ep > 1 && entry.spec.expert_parallel.kind == PlacementKind::shard);
+          if (!split) group.all_reduce(entry.gradient, ReduceOp::sum);
+          const ParameterEntry& expected = whole.entry(entry.spec.name);
+          for (const ElementRun& run : entry.runs) {
+            for (std::int64_t i = 0; i < run.length; ++i) {
+              const double want = expected.gradient.data<double>()[run.global_offset + i];
               const double got = entry.gradient.data<double>()[run.local_offset + i];
               ASSERT_NEAR(got, want, 1e-12 * std::max(1.0, std::abs(want)))
                   << what << ", " << entry.spec.name << " element " << run.global_offset + i;

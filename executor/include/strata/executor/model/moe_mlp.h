@@ -20,13 +20,20 @@
 // sends the outputs' gradients the same way and the inputs' gradients back. The router, the
 // shared experts and the combine stay with the tokens.
 //
-// Context parallelism: each rank routes its chunks' tokens; the load-balancing loss is a statistic
-// of the micro-batch, so the ranks splitting its sequences pool their choices per expert (one
-// all-reduce of E counts) before the backward takes each expert's share from them.
+// Tensor parallelism (with sequence parallelism, as Megatron-Core requires for MoE): each tp rank
+// routes its own shard of the tokens, so the routed path runs on the rank's tokens with no tp
+// traffic; the experts stay whole (etp = 1) and, folded over the tp ranks by the expert mesh, are
+// split by ep alone. The shared experts are a dense MLP split as Megatron's: column-parallel on
+// the gathered tokens, row-parallel back, reduce-scattered to the rank's tokens before the gate.
 //
-// Layouts the trainer runs it in: one rank, data, context and expert parallelism with any ZeRO
-// stage, pipelines and recomputation (the admission rule in schemas/executor_admission.h says
-// which plans).
+// Context and sequence parallelism: each rank routes its tokens; the load-balancing loss is a
+// statistic of the micro-batch, so the ranks splitting it (the tp group under sequence
+// parallelism, the cp group) pool their choices per expert (one all-reduce of E + 1 counts per
+// group) before the backward takes each expert's share from them.
+//
+// Layouts the trainer runs it in: one rank, data, tensor (with sequence), context and expert
+// parallelism with any ZeRO stage, pipelines and recomputation (the admission rule in
+// schemas/executor_admission.h says which plans).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +41,7 @@
 
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/model/parameter_store.h"
+#include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/ops/top_k_router.h"
 #include "strata/schemas/model_config.h"
 
@@ -74,22 +82,28 @@ struct MoeActivations {
   ExpertExchange exchange;
   Tensor hidden_in, up, hidden_out;  // [local rows, F]: pre-activation (gpt) / gate (llama), up
   Tensor expert_out_local;           // [local rows, hidden]
-  Tensor shared_in, shared_up, shared_hidden, shared_out;  // [tokens, S·Fs] …, [tokens, hidden]
-  Tensor shared_gate;                                      // [tokens]: sigmoid of the gate logit
+  // The shared experts: this tp rank's columns for all the group's tokens ([all tokens, S·Fs/tp]),
+  // and their output summed over tp on this rank's tokens, bias added ([tokens, hidden]).
+  Tensor shared_in, shared_up, shared_hidden, shared_out;
+  Tensor shared_gate;  // [tokens, 1]: sigmoid of the gate logit
 };
 
 class MoeMlp {
  public:
-  // `store` holds this member's experts (its Shard(0) of the stacked tensors under `ep`).
-  // `sequence_group`: the ranks one micro-batch's sequences are split over (the cp group under
-  // context parallelism; null or one rank: none), whose routing choices the load-balancing loss
-  // pools, as one rank holding the whole micro-batch would count them.
+  // `store` holds this member's experts (its Shard(0) of the stacked tensors under `ep`) and its
+  // tp columns of the shared experts. `context_group`: the ranks one micro-batch's sequences are
+  // split over (the cp group; null or one rank: none). With the tp group under sequence
+  // parallelism, the ranks whose routing choices the load-balancing loss pools, as one rank
+  // holding the whole micro-batch would count them.
   MoeMlp(const schemas::ModelConfig& model, std::int64_t index, ParameterStore& store,
-         ExpertParallelism ep = {}, Communicator* sequence_group = nullptr);
+         const TensorParallelism& tp, ExpertParallelism ep = {},
+         Communicator* context_group = nullptr);
 
-  // y = moe(h) for h and y [tokens, hidden] (y overwritten).
+  // y = moe(h): h [all tokens, hidden] is every token of the tp group (gathered under sequence
+  // parallelism), y [tokens, hidden] (overwritten) this rank's (tp.local_tokens of them).
   void forward(const Tensor& h, Tensor& y, MoeActivations& a) const;
-  // dh = ∂/∂h (overwritten) given dy; parameter gradients accumulate in the store.
+  // dh [tokens, hidden] = ∂/∂ this rank's rows of h (overwritten) given dy [tokens, hidden];
+  // parameter gradients accumulate in the store.
   // auxiliary_scale weighs this micro-batch's router losses in the step's objective: the loss
   // scale of its token losses times its tokens, so that a step's objective is its mean token loss
   // plus the mean over its micro-batches of each MoE layer's auxiliary losses.
@@ -110,11 +124,17 @@ class MoeMlp {
   void return_outputs(MoeActivations& a) const;
   Tensor receive_output_gradients(const Tensor& d_expert_out, const MoeActivations& a) const;
   Tensor return_input_gradients(const Tensor& d_expert_in, const MoeActivations& a) const;
+  // The load-balancing statistic pooled over the ranks that split the micro-batch's tokens.
+  void pool_balance_counts(TokenRouting& routing, std::int64_t tokens) const;
+  void shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y, MoeActivations& a) const;
+  void shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor& h,
+                       const MoeActivations& a, Tensor& dh) const;
 
   const schemas::ModelConfig& model_;
   const schemas::MoeConfig& moe_;
+  const TensorParallelism& tp_;
   ExpertParallelism ep_;
-  Communicator* sequence_group_;
+  Communicator* context_group_;
   std::int64_t local_experts_;
   bool llama_mlp_;
   ParameterEntry* router_;
