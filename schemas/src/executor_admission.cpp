@@ -66,24 +66,11 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
     refusal->json_path = "/model" + refusal->json_path;
     return refusal;
   }
-  if (plan.model.moe) {
-    // The executor's MoE layer splits its routed experts over ep ranks of the tensor-, data- and
-    // context-parallel group and sends each token to its experts' rank (all-to-all); each
-    // expert's MLP stays whole on its rank (its gradients summed, and its state ZeRO-sharded,
-    // over the ranks holding the same experts). Under tensor parallelism each rank routes its
-    // own sequence-parallel shard of the tokens (Megatron-Core needs sequence parallelism there
-    // too) and the shared experts are split as a dense MLP; under context parallelism a rank
-    // routes its chunks' tokens; the load-balancing loss pools the choices of both groups.
-    // (Plan validation already requires sequence parallelism with tp for MoE.) Expert tensor
-    // parallelism waits for the experts' sharded GEMMs and the all-gather dispatch.
-    if (plan.mesh.etp > 1) {
-      return ExecutorRefusal{
-          "/mesh/etp",
-          fmt::format("{}: the executor trains mixture-of-experts models with whole experts on "
-                      "each rank; expert tensor parallelism is not built yet",
-                      plan.mesh.etp)};
-    }
-  }
+  // Mixture-of-experts models run on every mesh: the executor's MoE layer (executor/model/
+  // moe_mlp.h) splits its routed experts over ep ranks of the tensor-, data- and context-parallel
+  // group and each expert's width over etp ranks, routes each rank's own tokens (its
+  // sequence-parallel shard under tp, its chunks under cp) and pools the load-balancing counts
+  // over the ranks that split a micro-batch.
   return std::nullopt;
 }
 

@@ -81,7 +81,7 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
 }
 
-TEST(ExecutorAdmission, MixtureOfExpertsRunsOnTensorDataContextExpertAndPipelineMeshes) {
+TEST(ExecutorAdmission, MixtureOfExpertsRunsOnEveryMesh) {
   PlanKnobs knobs;
   knobs.seq_length = 64;
   knobs.global_batch_size = 8;
@@ -92,13 +92,12 @@ TEST(ExecutorAdmission, MixtureOfExpertsRunsOnTensorDataContextExpertAndPipeline
   const Plan admitted =
       build_plan(model_preset("moe-tiny"), cluster_preset("cpu-local:8"), knobs, "test");
   EXPECT_FALSE(executor_refusal(admitted).has_value());
-  // Experts stay whole on each rank.
+  // Each expert's width split over etp ranks, with ep, and over the tp ranks too.
   Plan expert_tensor_parallel = admitted;
   expert_tensor_parallel.mesh.etp = 2;
-  const std::optional<ExecutorRefusal> etp = executor_refusal(expert_tensor_parallel);
-  ASSERT_TRUE(etp.has_value());
-  EXPECT_EQ(etp->json_path, "/mesh/etp");
-  EXPECT_NE(etp->rule.find("expert tensor parallelism is not built yet"), std::string::npos);
+  EXPECT_FALSE(executor_refusal(expert_tensor_parallel).has_value());
+  expert_tensor_parallel.mesh.ep = 2;
+  EXPECT_FALSE(executor_refusal(expert_tensor_parallel).has_value());
   // Tensor parallelism routes each rank's sequence-parallel shard of the tokens (plan validation
   // requires sequence parallelism there): tp 2 runs, the experts split over the tp pair too.
   Plan tensor_parallel = admitted;

@@ -1,13 +1,14 @@
 // `strata train` of a mixture-of-experts model (the moe-tiny preset: 8 experts, top-2, a shared
 // expert, a dense first layer, load-balancing and z-losses) on one rank and under mpirun, in the
 // layouts the executor runs MoE in: data parallelism with ZeRO-1 and ZeRO-3, a 1F1B pipeline,
-// context parallelism, tensor parallelism with sequence parallelism, and expert parallelism (the
+// context parallelism, tensor parallelism with sequence parallelism, expert tensor parallelism,
+// and expert parallelism (the
 // routed experts split over ep ranks, tokens sent to them by all-to-all) alone, with expert data
 // parallelism, with a pipeline, over the cp group and with ZeRO 1 to 3 (the experts' state sharded
 // over the ranks holding the same experts). Each must log the one-rank run's losses and gradient
 // norms for 10 steps within 1e-5; the router losses are in every gradient, so a layout that weighed
 // them wrongly would drift. A resume on another layout continues the run (expert-parallel
-// checkpoints too); the layouts not built yet are refused with the field.
+// checkpoints too); tensor parallelism without sequence parallelism is refused with the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "strata_under_mpirun.h"
@@ -168,9 +170,8 @@ TEST_F(MoeTrainingCli, ACheckpointOfOneLayoutResumesOnAnother) {
       2, "dp2 ZeRO-3 → pp2");
 }
 
-TEST_F(MoeTrainingCli, LayoutsNotBuiltForExpertsAreRefusedWithTheField) {
+TEST_F(MoeTrainingCli, TensorParallelismWithoutSequenceParallelismIsRefusedWithTheField) {
   // The refusal comes before the world size is compared: one process is enough to see it.
-  // (Expert tensor parallelism's refusal is the admission rule's test: train has no --etp.)
   const CommandResult without_sequence_parallel = strata(train("--tp 2 --steps 1"));
   EXPECT_EQ(without_sequence_parallel.exit_code, 1);
   EXPECT_THAT(without_sequence_parallel.err,
@@ -247,6 +248,62 @@ TEST_F(MoeTrainingCli, TensorParallelExpertCheckpointsResumeOnAnyLayout) {
                                               resumed_from(single / "step_00000002", "to-tp2")),
                                         directory),
                     2, "one rank → tp 2 · ep 2");
+}
+
+// Expert tensor parallelism: each expert's width split over etp ranks holding the same experts,
+// which gather each other's dispatched rows and add each other's partial outputs — etp 2 alone,
+// with ep 2 (each expert a quarter of the ranks' work), at ZeRO-3, with tp 2 and sequence
+// parallelism (etp over the tp pair) and on each stage of a 1F1B pipeline.
+TEST_F(MoeTrainingCli, ExpertTensorParallelRunsLogTheSingleRankSteps) {
+  const CommandResult one = strata(train("--steps 10", 1));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  ASSERT_EQ(expected.size(), 10u) << one.out;
+  for (const auto& [ranks, layout] : std::vector<std::pair<int, std::string>>{
+           {2, "--etp 2"},
+           {4, "--ep 2 --etp 2"},
+           {4, "--ep 2 --etp 2 --zero 3"},
+           {4, "--tp 2 --dp 2 --ep 2 --etp 2 --sequence-parallel"},
+           {4, "--tp 2 --pp 2 --etp 2 --schedule 1f1b --sequence-parallel"}}) {
+    expect_same_steps(expected,
+                      strata_under_mpirun(ranks, train("--steps 10 " + layout, 1), directory), 0,
+                      layout);
+  }
+}
+
+// An ep 2 · etp 2 ZeRO-3 checkpoint: one file of values and one of moments per (ep, etp) rank,
+// named by both, resumed on itself, on ep 4, on etp 2 at ZeRO-1 and on one rank.
+TEST_F(MoeTrainingCli, ExpertTensorParallelCheckpointsResumeOnAnyLayout) {
+  const fs::path original = directory / "ep2-etp2";
+  const CommandResult first = strata_under_mpirun(
+      4,
+      train("--ep 2 --etp 2 --zero 3 --steps 4 --checkpoint-every 2 --checkpoint-dir " +
+                original.string(),
+            1),
+      directory);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::vector<nlohmann::json> expected = step_records(first.out);
+  ASSERT_EQ(expected.size(), 4u) << first.out;
+  for (const char* kind : {"model", "optimizer"}) {
+    for (const char* experts : {"ep0.etp0", "ep0.etp1", "ep1.etp0", "ep1.etp1"}) {
+      const std::string file = std::string(kind) + ".tp0.pp0." + experts + ".dp0.bin";
+      EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
+    }
+  }
+  const auto resumed_from_step_2 = [&](const std::string& name) {
+    return resumed_from(original / "step_00000002", name);
+  };
+  for (const auto& [ranks, layout, name] : std::vector<std::tuple<int, std::string, std::string>>{
+           {4, "--ep 2 --etp 2 --zero 3", "same"},
+           {4, "--ep 4", "ep4"},
+           {2, "--etp 2 --zero 1", "etp2"}}) {
+    expect_same_steps(
+        expected,
+        strata_under_mpirun(ranks, train(layout + resumed_from_step_2(name), 1), directory), 2,
+        "ep 2 · etp 2 ZeRO-3 → " + layout);
+  }
+  expect_same_steps(expected, strata(train(resumed_from_step_2("one").substr(1), 1)), 2,
+                    "ep 2 · etp 2 ZeRO-3 → one rank");
 }
 
 // An expert-parallel checkpoint (one file per ep rank, written by the first of the ranks that

@@ -198,7 +198,8 @@ struct TrainOptions {
   std::int64_t cp = 1;
   std::string cp_comm = "ring";  // how cp attention communicates
   std::optional<std::int64_t> dp;
-  std::int64_t ep = 1;  // a MoE model's routed experts split over ep ranks of dp
+  std::int64_t ep = 1;   // a MoE model's routed experts split over ep ranks of tp × cp × dp
+  std::int64_t etp = 1;  // and each expert's width over etp ranks
   std::int64_t pp = 1;
   std::int64_t vpp = 1;
   std::optional<std::string> schedule;  // default: 1f1b, interleaved-1f1b with vpp > 1

@@ -68,8 +68,14 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
   command
       ->add_option("--ep", options.ep,
                    "Expert-parallel size of a --model plan of a mixture-of-experts model: its "
-                   "routed experts split over ep ranks of the data-parallel group, tokens sent to "
-                   "their experts' rank")
+                   "routed experts split over ep ranks of the tensor-, context- and data-parallel "
+                   "group, tokens sent to their experts' rank")
+      ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
+      ->excludes(plan);
+  command
+      ->add_option("--etp", options.etp,
+                   "Expert-tensor-parallel size of a --model plan of a mixture-of-experts model: "
+                   "each routed expert's width split over etp ranks holding the same experts")
       ->check(whole_number_from(1, schemas::kMaxMeshAxisSize))
       ->excludes(plan);
   command->add_option("--pp", options.pp, "Pipeline-parallel size of a --model plan (even split)")

@@ -96,6 +96,7 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   knobs.cp_comm = *schemas::value_of(options.cp_comm, schemas::kContextParallelCommNames);
   knobs.mesh.pp = options.pp;
   knobs.mesh.ep = options.ep;
+  knobs.mesh.etp = options.etp;
   knobs.mesh.vpp = options.vpp;
   knobs.mesh.dp = options.dp.value_or(
       std::max<std::int64_t>(1, world_size / (options.tp * options.cp * options.pp)));

@@ -19,6 +19,7 @@ schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
   mesh.pp = mesh_json.at("pp").get<std::int64_t>();
   if (mesh_json.contains("dp_shard")) mesh.dp_shard = mesh_json.at("dp_shard").get<std::int64_t>();
   if (mesh_json.contains("ep")) mesh.ep = mesh_json.at("ep").get<std::int64_t>();
+  if (mesh_json.contains("etp")) mesh.etp = mesh_json.at("etp").get<std::int64_t>();
   const std::string order = mesh_json.at("order").get<std::string>();
   for (std::size_t i = 0; i < 4; ++i) {
     mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
@@ -61,8 +62,10 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
                         {"bucket_elements", schemas::gradient_bucket_elements(plan)}};
   // Hybrid sharding fixes how many shards there are and which ranks hold each.
   if (mesh.zero_shard_dp() < mesh.dp) layout["mesh"]["dp_shard"] = mesh.dp_shard;
-  // Expert parallelism fixes which routed experts each rank's files hold.
+  // Expert (tensor) parallelism fixes which routed experts, and which part of their width, each
+  // rank's files hold.
   if (mesh.ep > 1) layout["mesh"]["ep"] = mesh.ep;
+  if (mesh.etp > 1) layout["mesh"]["etp"] = mesh.etp;
   if (mesh.pp > 1) {
     // The pipeline split fixes which parameters each pipeline rank's files hold.
     nlohmann::json stages = nlohmann::json::array();
@@ -76,7 +79,7 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
 
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
   const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
-  if (mesh.ep > 1) {
+  if (mesh.ep * mesh.etp > 1) {
     // Expert parallelism: the ranks that write a file of their own (sharded_checkpoint_files) —
     // the first rank of each group holding the same experts for whole state, every first
     // replica of the shards from ZeRO-1 on.
@@ -120,8 +123,9 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
-  const std::int64_t ep_rank =
-      schemas::expert_coordinates(mesh, rank)[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
+  const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, rank);
+  const std::int64_t ep_rank = expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)];
+  const std::int64_t etp_rank = expert[static_cast<std::size_t>(schemas::ExpertAxis::etp)];
   // Its ZeRO shards: its place in its shard group (and in its expert shard group, for the routed
   // experts' buckets under expert parallelism), as the sharded optimizer's.
   const std::int64_t dp_rank = schemas::zero_shard_rank(mesh, rank);
@@ -138,10 +142,10 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   } else {
     stages.push_back({0, model.num_layers, true, true});
   }
-  const ParameterStore store(stage_parameters(model, stages), ScalarType::float32, Device::cpu,
-                             std::nullopt,
-                             StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,
-                                          /*own_gradients=*/false, ep_rank, mesh.ep});
+  const ParameterStore store(
+      stage_parameters(model, stages), ScalarType::float32, Device::cpu, std::nullopt,
+      StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,
+                   /*own_gradients=*/false, ep_rank, mesh.ep, etp_rank, mesh.etp});
   std::vector<std::size_t> parameter_index;
   const std::vector<ParameterSpec> whole = transformer_parameters(model);
   for (const ParameterEntry& entry : store.entries()) {
@@ -163,16 +167,17 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
     }
   }
   const bool ties = mesh.pp > 1 && model.tied_embeddings && store.contains("embedding.word");
-  const std::vector<BucketRange> buckets =
-      bucket_layout(model, store, unit_stage,
-                    BucketLayoutOptions{.zero_stage = zero_stage,
-                                        .bucket_elements = bucket_elements,
-                                        .dp = mesh.zero_shard_dp() * mesh.cp,
-                                        .expert_dp = mesh.ep > 1 ? mesh.expert_zero_shards() : 0,
-                                        .tp_rank = tp_rank,
-                                        .pipeline = mesh.pp > 1,
-                                        .tied_word_embedding_bucket = ties,
-                                        .counts_word_embedding = !ties || embedding_stage});
+  const std::vector<BucketRange> buckets = bucket_layout(
+      model, store, unit_stage,
+      BucketLayoutOptions{.zero_stage = zero_stage,
+                          .bucket_elements = bucket_elements,
+                          .dp = mesh.zero_shard_dp() * mesh.cp,
+                          .expert_dp = mesh.ep * mesh.etp > 1 ? mesh.expert_zero_shards() : 0,
+                          .tp_rank = tp_rank,
+                          .expert_tp_rank = etp_rank,
+                          .pipeline = mesh.pp > 1,
+                          .tied_word_embedding_bucket = ties,
+                          .counts_word_embedding = !ties || embedding_stage});
   const ShardedCheckpointPart names =
       sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
   RankCheckpointLayout layout;

@@ -62,7 +62,7 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
   const schemas::ObjectReader reader(parallel, where,
                                      {"mesh", "zero_stage", "bucket_elements", "stages"});
   const schemas::ObjectReader mesh(reader.object("mesh"), reader.at("mesh"),
-                                   {"tp", "cp", "dp", "pp", "order", "dp_shard", "ep"});
+                                   {"tp", "cp", "dp", "pp", "order", "dp_shard", "ep", "etp"});
   __int128 world = 1;
   for (const char* axis : {"tp", "cp", "dp", "pp"}) world *= mesh.integer(axis, {1, kMaxMeshAxis});
   if (world > kMaxMeshAxis) {
@@ -77,27 +77,29 @@ void check_parallel_block(const json& parallel, const JsonLocation& where) {
     }
   }
   const std::int64_t zero_stage = reader.integer("zero_stage", {0, 3});
-  if (const std::optional<std::int64_t> ep = mesh.optional_integer("ep", {1, kMaxMeshAxis})) {
-    // Experts fold over each stage's tp × cp × dp ranks (whole experts: etp = 1 in the
-    // executor's MoE layers).
+  const std::int64_t ep = mesh.optional_integer("ep", {1, kMaxMeshAxis}).value_or(1);
+  const std::int64_t etp = mesh.optional_integer("etp", {1, kMaxMeshAxis}).value_or(1);
+  if (ep * etp > 1) {
+    // Experts fold over each stage's tp × cp × dp ranks.
     const std::int64_t stage_ranks =
         mesh.value("tp").get<std::int64_t>() * mesh.value("cp").get<std::int64_t>() * dp;
-    if (stage_ranks % *ep != 0) {
-      mesh.at("ep").fail(
-          fmt::format("{} does not divide tp × cp × dp = {}: the expert mesh "
-                      "folds over each pipeline stage's ranks",
-                      *ep, stage_ranks));
+    if (stage_ranks % (ep * etp) != 0) {
+      mesh.at(ep > 1 ? "ep" : "etp")
+          .fail(fmt::format("ep × etp = {} × {} does not divide tp × cp × dp = {}: the expert "
+                            "mesh folds over each pipeline stage's ranks",
+                            ep, etp, stage_ranks));
     }
     // Expert state is sharded into the dense state's replicas (hybrid sharding): their count
     // must divide the expert data-parallel size.
     const std::int64_t shard = mesh.optional_integer("dp_shard", {1, dp}).value_or(dp);
     const std::int64_t replicas = dp / shard;
-    const std::int64_t expert_dp = stage_ranks / *ep;
-    if (*ep > 1 && zero_stage > 0 && expert_dp % replicas != 0) {
-      mesh.at("ep").fail(
-          fmt::format("dp / dp_shard = {} replicas do not divide the expert data-parallel size "
-                      "tp·cp·dp / ep = {}: expert state is sharded into the same replicas",
-                      replicas, expert_dp));
+    const std::int64_t expert_dp = stage_ranks / (ep * etp);
+    if (zero_stage > 0 && expert_dp % replicas != 0) {
+      mesh.at(ep > 1 ? "ep" : "etp")
+          .fail(fmt::format("dp / dp_shard = {} replicas do not divide the expert data-parallel "
+                            "size tp·cp·dp / (ep·etp) = {}: expert state is sharded into the "
+                            "same replicas",
+                            replicas, expert_dp));
     }
   }
   reader.integer("bucket_elements", {1, kMaxBucketElements});
@@ -254,15 +256,16 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
   }
   const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
   const std::string layout_text = fmt::format(
-      "tp {} · cp {} · dp {}{}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
+      "tp {} · cp {} · dp {}{}{}{} · pp {}, ZeRO-{}", mesh.tp, mesh.cp, mesh.dp,
       mesh.zero_shard_dp() < mesh.dp ? fmt::format(" (shards of {})", mesh.dp_shard) : "",
-      mesh.ep > 1 ? fmt::format(" · ep {}", mesh.ep) : "", mesh.pp, zero_stage);
+      mesh.ep > 1 ? fmt::format(" · ep {}", mesh.ep) : "",
+      mesh.etp > 1 ? fmt::format(" · etp {}", mesh.etp) : "", mesh.pp, zero_stage);
   // Values files: one per (tp, pp) rank per ZeRO shard (its place in a shard group of
   // dp_shard × cp ranks) too under ZeRO-3; moments per shard under ZeRO ≥ 1. Under expert
   // parallelism, the names the writers give them: one per (tp, pp, ep) held together by a rank
   // (the ep group may fold over tp ranks), per expert shard when sharded.
   __int128 implied_files = 0;
-  if (mesh.ep > 1) {
+  if (mesh.ep * mesh.etp > 1) {
     std::set<std::string> names;
     for (const std::int64_t rank : checkpoint_writer_ranks(parallel)) {
       const ShardedCheckpointPart part =

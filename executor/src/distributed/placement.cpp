@@ -51,49 +51,103 @@ std::vector<DimensionInterval> shard_intervals(const Placement& placement,
 
 Shape local_shape(const Shape& global_shape, const Placement& placement, std::int64_t rank,
                   std::int64_t size) {
-  if (placement.kind != PlacementKind::shard) return global_shape;
-  STRATA_CHECK(placement.dim >= 0 && placement.dim < static_cast<int>(global_shape.size()),
-               "shard dimension {} of a {} tensor", placement.dim, shape_to_string(global_shape));
-  Shape shape = global_shape;
-  std::int64_t length = 0;
-  for (const DimensionInterval& interval : shard_intervals(
-           placement, global_shape[static_cast<std::size_t>(placement.dim)], rank, size)) {
-    length += interval.length;
-  }
-  shape[static_cast<std::size_t>(placement.dim)] = length;
-  return shape;
+  const AxisSplit split{&placement, rank, size};
+  return local_shape(global_shape, std::span<const AxisSplit>(&split, 1));
 }
 
 std::vector<ElementRun> local_element_runs(const Shape& global_shape, const Placement& placement,
                                            std::int64_t rank, std::int64_t size) {
-  const std::int64_t total = shape_numel(global_shape);
-  if (placement.kind != PlacementKind::shard || size == 1) {
-    return {ElementRun{0, 0, total, 1, 0}};
+  const AxisSplit split{&placement, rank, size};
+  return local_element_runs(global_shape, std::span<const AxisSplit>(&split, 1));
+}
+
+namespace {
+
+// Each dimension's intervals held by this rank: the whole dimension where no axis splits it.
+std::vector<std::vector<DimensionInterval>> held_intervals(const Shape& global_shape,
+                                                           std::span<const AxisSplit> splits) {
+  std::vector<std::vector<DimensionInterval>> held(global_shape.size());
+  std::vector<bool> split_dimension(global_shape.size(), false);
+  for (std::size_t d = 0; d < global_shape.size(); ++d) {
+    held[d] = {DimensionInterval{0, global_shape[d], 1, 0}};
   }
-  const auto dim = static_cast<std::size_t>(placement.dim);
-  std::int64_t outer = 1, inner = 1;
-  for (std::size_t d = 0; d < dim; ++d) outer *= global_shape[d];
-  for (std::size_t d = dim + 1; d < global_shape.size(); ++d) inner *= global_shape[d];
-  const std::int64_t dimension = global_shape[dim];
-  const std::vector<DimensionInterval> intervals =
-      shard_intervals(placement, dimension, rank, size);
-  std::vector<ElementRun> runs;
-  std::int64_t local = 0;
-  for (std::int64_t o = 0; o < outer; ++o) {
-    for (const DimensionInterval& interval : intervals) {
-      const ElementRun run{(o * dimension + interval.global_start) * inner, local,
-                           interval.length * inner, interval.replicas, interval.replica_index};
-      if (run.length == 0) continue;
-      ElementRun* last = runs.empty() ? nullptr : &runs.back();
-      if (last != nullptr && last->global_offset + last->length == run.global_offset &&
-          last->replicas == run.replicas && last->replica_index == run.replica_index) {
-        last->length += run.length;
-      } else {
-        runs.push_back(run);
-      }
-      local += run.length;
+  for (const AxisSplit& split : splits) {
+    const Placement& placement = *split.placement;
+    if (placement.kind != PlacementKind::shard) continue;
+    STRATA_CHECK(placement.dim >= 0 && placement.dim < static_cast<int>(global_shape.size()),
+                 "shard dimension {} of a {} tensor", placement.dim, shape_to_string(global_shape));
+    const auto dim = static_cast<std::size_t>(placement.dim);
+    STRATA_CHECK(!split_dimension[dim], "two axes shard dimension {} of a {} tensor", dim,
+                 shape_to_string(global_shape));
+    split_dimension[dim] = true;
+    held[dim] = shard_intervals(placement, global_shape[dim], split.rank, split.size);
+  }
+  return held;
+}
+
+}  // namespace
+
+Shape local_shape(const Shape& global_shape, std::span<const AxisSplit> splits) {
+  const std::vector<std::vector<DimensionInterval>> held = held_intervals(global_shape, splits);
+  Shape shape = global_shape;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    std::int64_t length = 0;
+    for (const DimensionInterval& interval : held[d]) length += interval.length;
+    shape[d] = length;
+  }
+  return shape;
+}
+
+std::vector<ElementRun> local_element_runs(const Shape& global_shape,
+                                           std::span<const AxisSplit> splits) {
+  const std::vector<std::vector<DimensionInterval>> held = held_intervals(global_shape, splits);
+  // The innermost dimension any axis splits: below it every held row is contiguous.
+  std::size_t last = 0;
+  bool any = false;
+  for (std::size_t d = 0; d < held.size(); ++d) {
+    if (held[d].size() != 1 || held[d][0].length != global_shape[d]) {
+      last = d;
+      any = true;
     }
   }
+  if (!any) return {ElementRun{0, 0, shape_numel(global_shape), 1, 0}};
+  std::int64_t inner = 1;
+  for (std::size_t d = last + 1; d < global_shape.size(); ++d) inner *= global_shape[d];
+  std::vector<ElementRun> runs;
+  std::int64_t local = 0;
+  const auto emit = [&](const ElementRun& run) {
+    if (run.length == 0) return;
+    ElementRun* previous = runs.empty() ? nullptr : &runs.back();
+    if (previous != nullptr && previous->global_offset + previous->length == run.global_offset &&
+        previous->replicas == run.replicas && previous->replica_index == run.replica_index) {
+      previous->length += run.length;
+    } else {
+      runs.push_back(run);
+    }
+    local += run.length;
+  };
+  // Row-major over the held indices of dimensions 0 … last − 1, then the held intervals of
+  // `last`; `prefix` is the flat global index of the outer dimensions so far, `replicas` the
+  // replicated block (if any) the path went through.
+  const auto walk = [&](auto&& self, std::size_t d, std::int64_t prefix,
+                        const DimensionInterval* replicated) -> void {
+    for (const DimensionInterval& interval : held[d]) {
+      const DimensionInterval* block = interval.replicas > 1 ? &interval : replicated;
+      STRATA_CHECK(!(interval.replicas > 1 && replicated != nullptr),
+                   "replicated blocks along two axes of a {} tensor",
+                   shape_to_string(global_shape));
+      if (d == last) {
+        emit(ElementRun{(prefix * global_shape[d] + interval.global_start) * inner, local,
+                        interval.length * inner, block ? block->replicas : 1,
+                        block ? block->replica_index : 0});
+        continue;
+      }
+      for (std::int64_t i = 0; i < interval.length; ++i) {
+        self(self, d + 1, prefix * global_shape[d] + interval.global_start + i, block);
+      }
+    }
+  };
+  walk(walk, 0, 0, nullptr);
   return runs;
 }
 

@@ -20,6 +20,9 @@ ProcessGroups::ProcessGroups(Communicator& world, const schemas::Mesh& mesh)
   zero_shard_ = split_by(schemas::zero_shard_group_of(mesh_, world.rank()));
   zero_replica_ = split_by(schemas::zero_replica_group_of(mesh_, world.rank()));
   ep_ = split_by(schemas::expert_group_of(mesh_, {schemas::ExpertAxis::ep}, world.rank()));
+  etp_ = split_by(schemas::expert_group_of(mesh_, {schemas::ExpertAxis::etp}, world.rank()));
+  etp_ep_ = split_by(schemas::expert_group_of(
+      mesh_, {schemas::ExpertAxis::etp, schemas::ExpertAxis::ep}, world.rank()));
   edp_ = split_by(schemas::expert_group_of(mesh_, {schemas::ExpertAxis::edp}, world.rank()));
   expert_zero_shard_ = split_by(schemas::expert_zero_shard_group_of(mesh_, world.rank()));
   expert_zero_replica_ = split_by(schemas::expert_zero_replica_group_of(mesh_, world.rank()));

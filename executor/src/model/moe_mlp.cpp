@@ -87,22 +87,28 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
   const Placement column_parallel = Placement::shard(0);
   const Placement row_parallel = Placement::shard(1);
   std::vector<ParameterSpec> specs;
+  // Expert tensor parallelism splits each routed expert's width: its input projections by rows
+  // (column-parallel), its output projection by columns (row-parallel); the output bias, added
+  // once after the partial sums, stays whole.
   auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay,
-                 const Placement& tensor_parallel) {
+                 const Placement& tensor_parallel, const Placement& expert_width = {}) {
     const bool routed = suffix.starts_with("experts.");
     specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay,
-                                  tensor_parallel, routed ? expert_ranges : replicated});
+                                  tensor_parallel, routed ? expert_ranges : replicated,
+                                  expert_width});
   };
   add("router.weight", {experts, hidden}, weight, true, replicated);
   for (const char* input :
        llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
-    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true,
-        replicated);
+    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true, replicated,
+        Placement::shard(1));
     if (model.mlp_bias) {
-      add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false, replicated);
+      add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false, replicated,
+          Placement::shard(1));
     }
   }
-  add("experts.output.weight", {experts, hidden, width}, residual_output, true, replicated);
+  add("experts.output.weight", {experts, hidden, width}, residual_output, true, replicated,
+      Placement::shard(2));
   if (model.mlp_bias) add("experts.output.bias", {experts, hidden}, zeros, false, replicated);
   if (shared_width > 0) {
     for (const char* input :
@@ -130,6 +136,7 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
       ep_(ep),
       context_group_(context_group),
       local_experts_(0),
+      width_(0),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
       router_(&store.entry(name_of(index, "router.weight"))) {
   auto optional = [&](const std::string& suffix) -> ParameterEntry* {
@@ -153,6 +160,11 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
   STRATA_CHECK(experts_.in_weight != nullptr && experts_.output_weight != nullptr,
                "layer {}: a MoE layer without its experts' weights", index);
   local_experts_ = experts_.in_weight->shape[0];
+  width_ = experts_.in_weight->shape[1];
+  STRATA_CHECK(width_ * ep_.width_size() == moe_.expert_ffn_hidden_size,
+               "layer {}: experts {} wide on each of {} expert-tensor-parallel ranks for a width "
+               "of {}",
+               index, width_, ep_.width_size(), moe_.expert_ffn_hidden_size);
   STRATA_CHECK(local_experts_ * ep_.size() == moe_.num_experts,
                "layer {}: {} experts held on each of {} expert-parallel ranks for {} experts",
                index, local_experts_, ep_.size(), moe_.num_experts);
@@ -162,10 +174,10 @@ namespace {
 
 // Expert e's slices of the stacked routed-expert tensors `m` (MoeMlp's Matrices): `pick` chooses
 // the compute copies or the gradients.
+// `width`: the part of each expert's width this member holds (all of it without etp).
 template <class Pick, class Entries>
-MlpView expert_view(const MoeConfig& moe, std::int64_t hidden, std::int64_t e, Pick pick,
+MlpView expert_view(std::int64_t width, std::int64_t hidden, std::int64_t e, Pick pick,
                     const Entries& m) {
-  const std::int64_t width = moe.expert_ffn_hidden_size;
   MlpView view;
   view.in_weight = slice(pick(*m.in_weight), e, {width, hidden});
   if (m.in_bias) view.in_bias = slice(pick(*m.in_bias), e, {width});
@@ -217,25 +229,29 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
   pool_balance_counts(a.routing, tokens);
   const TokenRouting& routing = a.routing;
   const std::int64_t rows_dispatched = routing.dispatched_count();
-  const std::int64_t width = moe_.expert_ffn_hidden_size;
+  const std::int64_t width = width_;
   // Permute: each dispatched row is a copy of its token's input.
   a.dispatched_in = Tensor::zeros({rows_dispatched, hidden}, type);
   std::vector<std::int64_t> token_of_row(static_cast<std::size_t>(rows_dispatched));
   for (std::int64_t r = 0; r < rows_dispatched; ++r) token_of_row[r] = routing.token_of(r);
   gather_rows(h, token_of_row, a.dispatched_in);
   dispatch(a);
-  const std::int64_t rows_local = a.expert_in.size(0);
-  a.hidden_in = Tensor::zeros({rows_local, width}, type);
-  a.up = llama_mlp_ ? Tensor::zeros({rows_local, width}, type) : Tensor();
-  a.hidden_out = Tensor::zeros({rows_local, width}, type);
-  a.expert_out_local = Tensor::zeros({rows_local, hidden}, type);
+  gather_over_width(a);
+  const std::int64_t rows_computed = a.computed_in.size(0);
+  a.hidden_in = Tensor::zeros({rows_computed, width}, type);
+  a.up = llama_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
+  a.hidden_out = Tensor::zeros({rows_computed, width}, type);
+  Tensor computed_out = Tensor::zeros({rows_computed, hidden}, type);
+  // Under etp each member's outputs are partial sums over its part of the width: the output
+  // bias is added once, by the first member.
+  const bool adds_output_bias = ep_.width_rank() == 0;
   // This member's experts, each on its contiguous rows (a grouped GEMM as a loop of GEMMs).
   for (std::int64_t e = 0; e < local_experts_; ++e) {
-    const std::int64_t first = a.local_offsets[e];
-    const std::int64_t count = a.local_offsets[e + 1] - first;
+    const std::int64_t first = a.computed_offsets[e];
+    const std::int64_t count = a.computed_offsets[e + 1] - first;
     if (count == 0) continue;
-    const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_);
-    const Tensor x = rows(a.expert_in, first, count);
+    const MlpView w = expert_view(width_, hidden, e, kCompute, experts_);
+    const Tensor x = rows(a.computed_in, first, count);
     Tensor hidden_in = rows(a.hidden_in, first, count);
     Tensor hidden_out = rows(a.hidden_out, first, count);
     if (llama_mlp_) {
@@ -246,9 +262,11 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
     } else {
       linear_gelu_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in, hidden_out);
     }
-    Tensor out = rows(a.expert_out_local, first, count);
-    linear_forward(hidden_out, w.output_weight, w.bias(w.output_bias), out);
+    Tensor out = rows(computed_out, first, count);
+    linear_forward(hidden_out, w.output_weight, adds_output_bias ? w.bias(w.output_bias) : nullptr,
+                   out);
   }
+  a.expert_out_local = sum_over_width(computed_out, a);
   return_outputs(a);
   // Unpermute: each token's output is its kept experts' outputs times their weights.
   y.fill_zero();
@@ -318,7 +336,7 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
   const std::int64_t tokens = tp_.local_tokens(h_all.size(0)), hidden = model_.hidden_size;
   const Tensor h = rows(h_all, tp_.first_local_token(h_all.size(0)), tokens);
   const std::int64_t rows_dispatched = routing.dispatched_count();
-  const std::int64_t width = moe_.expert_ffn_hidden_size;
+  const std::int64_t width = width_;
   const ScalarType type = h.scalar_type();
   Tensor d_weights = Tensor::zeros({tokens, moe_.experts_per_token}, type);
   Tensor d_expert_out = Tensor::zeros({rows_dispatched, hidden}, type);
@@ -342,30 +360,32 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
     }
   });
   // The experts' backward on the member holding them, output projection first.
-  const Tensor d_local_out = receive_output_gradients(d_expert_out, a);
-  const std::int64_t rows_local = a.expert_in.size(0);
-  Tensor d_hidden_out = Tensor::zeros({rows_local, width}, type);
-  Tensor d_in = Tensor::zeros({rows_local, width}, type);
-  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_local, width}, type) : Tensor();
-  Tensor d_local_in = Tensor::zeros({rows_local, hidden}, type);
+  // Under etp the output gradients of the etp group's rows, each member's part of the width.
+  const Tensor d_computed_out =
+      gather_rows_over_width(receive_output_gradients(d_expert_out, a), a);
+  const std::int64_t rows_computed = a.computed_in.size(0);
+  Tensor d_hidden_out = Tensor::zeros({rows_computed, width}, type);
+  Tensor d_in = Tensor::zeros({rows_computed, width}, type);
+  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
+  Tensor d_computed_in = Tensor::zeros({rows_computed, hidden}, type);
   auto each_expert = [&](auto&& body) {
     for (std::int64_t e = 0; e < local_experts_; ++e) {
-      const std::int64_t first = a.local_offsets[e];
-      const std::int64_t count = a.local_offsets[e + 1] - first;
+      const std::int64_t first = a.computed_offsets[e];
+      const std::int64_t count = a.computed_offsets[e + 1] - first;
       if (count == 0) continue;
-      const MlpView w = expert_view(moe_, hidden, e, kCompute, experts_);
-      MlpView g = expert_view(moe_, hidden, e, kGradient, experts_);
+      const MlpView w = expert_view(width_, hidden, e, kCompute, experts_);
+      MlpView g = expert_view(width_, hidden, e, kGradient, experts_);
       body(first, count, w, g);
     }
   };
   each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
-    const Tensor d_out = rows(d_local_out, first, count);
+    const Tensor d_out = rows(d_computed_out, first, count);
     Tensor d_hidden = rows(d_hidden_out, first, count);
     linear_backward_input(d_out, w.output_weight, d_hidden, GradientWrite::overwrite);
     linear_backward_parameters(d_out, rows(a.hidden_out, first, count), g.output_weight,
                                g.output_bias.numel() > 0 ? &g.output_bias : nullptr);
   });
-  if (rows_local > 0) {
+  if (rows_computed > 0) {
     if (llama_mlp_) {
       swiglu_backward(d_hidden_out, a.hidden_in, a.up, d_in, d_up);
     } else {
@@ -373,8 +393,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
     }
   }
   each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
-    const Tensor x = rows(a.expert_in, first, count);
-    Tensor d_x = rows(d_local_in, first, count);
+    const Tensor x = rows(a.computed_in, first, count);
+    Tensor d_x = rows(d_computed_in, first, count);
     const Tensor d_in_rows = rows(d_in, first, count);
     linear_backward_input(d_in_rows, w.in_weight, d_x, GradientWrite::overwrite);
     linear_backward_parameters(d_in_rows, x, g.in_weight,
@@ -386,7 +406,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
                                  g.up_bias.numel() > 0 ? &g.up_bias : nullptr);
     }
   });
-  const Tensor d_dispatched = return_input_gradients(d_local_in, a);
+  // Partial input gradients over the width, summed back to this member's rows, then home.
+  const Tensor d_dispatched = return_input_gradients(sum_over_width(d_computed_in, a), a);
   // Unpermute the input gradients: each dispatched row adds to its token.
   dh.fill_zero();
   dispatch_floating(type, "moe_dispatch_backward", [&]<class T>() {
@@ -463,6 +484,94 @@ void MoeMlp::shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor
   Tensor d_h_shared = Tensor::zeros({tokens, hidden}, type);
   reduce_sequence(tp_, d_h_partial, d_h_shared);
   residual_forward(dh, d_h_shared, dh);
+}
+
+void MoeMlp::gather_over_width(MoeActivations& a) const {
+  if (!ep_.splits_width()) {
+    a.computed_in = a.expert_in;
+    a.computed_offsets = a.local_offsets;
+    return;
+  }
+  // The etp group holds the same experts, each member its part of their width; each member
+  // received its own rows for them. Every member computes every member's rows: first the counts
+  // per expert, then the rows (an all-gather of unequal blocks, as an all-to-all), regrouped
+  // expert-major as the experts compute them.
+  Communicator& group = *ep_.width_group;
+  const int members = group.size();
+  Tensor counts = Tensor::zeros({local_experts_}, ScalarType::int32);
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    counts.data<std::int32_t>()[e] =
+        static_cast<std::int32_t>(a.local_offsets[e + 1] - a.local_offsets[e]);
+  }
+  Tensor all_counts = Tensor::zeros({members * local_experts_}, ScalarType::int32);
+  group.all_gather(counts, all_counts);
+  const std::int32_t* count_of = all_counts.data<std::int32_t>();  // [member, local expert]
+  ExpertExchange& exchange = a.width_exchange;
+  const std::int64_t own_rows = a.expert_in.size(0);
+  exchange.send_rows.assign(static_cast<std::size_t>(members), own_rows);
+  exchange.receive_rows.assign(static_cast<std::size_t>(members), 0);
+  std::vector<std::int64_t> block_start(static_cast<std::size_t>(members * local_experts_));
+  std::int64_t received = 0;
+  for (int m = 0; m < members; ++m) {
+    for (std::int64_t e = 0; e < local_experts_; ++e) {
+      block_start[m * local_experts_ + e] = received;
+      received += count_of[m * local_experts_ + e];
+      exchange.receive_rows[static_cast<std::size_t>(m)] += count_of[m * local_experts_ + e];
+    }
+  }
+  exchange.order.clear();
+  a.computed_offsets.assign(1, 0);
+  for (std::int64_t e = 0; e < local_experts_; ++e) {
+    for (int m = 0; m < members; ++m) {
+      const std::int64_t start = block_start[m * local_experts_ + e];
+      for (std::int32_t k = 0; k < count_of[m * local_experts_ + e]; ++k) {
+        exchange.order.push_back(start + k);
+      }
+    }
+    a.computed_offsets.push_back(static_cast<std::int64_t>(exchange.order.size()));
+  }
+  a.computed_in = gather_rows_over_width(a.expert_in, a);
+}
+
+Tensor MoeMlp::gather_rows_over_width(const Tensor& own, const MoeActivations& a) const {
+  if (!ep_.splits_width()) return own;
+  Communicator& group = *ep_.width_group;
+  const int members = group.size();
+  const std::int64_t hidden = model_.hidden_size;
+  const ExpertExchange& exchange = a.width_exchange;
+  const std::int64_t own_rows = own.size(0);
+  // One copy of this member's rows for every member (itself included).
+  Tensor leaving = Tensor::zeros({members * own_rows, hidden}, own.scalar_type());
+  for (int m = 0; m < members; ++m) rows(leaving, m * own_rows, own_rows).copy_from(own);
+  const std::int64_t received = static_cast<std::int64_t>(exchange.order.size());
+  Tensor arrived = Tensor::zeros({received, hidden}, own.scalar_type());
+  group.all_to_all(leaving, elements(exchange.send_rows, hidden), arrived,
+                   elements(exchange.receive_rows, hidden));
+  Tensor computed = Tensor::zeros({received, hidden}, own.scalar_type());
+  gather_rows(arrived, exchange.order, computed);
+  return computed;
+}
+
+Tensor MoeMlp::sum_over_width(const Tensor& computed, const MoeActivations& a) const {
+  if (!ep_.splits_width()) return computed;
+  // Each member's partial sums of every member's rows go back to their member (member-major),
+  // which adds the parts in member order: a reduce-scatter of unequal blocks.
+  Communicator& group = *ep_.width_group;
+  const int members = group.size();
+  const std::int64_t hidden = model_.hidden_size;
+  const ExpertExchange& exchange = a.width_exchange;
+  Tensor leaving = Tensor::zeros_like(computed);
+  scatter_rows(computed, exchange.order, leaving);
+  const std::int64_t own_rows = a.expert_in.size(0);
+  Tensor arrived = Tensor::zeros({members * own_rows, hidden}, computed.scalar_type());
+  group.all_to_all(leaving, elements(exchange.receive_rows, hidden), arrived,
+                   elements(exchange.send_rows, hidden));
+  Tensor own = Tensor::zeros({own_rows, hidden}, computed.scalar_type());
+  for (int m = 0; m < members; ++m) {
+    const Tensor part = rows(arrived, m * own_rows, own_rows);
+    residual_forward(own, part, own);
+  }
+  return own;
 }
 
 void MoeMlp::dispatch(MoeActivations& a) const {

@@ -8,25 +8,23 @@ namespace strata::executor {
 ParameterStore::ParameterStore(std::vector<ParameterSpec> specs, ScalarType type, Device device,
                                std::optional<ScalarType> compute_type, StoreOptions options)
     : options_(options), type_(type), device_(device) {
-  // The one group that splits a parameter: expert parallelism for the routed experts, tensor
-  // parallelism for the rest.
-  struct Split {
-    const Placement& placement;
-    std::int64_t rank, size;
-  };
-  const auto split_of = [&options](const ParameterSpec& spec) {
+  // The groups that split a parameter: the expert groups (ep's range of experts, etp's part of
+  // each expert's width) for the routed experts, tensor parallelism for the rest.
+  const auto splits_of = [&options](const ParameterSpec& spec) {
     if (spec.expert_parallel.kind == PlacementKind::shard) {
       STRATA_CHECK(spec.tensor_parallel.kind == PlacementKind::replicate,
                    "{}: split by both tensor and expert parallelism", spec.name);
-      return Split{spec.expert_parallel, options.expert_parallel_rank,
-                   options.expert_parallel_size};
+      return std::vector<AxisSplit>{
+          {&spec.expert_parallel, options.expert_parallel_rank, options.expert_parallel_size},
+          {&spec.expert_tensor_parallel, options.expert_tensor_parallel_rank,
+           options.expert_tensor_parallel_size}};
     }
-    return Split{spec.tensor_parallel, options.tensor_parallel_rank, options.tensor_parallel_size};
+    return std::vector<AxisSplit>{
+        {&spec.tensor_parallel, options.tensor_parallel_rank, options.tensor_parallel_size}};
   };
   std::vector<Shape> shapes;
   for (const ParameterSpec& spec : specs) {
-    const Split split = split_of(spec);
-    shapes.push_back(local_shape(spec.shape, split.placement, split.rank, split.size));
+    shapes.push_back(local_shape(spec.shape, splits_of(spec)));
     total_elements_ += shape_numel(shapes.back());
   }
   const ScalarType working_type = compute_type.value_or(type);
@@ -43,8 +41,7 @@ ParameterStore::ParameterStore(std::vector<ParameterSpec> specs, ScalarType type
       STRATA_CHECK(existing.spec.name != spec.name, "parameter {} declared twice", spec.name);
     }
     ParameterEntry entry;
-    const Split split = split_of(spec);
-    entry.runs = local_element_runs(spec.shape, split.placement, split.rank, split.size);
+    entry.runs = local_element_runs(spec.shape, splits_of(spec));
     entry.shape = shapes[i];
     entry.offset = offset;
     if (options.own_values) {

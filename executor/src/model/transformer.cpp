@@ -111,7 +111,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   parameters_ = std::make_unique<ParameterStore>(
       stage_parameters(model_, stages_), statistics_type_, device_, type_,
       StoreOptions{tp.rank(), tp.size(), options_.own_values, options_.own_gradients,
-                   options_.expert_parallel.rank(), options_.expert_parallel.size()});
+                   options_.expert_parallel.rank(), options_.expert_parallel.size(),
+                   options_.expert_parallel.width_rank(), options_.expert_parallel.width_size()});
   if (options_.own_values && options_.initialize_values) parameters_->initialize(seed);
   layer_slot_.assign(static_cast<std::size_t>(model_.num_layers), -1);
   std::size_t held_layers = 0;

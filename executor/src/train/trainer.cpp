@@ -117,7 +117,10 @@ TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& group
   options.tensor_parallel.group = &groups.tensor_parallel();
   options.context_parallel.group = &groups.context_parallel();
   options.context_parallel.comm = plan.cp_comm;
-  if (plan.model.moe) options.expert_parallel.group = &groups.expert_parallel();
+  if (plan.model.moe) {
+    options.expert_parallel.group = &groups.expert_parallel();
+    options.expert_parallel.width_group = &groups.expert_tensor_parallel();
+  }
   options.tensor_parallel.sequence_parallel = plan.sequence_parallel;
   options.tensor_parallel.replicas = [&groups](std::int64_t replicas) -> Communicator& {
     return groups.tensor_parallel_replicas(replicas);

@@ -108,12 +108,16 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
       // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
       // own blocks (the first of a replicated block's holders), a replicated tensor on tp rank 0.
       // Routed experts kept apart are counted among the ranks holding the same experts (the
-      // expert data-parallel group, which may include tp peers), so every tp rank offers its own.
+      // expert data-parallel group, which may include tp peers), so every tp rank offers its own
+      // — its part of their width under etp, the first etp rank what etp does not split.
       const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
       const bool routed_apart = bucket.experts;
+      const bool counted_here =
+          routed_apart ? (entry.spec.expert_tensor_parallel.kind == PlacementKind::shard ||
+                          options.expert_tp_rank == 0)
+                       : options.tp_rank == 0;
       for (const ElementRun& run : entry.runs) {
-        const bool owned =
-            sharded ? run.replica_index == 0 : (routed_apart || options.tp_rank == 0);
+        const bool owned = sharded ? run.replica_index == 0 : counted_here;
         if (!owned) continue;
         append_range(bucket.owned, entry.offset - bucket.begin + run.local_offset, run.length);
       }

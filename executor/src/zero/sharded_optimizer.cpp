@@ -58,7 +58,7 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   shard_rank_ = shards.rank();
   first_replica_ = groups_.zero_replica().rank() == 0;
   one_device_step_ = groups_.world().size() == 1 && options_.zero_stage == 0;
-  experts_apart_ = groups_.expert_parallel().size() > 1;
+  experts_apart_ = groups_.expert_model_parallel().size() > 1;  // ep · etp > 1
   expert_shard_rank_ = groups_.expert_zero_shard().rank();
   expert_first_replica_ = groups_.expert_zero_replica().rank() == 0;
   // ZeRO's shards live in host memory; stage 0 keeps whole state beside the model, on its device.
@@ -115,6 +115,7 @@ void ShardedOptimizer::build_buckets() {
       .dp = shard_group_size_,
       .expert_dp = experts_apart_ ? groups_.expert_zero_shard().size() : 0,
       .tp_rank = model_.tensor_parallel().rank(),
+      .expert_tp_rank = groups_.expert_tensor_parallel().rank(),
       .pipeline = groups_.mesh().pp > 1,
       .tied_word_embedding_bucket = ties_embedding_,
       .counts_word_embedding = counts_word_embedding_};
@@ -497,21 +498,26 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
       ParameterEntry& target = whole.entry(entry.spec.name);
       if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
       // Each element from the one tp rank that owns it, zeros elsewhere: the sum is exact.
-      // Routed experts split over ep: each ep rank fills its own and the sum over ep holds them
-      // all (the ep group may be made of tp peers, so tp takes no part).
+      // Routed experts split over ep × etp: each rank fills its own part (the first etp rank
+      // what etp does not split) and the sum over ep × etp holds them all (those groups may be
+      // made of tp peers, so tp takes no part).
       const bool routed_apart =
           experts_apart_ && entry.spec.expert_parallel.kind == PlacementKind::shard;
       Tensor assembled = Tensor::zeros({shape_numel(entry.spec.shape)}, store_.scalar_type());
       const bool sharded = entry.spec.tensor_parallel.kind == PlacementKind::shard;
+      const bool counted_here =
+          routed_apart ? (entry.spec.expert_tensor_parallel.kind == PlacementKind::shard ||
+                          groups_.expert_tensor_parallel().rank() == 0)
+                       : tp.rank() == 0;
       const Tensor local = entry.value.reshaped({shape_numel(entry.shape)});
       for (const ElementRun& run : entry.runs) {
-        const bool owned = sharded ? run.replica_index == 0 : (routed_apart || tp.rank() == 0);
+        const bool owned = sharded ? run.replica_index == 0 : counted_here;
         if (!owned) continue;
         assembled.view(run.global_offset, {run.length})
             .copy_from(local.view(run.local_offset, {run.length}));
       }
       if (routed_apart) {
-        groups_.expert_parallel().all_reduce(assembled, ReduceOp::sum);
+        groups_.expert_model_parallel().all_reduce(assembled, ReduceOp::sum);
       } else if (tp.active()) {
         tp.group->all_reduce(assembled, ReduceOp::sum);
       }

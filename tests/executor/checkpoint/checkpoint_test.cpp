@@ -234,13 +234,15 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
   // Expert parallelism: it folds over the stage's tp × cp × dp ranks (its state into the dense
   // state's hybrid-sharding replicas), and only a mixture of experts has experts to split.
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 3; }),
-              HasSubstr("/parallel/mesh/ep: 3 does not divide tp × cp × dp = 2"));
+              HasSubstr("/parallel/mesh/ep: ep × etp = 3 × 1 does not divide tp × cp × dp = 2"));
   EXPECT_THAT(refusal([](nlohmann::json& state) {
                 state["parallel"]["mesh"]["ep"] = 2;
                 state["parallel"]["mesh"]["dp_shard"] = 1;
               }),
               HasSubstr("/parallel/mesh/ep: dp / dp_shard = 2 replicas do not divide the expert "
-                        "data-parallel size tp·cp·dp / ep = 1"));
+                        "data-parallel size tp·cp·dp / (ep·etp) = 1"));
+  EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["etp"] = 4; }),
+              HasSubstr("/parallel/mesh/etp: ep × etp = 1 × 4 does not divide tp × cp × dp = 2"));
   EXPECT_THAT(refusal([](nlohmann::json& state) { state["parallel"]["mesh"]["ep"] = 2; }),
               HasSubstr("/parallel/mesh/ep: 2 needs a mixture-of-experts model"));
   // A layout whose files would have other sizes is refused by them, also with a forged checksum.

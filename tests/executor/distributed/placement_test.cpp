@@ -93,6 +93,58 @@ void expect_shards_are_slices(const schemas::ModelConfig& model, std::int64_t tp
   }
 }
 
+// Routed experts stacked [experts, width, hidden], split by ep along the experts and by etp along
+// the width: every element is held by exactly one (ep, etp) rank, at the local index an index
+// oracle gives, and the runs are the fewest contiguous pieces (a row of width/etp · hidden per
+// held expert). The output projection [experts, hidden, width] is split along its last dimension.
+TEST(Placement, TwoAxesSplitDifferentDimensionsOfOneTensor) {
+  const Placement experts = Placement::shard(0);
+  for (const auto& [width_dim, shape] :
+       std::vector<std::pair<int, Shape>>{{1, {4, 6, 8}}, {2, {4, 8, 6}}}) {
+    const Placement width = Placement::shard(width_dim);
+    constexpr std::int64_t kEp = 2, kEtp = 3;
+    std::vector<int> holders(static_cast<std::size_t>(shape_numel(shape)), 0);
+    for (std::int64_t ep = 0; ep < kEp; ++ep) {
+      for (std::int64_t etp = 0; etp < kEtp; ++etp) {
+        const std::vector<AxisSplit> splits{{&experts, ep, kEp}, {&width, etp, kEtp}};
+        Shape expected_local = shape;
+        expected_local[0] /= kEp;
+        expected_local[static_cast<std::size_t>(width_dim)] /= kEtp;
+        EXPECT_EQ(local_shape(shape, splits), expected_local);
+        const std::vector<ElementRun> runs = local_element_runs(shape, splits);
+        // Contiguous pieces: one per (held expert, row above the width) for the output's split
+        // of the last dimension, one per held expert when the width is the middle dimension.
+        EXPECT_EQ(static_cast<std::int64_t>(runs.size()),
+                  width_dim == 1 ? shape[0] / kEp : shape[0] / kEp * shape[1]);
+        std::int64_t local = 0;
+        for (const ElementRun& run : runs) {
+          EXPECT_EQ(run.local_offset, local);
+          local += run.length;
+          for (std::int64_t i = 0; i < run.length; ++i) {
+            const std::int64_t global = run.global_offset + i;
+            const std::int64_t last = global % shape[2];
+            const std::int64_t middle = global / shape[2] % shape[1];
+            const std::int64_t expert = global / (shape[1] * shape[2]);
+            const std::int64_t w = width_dim == 1 ? middle : last;
+            const std::int64_t part = shape[static_cast<std::size_t>(width_dim)] / kEtp;
+            EXPECT_EQ(expert / (shape[0] / kEp), ep);
+            EXPECT_EQ(w / part, etp);
+            // The oracle's local index: row-major over the held sub-block.
+            const std::int64_t local_expert = expert % (shape[0] / kEp);
+            const std::int64_t local_index =
+                width_dim == 1 ? (local_expert * part + w % part) * shape[2] + last
+                               : (local_expert * shape[1] + middle) * part + w % part;
+            EXPECT_EQ(run.local_offset + i, local_index);
+            ++holders[static_cast<std::size_t>(global)];
+          }
+        }
+        EXPECT_EQ(local, shape_numel(expected_local));
+      }
+    }
+    for (int count : holders) ASSERT_EQ(count, 1);
+  }
+}
+
 TEST(Placement, EveryTensorParallelShardIsTheSliceOfTheOneDeviceTensor) {
   expect_shards_are_slices(schemas::model_preset("gpt-tiny"), 4);
   expect_shards_are_slices(schemas::model_preset("gpt-tiny"), 2);

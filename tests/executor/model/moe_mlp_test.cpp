@@ -89,13 +89,18 @@ TEST(MoeMlp, ParametersAreStackedPerExpertAndSharedExpertsSideBySide) {
   const ModelConfig model = small_moe_model(false);
   std::vector<std::string> names;
   std::vector<Shape> shapes;
-  std::vector<std::string> tensor_parallel;
+  std::vector<std::string> tensor_parallel, expert_width;
   for (const ParameterSpec& spec : moe_mlp_parameters(model, 3)) {
     names.push_back(spec.name);
     shapes.push_back(spec.shape);
     tensor_parallel.push_back(spec.tensor_parallel.kind == PlacementKind::shard
                                   ? "S" + std::to_string(spec.tensor_parallel.dim)
                                   : "R");
+    if (spec.expert_parallel.kind == PlacementKind::shard) {
+      expert_width.push_back(spec.expert_tensor_parallel.kind == PlacementKind::shard
+                                 ? "S" + std::to_string(spec.expert_tensor_parallel.dim)
+                                 : "R");
+    }
   }
   EXPECT_EQ(names, (std::vector<std::string>{
                        "layers.3.mlp.router.weight", "layers.3.mlp.experts.fc.weight",
@@ -112,6 +117,8 @@ TEST(MoeMlp, ParametersAreStackedPerExpertAndSharedExpertsSideBySide) {
   // gate whole.
   EXPECT_EQ(tensor_parallel,
             (std::vector<std::string>{"R", "R", "R", "R", "R", "S0", "S0", "S1", "R", "R"}));
+  // Over etp, each routed expert's width: fc rows and bias, output columns; its output bias whole.
+  EXPECT_EQ(expert_width, (std::vector<std::string>{"S1", "S1", "S2", "R"}));
 }
 
 TEST(MoeMlp, AnExpertComputesOnlyTheTokensRoutedToIt) {
@@ -156,13 +163,16 @@ void copy_slices(const ParameterStore& from, ParameterStore& to) {
   }
 }
 
-// Expert parallelism at the layer: each of ep members routes its own tokens and holds E/ep
-// experts. Every member's output and input gradient must be the one-rank layer's on its tokens,
-// its router and shared-expert gradients those of its tokens alone, and its experts' gradients
-// the one-rank gradients summed over every member's tokens.
+// Expert parallelism at the layer: each of ep · etp members routes its own tokens and holds E/ep
+// experts, each of them 1/etp of its width (etp the faster axis, as in the expert mesh). Every
+// member's output and input gradient must be the one-rank layer's on its tokens, its router and
+// shared-expert gradients those of its tokens alone, and its part of the experts' gradients the
+// one-rank gradients summed over every member's tokens (the output bias, whole on each etp
+// member, too). gpt: biases, a gate and capacity dropping per member.
 TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
   for (bool llama : {true, false}) {
-    for (int ep : {2, 4}) {
+    for (const auto& [ep, etp] : std::vector<std::pair<int, int>>{{2, 1}, {4, 1}, {1, 2}, {2, 2}}) {
+      const int members = ep * etp;
       const ModelConfig model = small_moe_model(llama);
       const std::vector<ParameterSpec> specs = moe_mlp_parameters(model, 1);
       ParameterStore whole(specs, ScalarType::float64);
@@ -182,7 +192,7 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
       // gradients per member (the experts' are summed over members below).
       std::vector<Tensor> outputs, input_gradients, parameter_gradients;
       Tensor expert_sum = Tensor::zeros(whole.gradients().shape(), ScalarType::float64);
-      for (int member = 0; member < ep; ++member) {
+      for (int member = 0; member < members; ++member) {
         const Tensor h = tokens_of(member);
         Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
         Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
@@ -197,15 +207,21 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
           expert_sum.data<double>()[i] += whole.gradients().data<double>()[i];
         }
       }
-      testing::run_on_threads(ep, [&](Communicator& group) {
+      testing::run_on_threads(members, [&](Communicator& group) {
         const int member = group.rank();
+        const std::unique_ptr<Communicator> width_group = group.split(member / etp, member % etp);
+        const std::unique_ptr<Communicator> expert_group = group.split(member % etp, member / etp);
         StoreOptions options;
-        options.expert_parallel_rank = member;
+        options.expert_parallel_rank = member / etp;
         options.expert_parallel_size = ep;
+        options.expert_tensor_parallel_rank = member % etp;
+        options.expert_tensor_parallel_size = etp;
         ParameterStore mine(specs, ScalarType::float64, Device::cpu, std::nullopt, options);
         copy_slices(whole, mine);
         const TensorParallelism one_rank;
-        const MoeMlp layer(model, 1, mine, one_rank, ExpertParallelism{&group});
+        const MoeMlp layer(model, 1, mine, one_rank,
+                           ExpertParallelism{ep > 1 ? expert_group.get() : nullptr,
+                                             etp > 1 ? width_group.get() : nullptr});
         const Tensor h = tokens_of(member);
         Tensor y = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
         Tensor dh = Tensor::zeros({kTokens, hidden}, ScalarType::float64);
@@ -213,7 +229,7 @@ TEST(MoeMlp, ExpertParallelMembersComputeTheOneRankLayer) {
         layer.forward(h, y, a);
         layer.backward(gradient_of(member), h, a, 0.8, dh);
         const std::string what =
-            fmt::format("{}, ep {}, member {}", llama ? "llama" : "gpt", ep, member);
+            fmt::format("{}, ep {} etp {}, member {}", llama ? "llama" : "gpt", ep, etp, member);
         EXPECT_LE(testing::max_relative_difference(y, outputs[member]), 1e-12) << what;
         EXPECT_LE(testing::max_relative_difference(dh, input_gradients[member]), 1e-12) << what;
         for (const ParameterEntry& entry : mine.entries()) {

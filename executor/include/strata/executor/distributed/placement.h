@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "strata/executor/tensor/tensor.h"
@@ -77,5 +78,17 @@ struct ElementRun {
 // (adjacent runs merged).
 std::vector<ElementRun> local_element_runs(const Shape& global_shape, const Placement& placement,
                                            std::int64_t rank, std::int64_t size);
+
+// A parameter split along two mesh axes at once — a MoE layer's stacked routed experts, whose
+// expert dimension ep splits and whose width etp splits (Megatron-Core's expert tensor
+// parallelism): each axis's placement with this rank's place in that axis's group. Shards must
+// be of different dimensions; at most one axis may replicate blocks.
+struct AxisSplit {
+  const Placement* placement = nullptr;
+  std::int64_t rank = 0, size = 1;
+};
+Shape local_shape(const Shape& global_shape, std::span<const AxisSplit> splits);
+std::vector<ElementRun> local_element_runs(const Shape& global_shape,
+                                           std::span<const AxisSplit> splits);
 
 }  // namespace strata::executor

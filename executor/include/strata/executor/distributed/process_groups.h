@@ -41,6 +41,10 @@ class ProcessGroups {
   // dp × cp when ep = etp = 1).
   Communicator& expert_parallel() { return *ep_; }
   Communicator& expert_data_parallel() { return *edp_; }
+  // The ranks splitting each expert's width (etp), and every rank holding a part of one copy of
+  // a stage's experts (etp × ep: whose parts, summed, are all of them).
+  Communicator& expert_tensor_parallel() { return *etp_; }
+  Communicator& expert_model_parallel() { return *etp_ep_; }
   // ZeRO's groups for the routed experts' state (schemas::expert_zero_shard_group_of): blocks of
   // the expert data-parallel group, split into the same replicas as the dense state.
   Communicator& expert_zero_shard() { return *expert_zero_shard_; }
@@ -61,7 +65,7 @@ class ProcessGroups {
   schemas::Mesh mesh_;
   schemas::MeshCoordinates coordinates_;
   std::unique_ptr<Communicator> tp_, cp_, dp_, pp_, tp_pp_, dp_cp_, zero_shard_, zero_replica_, ep_,
-      edp_, expert_zero_shard_, expert_zero_replica_, embedding_, position_;
+      etp_, etp_ep_, edp_, expert_zero_shard_, expert_zero_replica_, embedding_, position_;
   std::map<std::int64_t, std::unique_ptr<Communicator>> tp_replicas_;
 };
 

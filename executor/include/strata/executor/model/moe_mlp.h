@@ -10,7 +10,8 @@
 //
 // The routed experts' weights are stacked along a leading expert axis ([E, F, H] and [E, H, F]),
 // so that expert e's matrices are contiguous views — one grouped GEMM's operands, and what an
-// expert-parallel rank will hold a range of. The S shared experts are one MLP of width S·Fs
+// expert-parallel rank holds a range of (and an expert-tensor-parallel rank a part of the F
+// axis of). The S shared experts are one MLP of width S·Fs
 // (their rows side by side), each with its own output bias when the model has biases.
 //
 // Expert parallelism: over an ep group, member r holds experts r·E/ep … (r+1)·E/ep − 1 (the
@@ -19,6 +20,13 @@
 // computed, and come back in a second (Megatron-Core's all-to-all token dispatcher); backward
 // sends the outputs' gradients the same way and the inputs' gradients back. The router, the
 // shared experts and the combine stay with the tokens.
+//
+// Expert tensor parallelism: the etp members (the expert mesh's fastest axis) hold the same
+// experts, each a part of every expert's width (column-parallel input projections, row-parallel
+// output). After the ep exchange each member gathers the rows its etp peers received, computes
+// its part of every expert on all of them, and sends each peer the partial sums of the peer's
+// rows, which the peer adds (an all-gather and a reduce-scatter of unequal blocks, as
+// Megatron-Core's all-to-all dispatcher does with etp > 1); backward mirrors it.
 //
 // Tensor parallelism (with sequence parallelism, as Megatron-Core requires for MoE): each tp rank
 // routes its own shard of the tokens, so the routed path runs on the rank's tokens with no tp
@@ -52,12 +60,17 @@ namespace strata::executor {
 std::vector<ParameterSpec> moe_mlp_parameters(const schemas::ModelConfig& model,
                                               std::int64_t index);
 
-// The group a MoE layer's routed experts are split over. Null: one rank holds them all.
+// The groups a MoE layer's routed experts are split over: `group` (ep) takes ranges of experts,
+// `width_group` (etp) each expert's width. Null: one rank holds them all, or whole.
 struct ExpertParallelism {
   Communicator* group = nullptr;
+  Communicator* width_group = nullptr;
   int size() const { return group ? group->size() : 1; }
   int rank() const { return group ? group->rank() : 0; }
   bool active() const { return size() > 1; }
+  int width_size() const { return width_group ? width_group->size() : 1; }
+  int width_rank() const { return width_group ? width_group->rank() : 0; }
+  bool splits_width() const { return width_size() > 1; }
 };
 
 // Who sends which dispatched rows where under expert parallelism, for one micro-batch.
@@ -80,8 +93,15 @@ struct MoeActivations {
   Tensor expert_in;
   std::vector<std::int64_t> local_offsets;
   ExpertExchange exchange;
-  Tensor hidden_in, up, hidden_out;  // [local rows, F]: pre-activation (gpt) / gate (llama), up
-  Tensor expert_out_local;           // [local rows, hidden]
+  // The rows the experts compute: under etp every etp member's rows for the group's experts
+  // (gathered, expert-major: expert l's are computed_in[computed_offsets[l] …
+  // computed_offsets[l + 1])), otherwise expert_in itself; width_exchange says whose they are.
+  Tensor computed_in;
+  std::vector<std::int64_t> computed_offsets;
+  ExpertExchange width_exchange;
+  // [computed rows, F/etp]: pre-activation (gpt) / gate (llama), up; the activation's output.
+  Tensor hidden_in, up, hidden_out;
+  Tensor expert_out_local;  // [local rows, hidden]: summed over etp
   // The shared experts: this tp rank's columns for all the group's tokens ([all tokens, S·Fs/tp]),
   // and their output summed over tp on this rank's tokens, bias added ([tokens, hidden]).
   Tensor shared_in, shared_up, shared_hidden, shared_out;
@@ -124,6 +144,11 @@ class MoeMlp {
   void return_outputs(MoeActivations& a) const;
   Tensor receive_output_gradients(const Tensor& d_expert_out, const MoeActivations& a) const;
   Tensor return_input_gradients(const Tensor& d_expert_in, const MoeActivations& a) const;
+  // Expert tensor parallelism: this member's rows gathered over the etp group (forward: with the
+  // counts, into a.computed_in), and partial sums of the computed rows back to their members.
+  void gather_over_width(MoeActivations& a) const;
+  Tensor gather_rows_over_width(const Tensor& own, const MoeActivations& a) const;
+  Tensor sum_over_width(const Tensor& computed, const MoeActivations& a) const;
   // The load-balancing statistic pooled over the ranks that split the micro-batch's tokens.
   void pool_balance_counts(TokenRouting& routing, std::int64_t tokens) const;
   void shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y, MoeActivations& a) const;
@@ -136,6 +161,7 @@ class MoeMlp {
   ExpertParallelism ep_;
   Communicator* context_group_;
   std::int64_t local_experts_;
+  std::int64_t width_;  // each expert's width on this member (F / etp)
   bool llama_mlp_;
   ParameterEntry* router_;
   Matrices experts_;

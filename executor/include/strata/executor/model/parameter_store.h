@@ -40,8 +40,11 @@ struct ParameterSpec {
   Placement tensor_parallel{};
   // How the ranks of an expert-parallel group split it: Shard(0) for a MoE layer's stacked routed
   // experts (each rank its range of experts), Replicate for everything else. A parameter is split
-  // by one of the two groups, never both.
+  // by tensor parallelism or by the expert groups, never both.
   Placement expert_parallel{};
+  // How the ranks of an expert-tensor-parallel group split a routed expert's tensor (its width:
+  // column-parallel inputs, row-parallel output); read only where expert_parallel is a Shard.
+  Placement expert_tensor_parallel{};
 };
 
 // Which tensor- and expert-parallel slice of each parameter a store holds, and which flat buffers
@@ -53,6 +56,8 @@ struct StoreOptions {
   bool own_gradients = true;  // false: gradient views are bound by a ZeRO-2/3 owner
   std::int64_t expert_parallel_rank = 0;
   std::int64_t expert_parallel_size = 1;
+  std::int64_t expert_tensor_parallel_rank = 0;
+  std::int64_t expert_tensor_parallel_size = 1;
 };
 
 struct ParameterEntry {

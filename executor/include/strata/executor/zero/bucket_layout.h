@@ -33,11 +33,14 @@ struct BucketLayoutOptions {
   std::int64_t zero_stage = 0;
   std::int64_t bucket_elements = 40'000'000;
   std::int64_t dp = 1;  // ranks that share each bucket (the ZeRO shard group's size)
-  // Expert parallelism: the ranks that share each bucket of routed experts (the expert ZeRO shard
-  // group's size); 0 without it, when the experts share buckets with the rest.
+  // Expert (or expert tensor) parallelism: the ranks that share each bucket of routed experts
+  // (the expert ZeRO shard group's size); 0 without it, when the experts share buckets with the
+  // rest.
   std::int64_t expert_dp = 0;
   std::int64_t tp_rank = 0;  // replicated tensors are counted in the norm by tp rank 0
-  bool pipeline = false;     // units this rank does not hold are allowed
+  // A routed expert's tensor whole on every etp rank (its output bias) is counted by etp rank 0.
+  std::int64_t expert_tp_rank = 0;
+  bool pipeline = false;                    // units this rank does not hold are allowed
   bool tied_word_embedding_bucket = false;  // the word embedding is a bucket of its own
   bool counts_word_embedding = true;        // false: the last stage's copy of a tied embedding
 };
