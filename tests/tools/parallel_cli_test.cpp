@@ -458,6 +458,60 @@ INSTANTIATE_TEST_SUITE_P(
                        "rank 0: 0UNSHARD: the plan's ZeRO stage 0"}),
     [](const ::testing::TestParamInfo<CustomSchedule>& info) { return info.param.name; });
 
+// --switch: a tp 2 · dp 2 run that continues on dp 4 at ZeRO-1 after step 2 and on a pipeline
+// of 2 × dp 2 after step 4, its state moved between the layouts in memory, logs the one-rank
+// run's losses; the summary says what each switch moved. A plan of another model, or a step
+// outside the run, is refused with the flag or the file.
+TEST_F(ParallelCli, SwitchingLayoutInMemoryLogsTheSingleRankLosses) {
+  const CommandResult one = strata(train("--steps 6 --log-format json"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  ASSERT_EQ(expected.size(), 6u) << one.out;
+  // The plans to switch to, as --write-plan writes them (each after a step of its own).
+  const auto write_plan = [&](const std::string& name, const std::string& layout) {
+    const fs::path plan = directory / (name + ".json");
+    const CommandResult written = mpirun(4, "train --model " + kMicroModel + " --data " + tokens +
+                                                " --global-batch 4 --seq-len 32 --steps 1 " +
+                                                layout + " --write-plan " + plan.string());
+    EXPECT_EQ(written.exit_code, 0) << written.err;
+    return plan.string();
+  };
+  const std::string data_parallel = write_plan("dp4", "--micro-batch 1 --dp 4 --zero 1");
+  const std::string pipelined = write_plan("pp2", "--micro-batch 1 --dp 2 --pp 2");
+  const CommandResult switched =
+      mpirun(4, train("--tp 2 --dp 2 --sequence-parallel --steps 6 --log-format json --switch 2:" +
+                      data_parallel + ",4:" + pipelined));
+  ASSERT_EQ(switched.exit_code, 0) << switched.err;
+  const std::vector<nlohmann::json> got = step_records(switched.out);
+  ASSERT_EQ(got.size(), 6u) << switched.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
+  const nlohmann::json summary = nlohmann::json::parse(
+      switched.out.substr(switched.out.rfind('\n', switched.out.size() - 2) + 1));
+  ASSERT_TRUE(summary.contains("switches")) << switched.out;
+  ASSERT_EQ(summary.at("switches").size(), 2u);
+  EXPECT_EQ(summary.at("switches").at(0).at("step"), 2);
+  EXPECT_EQ(summary.at("switches").at(0).at("to"), data_parallel);
+  EXPECT_GT(summary.at("switches").at(0).at("most_sent_bytes").get<double>(), 0);
+  EXPECT_EQ(summary.at("switches").at(1).at("from"), data_parallel);
+
+  const CommandResult outside = strata(train("--steps 6 --switch 6:" + data_parallel));
+  EXPECT_EQ(outside.exit_code, 1);
+  EXPECT_THAT(outside.err, HasSubstr("--switch: 6:" + data_parallel +
+                                     ": step 6 is not inside the run (1 to 5)"));
+  const fs::path other_model = directory / "other.json";
+  nlohmann::json document = nlohmann::json::parse(slurp(data_parallel));
+  document["model"]["norm_epsilon"] = 1e-3;  // another model, as valid as the first
+  document.erase("content_hash");
+  std::ofstream(other_model) << document.dump();
+  const CommandResult another = mpirun(
+      4, train("--tp 2 --dp 2 --sequence-parallel --steps 6 --switch 2:" + other_model.string()));
+  EXPECT_NE(another.exit_code, 0);
+  EXPECT_THAT(another.err, HasSubstr(other_model.string() + ": /model:"));
+}
+
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
   const std::string plan = (directory / "tp3.json").string();
   ASSERT_EQ(strata(train("--steps 1 --write-plan " + plan)).exit_code, 0);

@@ -161,6 +161,9 @@ struct TrainOptions {
   std::optional<std::int64_t> global_batch;
   std::optional<std::int64_t> seq_length;
   std::optional<std::string> write_plan;
+  // Layout switches in memory: "STEP:PLAN" items, before optimizer step STEP + 1 the run goes on
+  // under the plan file PLAN (the same model, precision and ranks).
+  std::vector<std::string> switches;
   std::string data;
   std::int64_t steps = 100;
   std::optional<std::uint64_t> seed;

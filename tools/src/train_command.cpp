@@ -10,10 +10,13 @@
 // failing rank prints its line and aborts the job (MPI_Abort).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "failure_report.h"
@@ -24,6 +27,7 @@
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
+#include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "train_log.h"
 #include "train_plan.h"
@@ -120,6 +124,56 @@ void check_flag_combinations(const TrainOptions& options, bool logs) {
   }
 }
 
+// --switch's items: each plan file loaded and checked as --plan's is, for the run's model,
+// precision and ranks, at steps in increasing order inside the run.
+std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
+                                                   const TrainPlan& chosen, int world_size) {
+  std::vector<executor::PlanSwitch> switches;
+  for (const std::string& item : options.switches) {
+    const std::size_t colon = item.find(':');
+    std::int64_t step = -1;
+    if (colon != std::string::npos) {
+      const std::string number = item.substr(0, colon);
+      if (!number.empty() &&
+          std::all_of(number.begin(), number.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+          number.size() < 12) {
+        step = std::stoll(number);
+      }
+    }
+    if (step < 0 || colon + 1 >= item.size()) {
+      throw schemas::InputError(
+          "--switch", "", fmt::format("{}: expected STEP:PLAN (steps done, plan file)", item));
+    }
+    if (step < 1 || step >= options.steps) {
+      throw schemas::InputError("--switch", "",
+                                fmt::format("{}: step {} is not inside the run (1 to {})", item,
+                                            step, options.steps - 1));
+    }
+    if (!switches.empty() && step <= switches.back().step) {
+      throw schemas::InputError(
+          "--switch", "",
+          fmt::format("{}: steps must increase (after {})", item, switches.back().step));
+    }
+    const std::string path = item.substr(colon + 1);
+    schemas::Plan plan = schemas::load_plan_file(path);
+    executor::check_plan_runs(plan, path, chosen.device, world_size);
+    if (plan.model != chosen.plan.model) {
+      throw schemas::InputError(path, "/model",
+                                fmt::format("{}: a switch keeps the run's model ({})",
+                                            plan.model.name, chosen.plan.model.name));
+    }
+    if (plan.precision != chosen.plan.precision) {
+      throw schemas::InputError(
+          path, "/precision",
+          fmt::format("{}: a switch keeps the run's precision ({})",
+                      schemas::name_of(plan.precision, schemas::kDtypeNames),
+                      schemas::name_of(chosen.plan.precision, schemas::kDtypeNames)));
+    }
+    switches.push_back({step, std::move(plan), path});
+  }
+  return switches;
+}
+
 // Everything phase 1 settles on each rank alone: the plan, the data, the trainer's settings and
 // the simulator's prediction.
 struct PreparedRun {
@@ -127,6 +181,8 @@ struct PreparedRun {
   std::optional<executor::TokenFile> data, validation;
   executor::TrainingOptions training;
   Prediction prediction;
+  // The simulator's prediction for each --switch plan, in switch order.
+  std::vector<Prediction> switch_predictions;
   std::vector<std::string> notes;  // said first in the log, and in the JSON summary
 };
 
@@ -140,6 +196,11 @@ PreparedRun prepare_run(const TrainOptions& options, int world_size, bool logs) 
   if (options.val_data) run.validation = executor::read_token_file(*options.val_data);
   run.prediction = predict(run.chosen.plan, run.chosen.directory);
   run.training = training_options_of(options, run.chosen);
+  run.training.switches = planned_switches(options, run.chosen, world_size);
+  for (const executor::PlanSwitch& planned : run.training.switches) {
+    run.switch_predictions.push_back(
+        predict(planned.plan, std::filesystem::path(planned.source).parent_path()));
+  }
   return run;
 }
 
@@ -174,11 +235,20 @@ void check_flags_against_checkpoint(const TrainOptions& options, const executor:
 int run_steps(const TrainOptions& options, const PreparedRun& run, executor::Trainer& trainer,
               const std::optional<GradientBuckets>& buckets, bool logs) {
   const schemas::Plan& plan = run.chosen.plan;
+  // Each step beside the prediction for the plan it ran under (record.step is 1-based).
+  const auto prediction_at = [&](std::int64_t step) -> const Prediction& {
+    const Prediction* current = &run.prediction;
+    for (std::size_t i = 0; i < run.training.switches.size(); ++i) {
+      if (run.training.switches[i].step < step) current = &run.switch_predictions[i];
+    }
+    return *current;
+  };
   const executor::TrainingSummary summary = trainer.run(
       [&](const executor::StepRecord& record) {
         if (logs) {
-          print_step(record, options.steps, run.prediction,
-                     StepData{trainer.sampler(), plan.batch.global_batch_size, options.log_samples},
+          print_step(record, options.steps, prediction_at(record.step),
+                     StepData{trainer.sampler(), trainer.plan().batch.global_batch_size,
+                              options.log_samples},
                      options.log_format);
         }
       },

@@ -43,6 +43,12 @@ CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
                    "Tokens per sequence (default min(256, model max))")
       ->check(whole_number_from(1, schemas::kMaxSeqLength))
       ->excludes(plan);
+  command
+      ->add_option("--switch", options.switches,
+                   "STEP:PLAN[,STEP:PLAN...]: after STEP steps, continue under the plan file PLAN "
+                   "(the same model on the same ranks), the state moved between the layouts in "
+                   "memory")
+      ->delimiter(',');
   command->add_option("--write-plan", options.write_plan, "Write the plan --model makes to FILE")
       ->excludes(plan);
   command->add_option("--tp", options.tp, "Tensor-parallel size of a --model plan")

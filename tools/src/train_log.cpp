@@ -145,6 +145,15 @@ void print_summary(const executor::TrainingSummary& summary,
     }
     if (!resume_changes.empty()) line["resume_changes"] = resume_changes;
     if (!notes.empty()) line["notes"] = notes;
+    for (const executor::SwitchRecord& record : summary.switches) {
+      line["switches"].push_back({{"step", record.step},
+                                  {"from", record.from},
+                                  {"to", record.to},
+                                  {"most_sent_bytes", record.most_sent_bytes},
+                                  {"most_received_bytes", record.most_received_bytes},
+                                  {"seconds", record.seconds},
+                                  {"peak_host_bytes", record.peak_host_bytes}});
+    }
     if (buckets) {
       line["gradient_buckets"] = buckets->run;
       line["predicted_gradient_buckets"] = buckets->predicted;
@@ -170,6 +179,13 @@ void print_summary(const executor::TrainingSummary& summary,
                                                      summary.last_checkpoint->string())
                                        : std::string());
     return;
+  }
+  for (const executor::SwitchRecord& record : summary.switches) {
+    fmt::print(
+        "switched after step {}: {} → {}, at most {:.1f} MB sent and {:.1f} MB received "
+        "by a rank, {:.3f} s\n",
+        record.step, record.from, record.to, record.most_sent_bytes / 1e6,
+        record.most_received_bytes / 1e6, record.seconds);
   }
   fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}{}, {:.0f} tokens/s{}\n",
              summary.first_step + 1, summary.first_step + summary.steps_run, summary.total_time_s,

@@ -214,4 +214,18 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   return layout;
 }
 
+RankCheckpointLayout rank_state_layout(const schemas::ModelConfig& model,
+                                       const nlohmann::json& parallel, std::int64_t rank) {
+  if (!parallel.is_null()) return rank_checkpoint_layout(model, parallel, rank);
+  // One device's state seen as a parallel layout of one rank, its files renamed.
+  static const nlohmann::json one_device{
+      {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
+      {"zero_stage", 0},
+      {"bucket_elements", 1}};
+  RankCheckpointLayout layout = rank_checkpoint_layout(model, one_device, 0);
+  layout.values_file = "model.bin";
+  layout.moments_file = "optimizer.bin";
+  return layout;
+}
+
 }  // namespace strata::executor

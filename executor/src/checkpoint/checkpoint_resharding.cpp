@@ -24,26 +24,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// One device's checkpoint seen as a parallel layout of one rank, its files renamed.
-const json kOneDeviceLayout{
-    {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
-    {"zero_stage", 0},
-    {"bucket_elements", 1}};
-
 std::int64_t world_of(const json& parallel) {
   const json& mesh = parallel.at("mesh");
   return mesh.at("tp").get<std::int64_t>() * mesh.at("cp").get<std::int64_t>() *
          mesh.at("dp").get<std::int64_t>() * mesh.at("pp").get<std::int64_t>();
-}
-
-// `parallel` null stands for one device.
-RankCheckpointLayout layout_of(const schemas::ModelConfig& model, const json& parallel,
-                               std::int64_t rank) {
-  if (!parallel.is_null()) return rank_checkpoint_layout(model, parallel, rank);
-  RankCheckpointLayout layout = rank_checkpoint_layout(model, kOneDeviceLayout, 0);
-  layout.values_file = "model.bin";
-  layout.moments_file = "optimizer.bin";
-  return layout;
 }
 
 // Where each parameter's elements are in the files of a checkpoint of any layout, and the reads
@@ -61,7 +45,7 @@ class CheckpointSources {
     const std::vector<std::int64_t> writers =
         parallel.is_null() ? std::vector<std::int64_t>{0} : checkpoint_writer_ranks(parallel);
     for (const std::int64_t rank : writers) {
-      const RankCheckpointLayout layout = layout_of(model, parallel, rank);
+      const RankCheckpointLayout layout = rank_state_layout(model, parallel, rank);
       if (layout.writes_values) add(layout.values, layout.values_file, 0);
       if (layout.writes_moments) add(layout.moments, layout.moments_file, layout.moments_elements);
     }
@@ -191,7 +175,7 @@ TrainingState read_resharded_checkpoint(const fs::path& checkpoint,
     std::optional<ParameterStore> whole;
     const json state = verified_state(checkpoint, model, whole_model_store(model, whole), true);
     CheckpointSources sources(checkpoint, model, state);
-    const RankCheckpointLayout layout = layout_of(model, target, rank);
+    const RankCheckpointLayout layout = rank_state_layout(model, target, rank);
     std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
     sources.fill(layout.values, false, 0, buffer);
     scatter_buffer(buffer, values);
@@ -225,7 +209,7 @@ fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& 
     };
     const std::int64_t target_world = target.is_null() ? 1 : world_of(target);
     for (std::int64_t rank = 0; rank < target_world; ++rank) {
-      const RankCheckpointLayout layout = layout_of(model, target, rank);
+      const RankCheckpointLayout layout = rank_state_layout(model, target, rank);
       if (layout.writes_values) {
         write(layout.values_file, layout.values, false, layout.values_elements);
       }

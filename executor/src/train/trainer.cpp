@@ -9,6 +9,7 @@
 
 #include "strata/executor/checkpoint/checkpoint_directory.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/checkpoint/layout_transfer.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
 #include "strata/executor/distributed/stall_watchdog.h"
@@ -109,11 +110,12 @@ bool values_are_loaded(const TrainingOptions& options) {
 }
 
 // The model a rank builds: its tp slice, which buffers ZeRO takes over, which layers recompute,
-// whether it draws its initial values.
+// whether it draws its initial values (not where a checkpoint, an llm.c file or another layout's
+// state fills them right after).
 TransformerOptions model_options(const schemas::Plan& plan, ProcessGroups& groups,
-                                 const TrainingOptions& training) {
+                                 bool fresh_values) {
   TransformerOptions options;
-  options.initialize_values = !values_are_loaded(training);
+  options.initialize_values = fresh_values;
   options.tensor_parallel.group = &groups.tensor_parallel();
   options.context_parallel.group = &groups.context_parallel();
   options.context_parallel.comm = plan.cp_comm;
@@ -159,29 +161,43 @@ std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::
 
 }  // namespace
 
+Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_source,
+                        const TokenFile& data, const TrainingOptions& options, bool fresh_values,
+                        Communicator& world)
+    : plan(plan),
+      groups(groups_for(plan, plan_source, options.device, world)),
+      model(plan.model, compute_type_of(plan), options.seed, options.device,
+            model_options(plan, *groups, fresh_values)),
+      optimizer(std::make_unique<ShardedOptimizer>(
+          model, *groups,
+          ShardingOptions{plan.zero_stage, plan.overlap_grad_reduce,
+                          schemas::gradient_bucket_elements(plan), fresh_values},
+          options.seed)),
+      sampler(data, plan.batch.seq_length, plan.model.vocab_size, options.seed, options.data_order,
+              plan.batch.global_batch_size),
+      runtime(std::make_unique<PipelineRuntime>(
+          this->plan, plan_source,
+          schedule::build_plan_schedule(this->plan, options.plan_directory), model, *optimizer,
+          *groups, sampler)) {}
+
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
                  TrainingOptions options, Communicator* world)
     : resident_before_model_bytes_(current_resident_bytes()),
-      plan_(plan),
       options_(std::move(options)),
       own_world_(world == nullptr ? solo_communicator() : nullptr),
       world_(world != nullptr ? *world : *own_world_),
-      groups_(groups_for(plan, plan_source, options_.device, world_)),
-      model_(plan.model, compute_type_of(plan), options_.seed, options_.device,
-             model_options(plan, *groups_, options_)),
-      optimizer_(std::make_unique<ShardedOptimizer>(
-          model_, *groups_,
-          ShardingOptions{plan_.zero_stage, plan_.overlap_grad_reduce,
-                          schemas::gradient_bucket_elements(plan_), !values_are_loaded(options_)},
-          options_.seed)),
-      sampler_(data, plan.batch.seq_length, plan.model.vocab_size, options_.seed,
-               options_.data_order, plan.batch.global_batch_size),
-      runtime_(std::make_unique<PipelineRuntime>(
-          plan_, plan_source, schedule::build_plan_schedule(plan_, options_.plan_directory), model_,
-          *optimizer_, *groups_, sampler_)),
+      data_(data),
+      layout_(std::make_unique<Layout>(plan, plan_source, data, options_,
+                                       !values_are_loaded(options_), world_)),
+      layout_source_(plan_source),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {
+  for (std::size_t i = 1; i < options_.switches.size(); ++i) {
+    STRATA_CHECK(options_.switches[i - 1].step < options_.switches[i].step,
+                 "layout switches at steps {} and {}: one per step, in step order",
+                 options_.switches[i - 1].step, options_.switches[i].step);
+  }
   if (options_.checkpoint_dir) {
     // Found out now, not after the first hours of training.
     std::error_code error;
@@ -198,20 +214,21 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       if (!options_.resume) claim_checkpoint_directory();
     }
   }
-  run_identity_ = RunIdentity{plan_.batch.global_batch_size,
-                              plan_.batch.seq_length,
-                              std::string(schemas::name_of(plan_.precision, schemas::kDtypeNames)),
-                              static_cast<std::int64_t>(data.tokens.size()),
-                              data.tokens_crc32(),
-                              data.path.string(),
-                              schemas::plan_content_hash(plan_.model, plan_.cluster),
-                              std::string(schemas::name_of(options_.data_order, kDataOrderNames))};
+  run_identity_ =
+      RunIdentity{layout_->plan.batch.global_batch_size,
+                  layout_->plan.batch.seq_length,
+                  std::string(schemas::name_of(layout_->plan.precision, schemas::kDtypeNames)),
+                  static_cast<std::int64_t>(data.tokens.size()),
+                  data.tokens_crc32(),
+                  data.path.string(),
+                  schemas::plan_content_hash(layout_->plan.model, layout_->plan.cluster),
+                  std::string(schemas::name_of(options_.data_order, kDataOrderNames))};
   state_.seed = options_.seed;
   state_.run_id = new_run_id();  // only rank 0's is written (with state.json)
   if (options_.init_llmc) {
-    ParameterStore whole(transformer_parameters(plan_.model), ScalarType::float32);
-    read_llmc_parameters(*options_.init_llmc, plan_.model, whole);
-    optimizer_->scatter_values(whole);
+    ParameterStore whole(transformer_parameters(layout_->plan.model), ScalarType::float32);
+    read_llmc_parameters(*options_.init_llmc, layout_->plan.model, whole);
+    layout_->optimizer->scatter_values(whole);
   }
   if (options_.resume) {
     if (!options_.checkpoint_dir) {
@@ -225,7 +242,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
     if (state_.run) check_resumed_run(*state_.run, *latest);
     // A resumed run is the same run: its checkpoints keep the id (one written before ids, a new).
     if (state_.run_id.empty()) state_.run_id = new_run_id();
-    sampler_.set_seed(state_.seed);
+    layout_->sampler.set_seed(state_.seed);
   }
 }
 
@@ -244,9 +261,10 @@ void Trainer::claim_checkpoint_directory() {
 }
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
-  ShardedCheckpointPart part = checkpoint_part_of(checkpoint_layout_of(plan_), world_.rank());
-  part.values = optimizer_->values_state();
-  part.moments = optimizer_->moments_state();
+  ShardedCheckpointPart part =
+      checkpoint_part_of(checkpoint_layout_of(layout_->plan), world_.rank());
+  part.values = layout_->optimizer->values_state();
+  part.moments = layout_->optimizer->moments_state();
   return part;
 }
 
@@ -260,19 +278,19 @@ TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& check
                                           checkpoint_layout_text(part.layout)));
   }
   const TrainingState state =
-      read_sharded_checkpoint(checkpoint, plan_.model, model_.parameters(), part);
-  optimizer_->values_written();
+      read_sharded_checkpoint(checkpoint, layout_->plan.model, layout_->model.parameters(), part);
+  layout_->optimizer->values_written();
   return state;
 }
 
 std::filesystem::path Trainer::write_checkpoint_now() {
   const StallContext stall_context(fmt::format("the checkpoint of step {}", state_.step));
   state_.run = run_identity_;
-  return write_sharded_checkpoint(*options_.checkpoint_dir, plan_.model, model_.parameters(),
-                                  checkpoint_part(), state_, world_);
+  return write_sharded_checkpoint(*options_.checkpoint_dir, layout_->plan.model,
+                                  layout_->model.parameters(), checkpoint_part(), state_, world_);
 }
 
-void Trainer::gather_parameters(ParameterStore& whole) { optimizer_->gather_values(whole); }
+void Trainer::gather_parameters(ParameterStore& whole) { layout_->optimizer->gather_values(whole); }
 
 void Trainer::check_resumed_run(const RunIdentity& recorded,
                                 const std::filesystem::path& checkpoint) {
@@ -318,8 +336,9 @@ void Trainer::check_resumed_run(const RunIdentity& recorded,
 double Trainer::mean_micro_batch_loss(double loss_sum, std::int64_t micro_batches) {
   // Over every dp rank's micro-batches and every cp rank's share of their tokens (each cp rank's
   // micro-batch loss is the mean over its tokens, an equal share); tp ranks already agree.
-  return all_reduce_value(groups_->gradient_reduction(), loss_sum, ReduceOp::sum) /
-         (static_cast<double>(micro_batches) * static_cast<double>(plan_.mesh.dp * plan_.mesh.cp));
+  return all_reduce_value(layout_->groups->gradient_reduction(), loss_sum, ReduceOp::sum) /
+         (static_cast<double>(micro_batches) *
+          static_cast<double>(layout_->plan.mesh.dp * layout_->plan.mesh.cp));
 }
 
 StepRecord Trainer::train_step() {
@@ -330,14 +349,14 @@ StepRecord Trainer::train_step() {
   if (options_.trace_step == state_.step + 1) world_.barrier();
   const auto start = std::chrono::steady_clock::now();
   const double communication_before = communication_seconds();
-  const schemas::BatchConfig& batch = plan_.batch;
+  const schemas::BatchConfig& batch = layout_->plan.batch;
   const std::int64_t step = state_.step;
   const std::int64_t step_tokens = batch.global_batch_size * batch.seq_length;
   const double rate = schedule_.at(step);
   const bool traced = options_.trace_step == step + 1;
   // The loss sum over this rank's micro-batches (its pipeline's, with one), the gradient norm,
   // and what ran when, if traced.
-  const PipelineStepResult result = runtime_->run_step(
+  const PipelineStepResult result = layout_->runtime->run_step(
       PipelineStep{step, state_.seed, rate, options_.adamw, options_.max_gradient_norm, traced});
   const double loss = mean_micro_batch_loss(result.loss_sum, batch.num_micro_batches);
   state_.step += 1;
@@ -366,9 +385,10 @@ StepRecord Trainer::train_step() {
 }
 
 void Trainer::set_validation_data(const TokenFile& file) {
+  validation_data_ = &file;
   validation_sampler_ = std::make_unique<BatchSampler>(
-      file, plan_.batch.seq_length, plan_.model.vocab_size, options_.seed, DataOrder::sequential,
-      plan_.batch.global_batch_size);
+      file, layout_->plan.batch.seq_length, layout_->plan.model.vocab_size, options_.seed,
+      DataOrder::sequential, layout_->plan.batch.global_batch_size);
 }
 
 EvaluationRecord Trainer::evaluate() {
@@ -382,12 +402,71 @@ EvaluationRecord Trainer::evaluate() {
       std::min(options_.eval_batches, validation_sampler_->batches_per_epoch().value_or(1));
   double loss_sum = 0;
   for (std::int64_t batch = 0; batch < record.batches; ++batch) {
-    loss_sum += runtime_->evaluate(*validation_sampler_, batch);
+    loss_sum += layout_->runtime->evaluate(*validation_sampler_, batch);
   }
-  record.loss = mean_micro_batch_loss(loss_sum, record.batches * plan_.batch.num_micro_batches);
+  record.loss =
+      mean_micro_batch_loss(loss_sum, record.batches * layout_->plan.batch.num_micro_batches);
   record.seconds = all_reduce_value(
       world_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
       ReduceOp::max);
+  return record;
+}
+
+SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& plan_source) {
+  const StallContext stall_context(
+      fmt::format("the switch to {} after step {}", plan_source, state_.step));
+  const schemas::Plan& current = layout_->plan;
+  if (plan.model != current.model) {
+    throw InputError(plan_source, "/model",
+                     fmt::format("{}: a layout switch keeps the model ({})", plan.model.name,
+                                 current.model.name));
+  }
+  if (plan.precision != current.precision) {
+    throw InputError(plan_source, "/precision",
+                     fmt::format("{}: a layout switch keeps the precision ({})",
+                                 schemas::name_of(plan.precision, schemas::kDtypeNames),
+                                 schemas::name_of(current.precision, schemas::kDtypeNames)));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  SwitchRecord record;
+  record.step = state_.step;
+  record.from = layout_source_;
+  record.to = plan_source;
+  // The new layout first (its groups are collective over the job), then the state moves from
+  // the old one's tensors to the new one's, and the old layout goes.
+  auto next = std::make_unique<Layout>(plan, plan_source, data_, options_,
+                                       /*fresh_values=*/false, world_);
+  const LayoutTransfer transfer(plan.model, checkpoint_layout_of(current),
+                                checkpoint_layout_of(plan), world_.size());
+  std::vector<Tensor> from_values = layout_->optimizer->values_state();
+  std::vector<Tensor> from_moments = layout_->optimizer->moments_state();
+  std::vector<Tensor> to_values = next->optimizer->values_state();
+  std::vector<Tensor> to_moments = next->optimizer->moments_state();
+  transfer.run(world_, RankState{&from_values[0], &from_moments[0], &from_moments[1]},
+               RankState{&to_values[0], &to_moments[0], &to_moments[1]});
+  next->optimizer->values_written();
+  next->sampler.set_seed(state_.seed);
+  layout_ = std::move(next);
+  layout_source_ = plan_source;
+  if (validation_data_ != nullptr) set_validation_data(*validation_data_);
+  // Checkpoints from here on are of the new plan's run.
+  run_identity_.global_batch_size = plan.batch.global_batch_size;
+  run_identity_.seq_length = plan.batch.seq_length;
+  const std::size_t element = scalar_bytes(to_values[0].scalar_type());
+  for (std::int64_t rank = 0; rank < world_.size(); ++rank) {
+    record.most_sent_elements = std::max(record.most_sent_elements, transfer.sent_elements(rank));
+    record.most_received_elements =
+        std::max(record.most_received_elements, transfer.received_elements(rank));
+  }
+  record.most_sent_bytes = static_cast<std::size_t>(record.most_sent_elements) * element;
+  record.most_received_bytes = static_cast<std::size_t>(record.most_received_elements) * element;
+  const auto [seconds, peak_host] = all_reduce_values<2>(
+      world_,
+      {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+       static_cast<double>(options_.device == Device::cuda ? 0 : peak_resident_bytes())},
+      ReduceOp::max);
+  record.seconds = seconds;
+  record.peak_host_bytes = static_cast<std::size_t>(peak_host);
   return record;
 }
 
@@ -401,7 +480,20 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
   };
   if (validation_sampler_) evaluate_now();  // the model the run starts from
   double token_count = 0;
+  // A resumed run whose checkpoint is past some switches goes on under the latest of them.
+  const PlanSwitch* passed = nullptr;
+  for (const PlanSwitch& planned : options_.switches) {
+    if (planned.step < state_.step) passed = &planned;
+  }
+  if (passed != nullptr) summary.switches.push_back(switch_to(passed->plan, passed->source));
+  auto next_switch =
+      std::find_if(options_.switches.begin(), options_.switches.end(),
+                   [&](const PlanSwitch& planned) { return planned.step >= state_.step; });
   while (state_.step < options_.steps) {
+    if (next_switch != options_.switches.end() && next_switch->step == state_.step) {
+      summary.switches.push_back(switch_to(next_switch->plan, next_switch->source));
+      ++next_switch;
+    }
     const StepRecord record = train_step();
     on_step(record);
     summary.steps_run += 1;

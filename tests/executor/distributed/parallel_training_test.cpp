@@ -619,6 +619,62 @@ TEST(ParallelReshard, ResumesOnAnotherPlanDirectly) {
   expect_steps_6_to_10(alone, "one device");
 }
 
+// Hetu's example at small scale: one run on 8 ranks that switches layout in memory every 3 steps
+// — dp2·tp2·pp2, dp8 at ZeRO-1, dp4·tp2·sp at ZeRO-3, tp8·sp, cp2·dp4 at ZeRO-1, dp2·tp2·pp2 at
+// ZeRO-1, and that again (identical placements) — logs the one-device run's loss and gradient
+// norm at every step; each switch moved state, the last moved nothing.
+TEST(ParallelSwitch, CyclesThroughStrategiesWithTheOneDeviceNumbers) {
+  if (launched_ranks() != 8) GTEST_SKIP() << "runs at 8 ranks";
+  Communicator& world = world_communicator();
+  schemas::ModelConfig model = model_named("gpt-tiny", 0.1);
+  model.num_attention_heads = 8;  // of 32, so that tp 8 splits them
+  model.num_kv_heads = 8;
+  model.head_dim = 32;
+  const TokenFile data = token_data();
+  const std::vector<Layout> cycle{
+      pipeline("Dp2Tp2Pp2", "gpt-tiny", 2, 2, 2, 1, schemas::ScheduleType::one_f_one_b, 0, 0.1,
+               false, true),
+      Layout{"Dp8Zero1", "gpt-tiny", 1, 8, false, 1, 0.1},
+      Layout{"Dp4Tp2SequenceParallelZero3", "gpt-tiny", 2, 4, true, 3, 0.1},
+      Layout{"Tp8SequenceParallel", "gpt-tiny", 8, 1, true, 0, 0.1},
+      context_parallel(Layout{"Cp2Dp4Zero1", "gpt-tiny", 1, 4, false, 1, 0.1}, 2),
+      pipeline("Dp2Tp2Pp2Zero1", "gpt-tiny", 2, 2, 2, 1, schemas::ScheduleType::one_f_one_b, 1, 0.1,
+               false, true),
+      pipeline("Dp2Tp2Pp2Zero1", "gpt-tiny", 2, 2, 2, 1, schemas::ScheduleType::one_f_one_b, 1, 0.1,
+               false, true)};
+  constexpr std::int64_t kStepsPerLayout = 3;
+  TrainingOptions options = training_options();
+  options.steps = kStepsPerLayout * static_cast<std::int64_t>(cycle.size());
+  TrainingOptions switching = options;
+  for (std::size_t i = 1; i < cycle.size(); ++i) {
+    switching.switches.push_back(
+        {kStepsPerLayout * static_cast<std::int64_t>(i), plan_of(model, cycle[i]), cycle[i].name});
+  }
+  RunRecord run;
+  Trainer trainer(plan_of(model, cycle[0]), cycle[0].name, data, switching, &world);
+  const TrainingSummary summary = trainer.run([&](const StepRecord& record) {
+    run.losses.push_back(record.loss);
+    run.norms.push_back(record.gradient_norm);
+  });
+  ASSERT_EQ(summary.switches.size(), cycle.size() - 1);
+  for (std::size_t i = 0; i + 1 < summary.switches.size(); ++i) {
+    EXPECT_GT(summary.switches[i].most_sent_bytes, 0u) << summary.switches[i].to;
+  }
+  EXPECT_EQ(summary.switches.back().most_sent_elements, 0) << "identical placements";
+  EXPECT_EQ(summary.switches.back().most_received_elements, 0) << "identical placements";
+  if (world.rank() != 0) return;
+  Trainer alone(one_device_plan(model), "one device", data, options);
+  const RunRecord expected = train(alone);
+  ASSERT_EQ(run.losses.size(), expected.losses.size());
+  for (std::size_t i = 0; i < run.losses.size(); ++i) {
+    const std::string& layout = cycle[i / kStepsPerLayout].name;
+    EXPECT_NEAR(run.losses[i], expected.losses[i], kTolerance * expected.losses[i])
+        << layout << ", step " << i + 1;
+    EXPECT_NEAR(run.norms[i], expected.norms[i], kTolerance * expected.norms[i])
+        << layout << ", step " << i + 1;
+  }
+}
+
 // A context-parallel run's checkpoint (its ZeRO shards numbered over dp × cp) resumes on a plan
 // without cp and on one device, continuing the run it belongs to.
 TEST(ParallelReshard, ContextParallelCheckpointResumesWithoutCp) {

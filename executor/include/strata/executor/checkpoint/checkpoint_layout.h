@@ -50,5 +50,9 @@ std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel
 // The layout of `rank`'s files in a parallel checkpoint whose "parallel" block is `parallel`.
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
                                             const nlohmann::json& parallel, std::int64_t rank);
+// The same where `parallel` may be null (one device: the whole model in store order, in
+// model.bin and optimizer.bin).
+RankCheckpointLayout rank_state_layout(const schemas::ModelConfig& model,
+                                       const nlohmann::json& parallel, std::int64_t rank);
 
 }  // namespace strata::executor

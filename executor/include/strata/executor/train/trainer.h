@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/executor/checkpoint/checkpoint_state.h"
 #include "strata/executor/checkpoint/checkpoint_directory_lock.h"
+#include "strata/executor/checkpoint/checkpoint_state.h"
 #include "strata/executor/checkpoint/sharded_checkpoint.h"
 #include "strata/executor/data/batch_sampler.h"
 #include "strata/executor/distributed/process_groups.h"
@@ -34,6 +34,15 @@
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
+
+// A change of layout during a run: before optimizer step `step` (0-based: after `step` steps),
+// the run continues under `plan` — the same model on the same ranks — its state moved in memory
+// (Trainer::switch_to).
+struct PlanSwitch {
+  std::int64_t step = 0;
+  schemas::Plan plan;
+  std::string source;  // names the plan in errors and logs
+};
 
 struct TrainingOptions {
   std::int64_t steps = 1;  // total optimizer steps, counted from step 0 (a resumed run included)
@@ -67,6 +76,20 @@ struct TrainingOptions {
   // Record every rank's executed actions, with their times, during this step (1-based; 0: none):
   // after it, rank 0 has them in traced_actions().
   std::int64_t trace_step = 0;
+  // Layout changes at step boundaries, in step order.
+  std::vector<PlanSwitch> switches;
+};
+
+// What one switch of layout moved and took.
+struct SwitchRecord {
+  std::int64_t step = 0;  // optimizer steps done when it ran
+  std::string from, to;   // the plans' sources
+  // The most elements of state (values and each moment) any rank sent and received, and the
+  // bytes they came to; what the slowest rank took, transfer plan and new model included.
+  std::int64_t most_sent_elements = 0, most_received_elements = 0;
+  std::size_t most_sent_bytes = 0, most_received_bytes = 0;
+  double seconds = 0;
+  std::size_t peak_host_bytes = 0;  // the largest peak resident set of any rank after it
 };
 
 struct StepRecord {
@@ -99,6 +122,7 @@ struct TrainingSummary {
   double total_time_s = 0;
   std::optional<std::filesystem::path> last_checkpoint;
   std::vector<EvaluationRecord> evaluations;  // in step order
+  std::vector<SwitchRecord> switches;         // in step order
 };
 
 // Checks that the executor can run `plan` as written on `device` with `world_size` ranks: as many
@@ -128,13 +152,22 @@ class Trainer {
                       const std::function<void(const EvaluationRecord&)>& on_evaluation = {});
   // The validation loss of the model as it is now (collective in a parallel run).
   EvaluationRecord evaluate();
-  Transformer& model() { return model_; }
+  // Continues the run under `plan` (the same model on the same ranks; collective): builds the
+  // plan's groups, model, optimizer and runtime, and moves the parameters and AdamW moments into
+  // them with one all-to-all (checkpoint/layout_transfer.h) — no file, no whole model on any
+  // rank, nothing moved between identical placements. The step, seed and data position carry
+  // over; the new plan's batch and sequence length apply from the next step. Refuses (naming
+  // `plan_source`) a plan another model's, precision's or world size's, or one the executor
+  // cannot run.
+  SwitchRecord switch_to(const schemas::Plan& plan, const std::string& plan_source);
+  const schemas::Plan& plan() const { return layout_->plan; }
+  Transformer& model() { return layout_->model; }
   // The whole parameters, assembled from every rank's slices and shards into `whole` (a store
   // of transformer_parameters()); collective over the job in a parallel run.
   void gather_parameters(ParameterStore& whole);
-  ProcessGroups& groups() { return *groups_; }
+  ProcessGroups& groups() { return *layout_->groups; }
   // How many gradient buckets this rank's parameters form (the simulator counts the same).
-  std::size_t bucket_count() const { return optimizer_->bucket_count(); }
+  std::size_t bucket_count() const { return layout_->optimizer->bucket_count(); }
   std::int64_t completed_steps() const { return state_.step; }
   // What differs from the checkpoint's run: the layout when it was written by another plan
   // (resharded on load), and with resume_with_changes the batch, sequence length, precision or
@@ -142,18 +175,35 @@ class Trainer {
   const std::vector<std::string>& resume_changes() const { return resume_changes_; }
   std::uint64_t seed() const { return state_.seed; }
   // Where each step's samples come from (for logs that name them).
-  const BatchSampler& sampler() const { return sampler_; }
+  const BatchSampler& sampler() const { return layout_->sampler; }
   // The actions every rank executed in options.trace_step, by world rank, each timed from the
   // step's start (the ranks start it together, after a barrier): the whole action list. On rank
   // 0, once that step ran.
   const std::vector<std::vector<ExecutedAction>>& traced_actions() const { return traced_; }
   // The action lists this run executes.
-  const schedule::PipelineSchedule& pipeline_schedule() const { return runtime_->schedule(); }
+  const schedule::PipelineSchedule& pipeline_schedule() const {
+    return layout_->runtime->schedule();
+  }
   // Per model chunk of this rank, the activation sets its runtime has made so far: what the
   // rank's activation memory is.
-  std::vector<std::size_t> pipeline_activation_sets() const { return runtime_->activation_sets(); }
+  std::vector<std::size_t> pipeline_activation_sets() const {
+    return layout_->runtime->activation_sets();
+  }
 
  private:
+  // What a plan's layout builds on this rank: its groups, its slice of the model, its optimizer,
+  // its sampler and the runtime of its schedule. A switch replaces the whole of it.
+  struct Layout {
+    Layout(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
+           const TrainingOptions& options, bool fresh_values, Communicator& world);
+    schemas::Plan plan;
+    std::unique_ptr<ProcessGroups> groups;
+    Transformer model;
+    std::unique_ptr<ShardedOptimizer> optimizer;
+    BatchSampler sampler;
+    std::unique_ptr<PipelineRuntime> runtime;
+  };
+
   StepRecord train_step();
   // The mean of the micro-batch losses whose sum on this rank is `loss_sum`, over every dp
   // replica's `micro_batches` (collective over dp).
@@ -168,15 +218,13 @@ class Trainer {
 
   // Read first, before any member allocates (see peak_model_host_bytes).
   std::size_t resident_before_model_bytes_;
-  schemas::Plan plan_;
   TrainingOptions options_;
   std::unique_ptr<Communicator> own_world_;  // a job of one, when no world was given
   Communicator& world_;
-  std::unique_ptr<ProcessGroups> groups_;
-  Transformer model_;
-  std::unique_ptr<ShardedOptimizer> optimizer_;
-  BatchSampler sampler_;
-  std::unique_ptr<PipelineRuntime> runtime_;
+  const TokenFile& data_;
+  std::unique_ptr<Layout> layout_;
+  std::string layout_source_;                   // the plan layout_ runs, as errors and logs name it
+  const TokenFile* validation_data_ = nullptr;  // with set_validation_data
   std::unique_ptr<BatchSampler> validation_sampler_;  // with set_validation_data
   LearningRateSchedule schedule_;
   TrainingState state_;

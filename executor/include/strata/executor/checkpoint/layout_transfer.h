@@ -1,0 +1,71 @@
+// LayoutTransfer: a run's state moved from one layout to another in memory, with collectives
+// only — the checkpoint resharder's coverage logic (checkpoint_layout.h) without the files. Each
+// rank's state tensors are what its checkpoint files would hold: its values (whole store, or its
+// ZeRO-3 shards) and each half of its AdamW moments (whole, or its ZeRO ≥ 1 shards), every element
+// a known element of the whole model. Every element a rank holds under the new layout is taken
+// from a rank that held it under the old one: the rank itself wherever it can (so a pair of
+// identical placements moves nothing), otherwise the holder that has been asked for least so far
+// (replicas share the sending). No rank ever holds more of the model than its two layouts' state
+// plus the pieces in flight, and no file is written.
+//
+// Every rank computes the same plan from the two layout blocks alone, so the exchange is one
+// all-to-all of each rank's pieces, packed in plan order.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "strata/executor/distributed/communicator.h"
+#include "strata/executor/tensor/tensor.h"
+#include "strata/schemas/model_config.h"
+
+namespace strata::executor {
+
+// `length` elements from `source_offset` of the source rank's state tensor to `target_offset` of
+// the target rank's: of the values, or of both moments' halves (the same offsets in each).
+struct TransferPiece {
+  std::int64_t source_rank = 0;
+  std::int64_t target_rank = 0;
+  bool moments = false;
+  std::int64_t source_offset = 0;
+  std::int64_t target_offset = 0;
+  std::int64_t length = 0;
+};
+
+// A rank's state tensors: its values and the two halves of its AdamW moments, as the sharded
+// optimizer holds them (ShardedOptimizer::values_state and moments_state).
+struct RankState {
+  Tensor* values = nullptr;
+  Tensor* first_moments = nullptr;
+  Tensor* second_moments = nullptr;
+};
+
+class LayoutTransfer {
+ public:
+  // `from` and `to`: checkpoint layout blocks (checkpoint_layout_of; null: one device) of the
+  // same model on `world_size` ranks.
+  LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
+                 const nlohmann::json& to, std::int64_t world_size);
+
+  // Every piece, grouped by target rank, then in the order that rank's state is filled.
+  const std::vector<TransferPiece>& pieces() const { return pieces_; }
+  // Elements `rank` sends to and receives from other ranks (a moments piece counts both halves).
+  std::int64_t sent_elements(std::int64_t rank) const;
+  std::int64_t received_elements(std::int64_t rank) const;
+  // The sizes of `rank`'s state tensors under the new layout (values; one half of the moments).
+  std::int64_t target_values_elements(std::int64_t rank) const;
+  std::int64_t target_moments_elements(std::int64_t rank) const;
+
+  // This rank's part, collective over `world` (the job's communicator, every rank calling it):
+  // `to` is filled from every rank's `from`. All six tensors have one floating type.
+  void run(Communicator& world, const RankState& from, const RankState& to) const;
+
+ private:
+  std::int64_t world_size_;
+  std::vector<TransferPiece> pieces_;
+  std::vector<std::int64_t> sent_, received_;
+  std::vector<std::int64_t> target_values_, target_moments_;
+};
+
+}  // namespace strata::executor

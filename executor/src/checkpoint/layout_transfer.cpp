@@ -1,0 +1,214 @@
+#include "strata/executor/checkpoint/layout_transfer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "strata/executor/check.h"
+#include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/executor/model/transformer.h"
+
+namespace strata::executor {
+namespace {
+
+// A run of a parameter's elements that one rank holds under the old layout.
+struct HeldRun {
+  std::int64_t global_start = 0;
+  std::int64_t length = 0;
+  std::int64_t rank = 0;
+  std::int64_t offset = 0;  // in that rank's state tensor
+  std::int64_t global_end() const { return global_start + length; }
+};
+
+// Per parameter, every old rank's runs of it, for the values or for the moments.
+using HeldRuns = std::vector<std::vector<HeldRun>>;
+
+void add_held(const std::vector<FileSegment>& segments, std::int64_t rank, HeldRuns& held) {
+  for (const FileSegment& segment : segments) {
+    held[segment.parameter].push_back(
+        {segment.global_offset, segment.length, rank, segment.file_offset});
+  }
+}
+
+}  // namespace
+
+LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
+                               const nlohmann::json& to, std::int64_t world_size)
+    : world_size_(world_size),
+      sent_(static_cast<std::size_t>(world_size), 0),
+      received_(static_cast<std::size_t>(world_size), 0),
+      target_values_(static_cast<std::size_t>(world_size), 0),
+      target_moments_(static_cast<std::size_t>(world_size), 0) {
+  STRATA_CHECK(world_size >= 1, "a transfer over {} ranks", world_size);
+  // A plan of one rank has the one-device layout (null), any other plan a parallel one.
+  STRATA_CHECK(from.is_null() == (world_size == 1) && to.is_null() == (world_size == 1),
+               "a transfer over {} ranks from a {} layout to a {} layout", world_size,
+               from.is_null() ? "one-device" : "parallel",
+               to.is_null() ? "one-device" : "parallel");
+  const std::size_t parameters = transformer_parameters(model).size();
+  HeldRuns held_values(parameters), held_moments(parameters);
+  for (std::int64_t rank = 0; rank < world_size; ++rank) {
+    const RankCheckpointLayout layout = rank_state_layout(model, from, rank);
+    add_held(layout.values, rank, held_values);
+    add_held(layout.moments, rank, held_moments);
+  }
+  // Takes [global, global + length) of parameter `parameter` for `target` at `offset` from the
+  // old holders: the target itself wherever it holds the elements, else the least-asked holder.
+  const auto cover = [&](const HeldRuns& held, bool moments, std::int64_t target,
+                         const FileSegment& want) {
+    const std::vector<HeldRun>& runs = held[want.parameter];
+    const std::int64_t weight = moments ? 2 : 1;
+    std::int64_t position = want.global_offset;
+    const std::int64_t end = want.global_offset + want.length;
+    while (position < end) {
+      const HeldRun* chosen = nullptr;
+      std::int64_t next_own = end;  // where the target's own run starts next, past `position`
+      for (const HeldRun& run : runs) {
+        if (run.rank == target && run.global_start > position) {
+          next_own = std::min(next_own, run.global_start);
+        }
+        if (run.global_start > position || run.global_end() <= position) continue;
+        if (run.rank == target) {
+          chosen = &run;
+          break;
+        }
+        if (chosen == nullptr ||
+            sent_[static_cast<std::size_t>(run.rank)] <
+                sent_[static_cast<std::size_t>(chosen->rank)] ||
+            (sent_[static_cast<std::size_t>(run.rank)] ==
+                 sent_[static_cast<std::size_t>(chosen->rank)] &&
+             run.rank < chosen->rank)) {
+          chosen = &run;
+        }
+      }
+      STRATA_CHECK(chosen != nullptr,
+                   "element {} of parameter {} is held by no rank of the old layout", position,
+                   want.parameter);
+      std::int64_t stop = std::min(end, chosen->global_end());
+      if (chosen->rank != target) stop = std::min(stop, next_own);
+      const std::int64_t length = stop - position;
+      const TransferPiece piece{chosen->rank,
+                                target,
+                                moments,
+                                chosen->offset + (position - chosen->global_start),
+                                want.file_offset + (position - want.global_offset),
+                                length};
+      if (piece.source_rank != target) {
+        sent_[static_cast<std::size_t>(piece.source_rank)] += weight * length;
+        received_[static_cast<std::size_t>(target)] += weight * length;
+      }
+      TransferPiece* last = pieces_.empty() ? nullptr : &pieces_.back();
+      if (last != nullptr && last->source_rank == piece.source_rank &&
+          last->target_rank == piece.target_rank && last->moments == piece.moments &&
+          last->source_offset + last->length == piece.source_offset &&
+          last->target_offset + last->length == piece.target_offset) {
+        last->length += length;
+      } else {
+        pieces_.push_back(piece);
+      }
+      position = stop;
+    }
+  };
+  for (std::int64_t target = 0; target < world_size; ++target) {
+    const RankCheckpointLayout layout = rank_state_layout(model, to, target);
+    target_values_[static_cast<std::size_t>(target)] = layout.values_elements;
+    target_moments_[static_cast<std::size_t>(target)] = layout.moments_elements;
+    for (const FileSegment& segment : layout.values) cover(held_values, false, target, segment);
+    for (const FileSegment& segment : layout.moments) cover(held_moments, true, target, segment);
+  }
+}
+
+std::int64_t LayoutTransfer::sent_elements(std::int64_t rank) const {
+  return sent_.at(static_cast<std::size_t>(rank));
+}
+
+std::int64_t LayoutTransfer::received_elements(std::int64_t rank) const {
+  return received_.at(static_cast<std::size_t>(rank));
+}
+
+std::int64_t LayoutTransfer::target_values_elements(std::int64_t rank) const {
+  return target_values_.at(static_cast<std::size_t>(rank));
+}
+
+std::int64_t LayoutTransfer::target_moments_elements(std::int64_t rank) const {
+  return target_moments_.at(static_cast<std::size_t>(rank));
+}
+
+void LayoutTransfer::run(Communicator& world, const RankState& from, const RankState& to) const {
+  STRATA_CHECK(world.size() == world_size_, "a transfer planned for {} ranks run on {}",
+               world_size_, world.size());
+  const ScalarType type = to.values->scalar_type();
+  for (const Tensor* tensor : {from.values, from.first_moments, from.second_moments, to.values,
+                               to.first_moments, to.second_moments}) {
+    STRATA_CHECK(tensor->scalar_type() == type && tensor->device() == Device::cpu,
+                 "a layout transfer of state tensors of one type on the host");
+  }
+  const std::int64_t me = world.rank();
+  const std::size_t element = scalar_bytes(type);
+  const auto bytes_at = [element](const Tensor& tensor, std::int64_t offset) {
+    return static_cast<std::byte*>(const_cast<void*>(tensor.raw())) +
+           static_cast<std::size_t>(offset) * element;
+  };
+  // The pairs of (source, target) tensors a piece moves between.
+  const auto each_part = [&](const TransferPiece& piece, auto&& body) {
+    if (piece.moments) {
+      body(*from.first_moments, *to.first_moments);
+      body(*from.second_moments, *to.second_moments);
+    } else {
+      body(*from.values, *to.values);
+    }
+  };
+  // Pieces that stay on this rank: copies.
+  for (const TransferPiece& piece : pieces_) {
+    if (piece.source_rank != me || piece.target_rank != me) continue;
+    each_part(piece, [&](const Tensor& source, Tensor& target) {
+      std::memmove(bytes_at(target, piece.target_offset), bytes_at(source, piece.source_offset),
+                   static_cast<std::size_t>(piece.length) * element);
+    });
+  }
+  if (world_size_ == 1) return;
+  // The rest in one all-to-all: per peer, its pieces in plan order (both sides know the plan).
+  std::vector<std::int64_t> send_counts(static_cast<std::size_t>(world_size_), 0);
+  std::vector<std::int64_t> receive_counts(static_cast<std::size_t>(world_size_), 0);
+  for (const TransferPiece& piece : pieces_) {
+    if (piece.source_rank == piece.target_rank) continue;
+    const std::int64_t elements = piece.length * (piece.moments ? 2 : 1);
+    if (piece.source_rank == me)
+      send_counts[static_cast<std::size_t>(piece.target_rank)] += elements;
+    if (piece.target_rank == me) {
+      receive_counts[static_cast<std::size_t>(piece.source_rank)] += elements;
+    }
+  }
+  const auto starts = [](const std::vector<std::int64_t>& counts) {
+    std::vector<std::int64_t> start(counts.size(), 0);
+    for (std::size_t i = 1; i < counts.size(); ++i) start[i] = start[i - 1] + counts[i - 1];
+    return start;
+  };
+  std::vector<std::int64_t> send_cursor = starts(send_counts);
+  std::vector<std::int64_t> receive_cursor = starts(receive_counts);
+  const std::int64_t send_total = send_cursor.back() + send_counts.back();
+  const std::int64_t receive_total = receive_cursor.back() + receive_counts.back();
+  Tensor send = Tensor::zeros({std::max<std::int64_t>(send_total, 1)}, type);
+  Tensor receive = Tensor::zeros({std::max<std::int64_t>(receive_total, 1)}, type);
+  for (const TransferPiece& piece : pieces_) {
+    if (piece.source_rank != me || piece.target_rank == me) continue;
+    std::int64_t& cursor = send_cursor[static_cast<std::size_t>(piece.target_rank)];
+    each_part(piece, [&](const Tensor& source, Tensor&) {
+      std::memcpy(bytes_at(send, cursor), bytes_at(source, piece.source_offset),
+                  static_cast<std::size_t>(piece.length) * element);
+      cursor += piece.length;
+    });
+  }
+  world.all_to_all(send, send_counts, receive, receive_counts);
+  for (const TransferPiece& piece : pieces_) {
+    if (piece.target_rank != me || piece.source_rank == me) continue;
+    std::int64_t& cursor = receive_cursor[static_cast<std::size_t>(piece.source_rank)];
+    each_part(piece, [&](const Tensor&, Tensor& target) {
+      std::memcpy(bytes_at(target, piece.target_offset), bytes_at(receive, cursor),
+                  static_cast<std::size_t>(piece.length) * element);
+      cursor += piece.length;
+    });
+  }
+}
+
+}  // namespace strata::executor
