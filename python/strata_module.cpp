@@ -28,6 +28,7 @@
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 #include "strata/simulator/plan_simulation.h"
 
 namespace py = pybind11;
@@ -133,6 +134,9 @@ std::string validate(const py::dict& document) {
     case schemas::DocumentKind::plan:
       schemas::parse_plan(value, location);
       return "plan";
+    case schemas::DocumentKind::plan_set:
+      schemas::parse_plan_set(value, location);
+      return "plan_set";
   }
   return "unknown";
 }

@@ -87,6 +87,19 @@ Plan load_plan_file(const std::filesystem::path& path) {
   return plan;
 }
 
+DocumentKind document_kind_of_file(const std::filesystem::path& path) {
+  return detect_document_kind(read_json_file(path), JsonLocation(path.string()));
+}
+
+PlanSet load_plan_set_file(const std::filesystem::path& path) {
+  const nlohmann::json document = read_json_file(path);
+  require_kind(detect_document_kind(document, JsonLocation(path.string())),
+               {DocumentKind::plan_set}, path);
+  PlanSet set = parse_plan_set(document, JsonLocation(path.string()));
+  for (const PlanSetEntry& entry : set.plans) check_custom_schedule_file(entry.plan, path);
+  return set;
+}
+
 ModelConfig resolve_model(std::string_view spec, std::string_view option) {
   if (is_model_preset(spec)) return model_preset(spec);
   if (is_file(spec)) return load_model_file(spec);
@@ -131,6 +144,11 @@ LoadedDocument load_document_file(const std::filesystem::path& path) {
       Plan plan = parse_plan(document, location);
       check_custom_schedule_file(plan, path);
       return {kind, std::move(plan)};
+    }
+    case DocumentKind::plan_set: {
+      PlanSet set = parse_plan_set(document, location);
+      for (const PlanSetEntry& entry : set.plans) check_custom_schedule_file(entry.plan, path);
+      return {kind, std::move(set)};
     }
   }
   location.fail("unreachable document kind");

@@ -13,6 +13,7 @@
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 
 namespace strata::schemas {
 namespace {
@@ -34,6 +35,7 @@ std::string error_of(const std::string& kind, const nlohmann::json& test_case) {
     if (kind == "model") parse_model(document, location);
     if (kind == "cluster") parse_cluster(document, location);
     if (kind == "plan") parse_plan(document, location);
+    if (kind == "plan_set") parse_plan_set(document, location);
   } catch (const InputError& error) {
     return error.what();
   }
@@ -62,7 +64,7 @@ TEST_P(InvalidDocuments, EachIsRefusedWithItsExactMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, InvalidDocuments,
-                         ::testing::Values("model", "cluster", "plan"));
+                         ::testing::Values("model", "cluster", "plan", "plan_set"));
 
 }  // namespace
 }  // namespace strata::schemas

@@ -21,7 +21,7 @@ import tempfile
 import jsonschema
 from jsonschema import Draft202012Validator
 
-KINDS = ("model", "cluster", "plan")
+KINDS = ("model", "cluster", "plan", "plan_set")
 
 
 def load_validators(schema_dir):

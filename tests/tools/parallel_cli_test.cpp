@@ -512,6 +512,78 @@ TEST_F(ParallelCli, SwitchingLayoutInMemoryLogsTheSingleRankLosses) {
   EXPECT_THAT(another.err, HasSubstr(other_model.string() + ": /model:"));
 }
 
+// A context extension as a switch: sequences of 32 tokens on tp 2 · dp 2, then of 64 on
+// cp 2 · dp 2 from step 3 — the same losses as one rank switching to sequences of 64 there.
+TEST_F(ParallelCli, ASwitchCanLengthenTheSequencesIntoContextParallelism) {
+  const std::string model =
+      "train --model " + kMicroModel + " --data " + tokens + " --global-batch 4 --micro-batch 2 ";
+  const fs::path one_long = directory / "one-64.json";
+  const fs::path context_long = directory / "cp2-64.json";
+  ASSERT_EQ(strata(model + "--seq-len 64 --steps 1 --write-plan " + one_long.string()).exit_code,
+            0);
+  ASSERT_EQ(mpirun(4, model + "--seq-len 64 --cp 2 --dp 2 --steps 1 --write-plan " +
+                          context_long.string())
+                .exit_code,
+            0);
+  const CommandResult one =
+      strata(model + "--seq-len 32 --steps 6 --log-format json --switch 3:" + one_long.string());
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const CommandResult switched =
+      mpirun(4, model +
+                    "--seq-len 32 --tp 2 --dp 2 --sequence-parallel --steps 6 "
+                    "--log-format json --switch 3:" +
+                    context_long.string());
+  ASSERT_EQ(switched.exit_code, 0) << switched.err;
+  const std::vector<nlohmann::json> got = step_records(switched.out);
+  ASSERT_EQ(got.size(), 6u) << switched.out;
+  ASSERT_EQ(expected.size(), 6u) << one.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
+  // Longer sequences from step 4 on: the loss of a step of 64-token sequences differs from the
+  // run that stayed at 32 (the switch changed what trains, not only where).
+  const CommandResult unswitched = strata(model + "--seq-len 32 --steps 6 --log-format json");
+  ASSERT_EQ(unswitched.exit_code, 0) << unswitched.err;
+  EXPECT_NE(step_records(unswitched.out)[3].at("loss"), expected[3].at("loss"));
+}
+
+// A plan set's phases (tests/fixtures/plan_set/valid: tp 2 · dp 2, dp 4 at ZeRO-1 from step 2,
+// pp 2 · dp 2 from step 4) train as one run with the one-rank losses; --switch picks the set's
+// plans by id instead, and an id the set lacks is refused naming the ones it has.
+TEST_F(ParallelCli, APlanSetsPhasesSwitchInMemoryWithTheSingleRankLosses) {
+  const std::string set =
+      std::string(STRATA_FIXTURES_DIR) + "/plan_set/valid/gpt-micro-phases.json";
+  const CommandResult one = strata(train("--steps 6 --log-format json"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const auto expect_single_rank_losses = [&](const CommandResult& run, const std::string& what,
+                                             std::size_t switches) {
+    ASSERT_EQ(run.exit_code, 0) << what << ": " << run.err;
+    const std::vector<nlohmann::json> got = step_records(run.out);
+    ASSERT_EQ(got.size(), expected.size()) << what << ": " << run.out;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      const double loss = expected[i].at("loss").get<double>();
+      EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss))
+          << what << ", step " << i + 1;
+    }
+    const nlohmann::json summary =
+        nlohmann::json::parse(run.out.substr(run.out.rfind('\n', run.out.size() - 2) + 1));
+    ASSERT_EQ(summary.value("switches", nlohmann::json::array()).size(), switches) << run.out;
+  };
+  const std::string data = " --data " + tokens + " --steps 6 --log-format json";
+  const CommandResult phases = mpirun(4, "train --plan-set " + set + data);
+  expect_single_rank_losses(phases, "phases", 2);
+  EXPECT_THAT(phases.out, HasSubstr("\"to\":\"" + set + "#dp4\""));
+  expect_single_rank_losses(mpirun(4, "train --plan-set " + set + data + " --switch 3:pp2"),
+                            "--switch 3:pp2", 1);
+  const CommandResult unknown = mpirun(4, "train --plan-set " + set + data + " --switch 3:tp8");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_THAT(unknown.err, HasSubstr("--switch: 3:tp8: \"tp8\" is not a plan of " + set +
+                                     " (tp2dp2, dp4, pp2)"));
+}
+
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
   const std::string plan = (directory / "tp3.json").string();
   ASSERT_EQ(strata(train("--steps 1 --write-plan " + plan)).exit_code, 0);

@@ -129,6 +129,18 @@ void check_flag_combinations(const TrainOptions& options, bool logs) {
 std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
                                                    const TrainPlan& chosen, int world_size) {
   std::vector<executor::PlanSwitch> switches;
+  const std::optional<schemas::PlanSet>& set = chosen.plan_set;
+  if (set && options.switches.empty()) {
+    // The set's phases: a switch where each after the first begins (inside the run).
+    for (std::size_t i = 1; i < set->phases.size(); ++i) {
+      const schemas::PlanSetPhase& phase = set->phases[i];
+      if (phase.first_step >= options.steps) break;
+      switches.push_back({phase.first_step, set->find(phase.plan)->plan,
+                          *options.plan + "#" + phase.plan,
+                          chosen.directory.empty() ? "." : chosen.directory});
+    }
+    return switches;
+  }
   for (const std::string& item : options.switches) {
     const std::size_t colon = item.find(':');
     std::int64_t step = -1;
@@ -154,8 +166,25 @@ std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
           "--switch", "",
           fmt::format("{}: steps must increase (after {})", item, switches.back().step));
     }
-    const std::string path = item.substr(colon + 1);
-    schemas::Plan plan = schemas::load_plan_file(path);
+    // With a plan set, PLAN is one of its ids; otherwise a plan file.
+    std::string path = item.substr(colon + 1);
+    schemas::Plan plan;
+    if (set) {
+      const schemas::PlanSetEntry* entry = set->find(path);
+      if (entry == nullptr) {
+        std::string ids;
+        for (const schemas::PlanSetEntry& known : set->plans) {
+          ids += (ids.empty() ? "" : ", ") + known.id;
+        }
+        throw schemas::InputError(
+            "--switch", "",
+            fmt::format("{}: \"{}\" is not a plan of {} ({})", item, path, *options.plan, ids));
+      }
+      plan = entry->plan;
+      path = *options.plan + "#" + path;
+    } else {
+      plan = schemas::load_plan_file(path);
+    }
     executor::check_plan_runs(plan, path, chosen.device, world_size);
     if (plan.model != chosen.plan.model) {
       throw schemas::InputError(path, "/model",
@@ -169,7 +198,9 @@ std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
                       schemas::name_of(plan.precision, schemas::kDtypeNames),
                       schemas::name_of(chosen.plan.precision, schemas::kDtypeNames)));
     }
-    switches.push_back({step, std::move(plan), path});
+    const std::filesystem::path directory =
+        set ? chosen.directory : std::filesystem::path(path).parent_path();
+    switches.push_back({step, std::move(plan), path, directory.empty() ? "." : directory});
   }
   return switches;
 }
@@ -198,8 +229,7 @@ PreparedRun prepare_run(const TrainOptions& options, int world_size, bool logs) 
   run.training = training_options_of(options, run.chosen);
   run.training.switches = planned_switches(options, run.chosen, world_size);
   for (const executor::PlanSwitch& planned : run.training.switches) {
-    run.switch_predictions.push_back(
-        predict(planned.plan, std::filesystem::path(planned.source).parent_path()));
+    run.switch_predictions.push_back(predict(planned.plan, planned.directory));
   }
   return run;
 }

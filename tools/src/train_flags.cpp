@@ -21,9 +21,10 @@ constexpr double kMaxGradientNorm = 1e30;
 // flags exclude.
 CLI::Option* add_plan_flags(CLI::App* command, TrainOptions& options) {
   CLI::Option* plan = command->add_option(
-      "--plan", options.plan,
+      "--plan,--plan-set", options.plan,
       "Plan file to run (fp32 on the CPU, any tp/sp/cp/dp/pp/ZeRO layout and schedule, one rank "
-      "per mesh position under mpirun; fp32 or bf16 on one GPU)");
+      "per mesh position under mpirun; fp32 or bf16 on one GPU), or a plan set: its phases, "
+      "switching layout in memory where one ends");
   command
       ->add_option("--model", options.model, "Model preset or file, trained with the plan it makes")
       ->excludes(plan);

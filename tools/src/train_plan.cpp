@@ -137,6 +137,20 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
 TrainPlan train_plan_of(const TrainOptions& options, std::int64_t world_size, bool writes_files) {
   TrainPlan chosen;
   if (options.device) chosen.device = parse_device(*options.device);
+  if (options.plan &&
+      schemas::document_kind_of_file(*options.plan) == schemas::DocumentKind::plan_set) {
+    chosen.plan_set = schemas::load_plan_set_file(*options.plan);
+    const std::string first = chosen.plan_set->phases.empty()
+                                  ? chosen.plan_set->plans.front().id
+                                  : chosen.plan_set->phases.front().plan;
+    chosen.plan = chosen.plan_set->find(first)->plan;
+    chosen.source = *options.plan + "#" + first;
+    chosen.directory = std::filesystem::path(*options.plan).parent_path();
+    if (!options.device && !is_cpu_cluster(chosen.plan.cluster)) {
+      chosen.device = executor::Device::cuda;
+    }
+    return chosen;
+  }
   if (options.plan) {
     chosen.plan = schemas::load_plan_file(*options.plan);
     chosen.source = *options.plan;

@@ -6,18 +6,21 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "commands.h"
 #include "strata/executor/tensor/scalar_type.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 
 namespace strata::tools {
 
 struct TrainPlan {
-  schemas::Plan plan;
-  std::string source = "command line";  // the plan file, in messages
-  std::filesystem::path directory;      // where relative paths in the plan resolve
+  schemas::Plan plan;                        // the first one a plan set's run trains under
+  std::optional<schemas::PlanSet> plan_set;  // when --plan names a plan set
+  std::string source = "command line";       // the plan file, in messages
+  std::filesystem::path directory;           // where relative paths in the plan resolve
   executor::Device device = executor::Device::cpu;
 };
 

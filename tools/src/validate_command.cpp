@@ -44,6 +44,18 @@ std::string summarize(const schemas::LoadedDocument& document) {
                          experts,
                          schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames));
     }
+    case DocumentKind::plan_set: {
+      const auto& set = std::get<schemas::PlanSet>(document.content);
+      std::string ids;
+      for (const schemas::PlanSetEntry& entry : set.plans) {
+        ids += (ids.empty() ? "" : ", ") + entry.id;
+      }
+      return fmt::format("plan set for {} on {} ranks: {} plan{} ({}), {} phase{}",
+                         set.plans.front().plan.model.name,
+                         set.plans.front().plan.mesh.world_size(), set.plans.size(),
+                         set.plans.size() == 1 ? "" : "s", ids, set.phases.size(),
+                         set.phases.size() == 1 ? "" : "s");
+    }
   }
   return "";
 }
@@ -58,7 +70,8 @@ std::string_view kind_name(schemas::DocumentKind kind) {
 
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
   CLI::App* command = app.add_subcommand(
-      "validate", "Check model, cluster, plan and Hugging Face config.json files (kind detected)");
+      "validate",
+      "Check model, cluster, plan, plan set and Hugging Face config.json files (kind detected)");
   command->add_option("files", options.files, "Files to check")->required();
   add_format_option(command, options.format);
   return command;

@@ -97,4 +97,9 @@ void ParameterStore::refresh_compute_values() {
   if (has_working_copy()) convert(values_, compute_values_);
 }
 
+void ParameterStore::release_gradients() {
+  gradients_ = Tensor();
+  for (ParameterEntry& entry : entries_) entry.gradient = Tensor();
+}
+
 }  // namespace strata::executor

@@ -162,7 +162,8 @@ std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::
 }  // namespace
 
 Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_source,
-                        const TokenFile& data, const TrainingOptions& options, bool fresh_values,
+                        const TokenFile& data, const TrainingOptions& options,
+                        const std::filesystem::path& plan_directory, bool fresh_values,
                         Communicator& world)
     : plan(plan),
       groups(groups_for(plan, plan_source, options.device, world)),
@@ -176,9 +177,8 @@ Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_sourc
       sampler(data, plan.batch.seq_length, plan.model.vocab_size, options.seed, options.data_order,
               plan.batch.global_batch_size),
       runtime(std::make_unique<PipelineRuntime>(
-          this->plan, plan_source,
-          schedule::build_plan_schedule(this->plan, options.plan_directory), model, *optimizer,
-          *groups, sampler)) {}
+          this->plan, plan_source, schedule::build_plan_schedule(this->plan, plan_directory), model,
+          *optimizer, *groups, sampler)) {}
 
 Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
                  TrainingOptions options, Communicator* world)
@@ -187,7 +187,7 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       own_world_(world == nullptr ? solo_communicator() : nullptr),
       world_(world != nullptr ? *world : *own_world_),
       data_(data),
-      layout_(std::make_unique<Layout>(plan, plan_source, data, options_,
+      layout_(std::make_unique<Layout>(plan, plan_source, data, options_, options_.plan_directory,
                                        !values_are_loaded(options_), world_)),
       layout_source_(plan_source),
       schedule_{options_.learning_rate,
@@ -412,7 +412,8 @@ EvaluationRecord Trainer::evaluate() {
   return record;
 }
 
-SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& plan_source) {
+SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& plan_source,
+                                const std::filesystem::path& plan_directory) {
   const StallContext stall_context(
       fmt::format("the switch to {} after step {}", plan_source, state_.step));
   const schemas::Plan& current = layout_->plan;
@@ -432,10 +433,15 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
   record.step = state_.step;
   record.from = layout_source_;
   record.to = plan_source;
-  // The new layout first (its groups are collective over the job), then the state moves from
+  // The old layout keeps only its values and moments: its activations and gradients go before
+  // the new layout is built (its groups are collective over the job); then the state moves from
   // the old one's tensors to the new one's, and the old layout goes.
-  auto next = std::make_unique<Layout>(plan, plan_source, data_, options_,
-                                       /*fresh_values=*/false, world_);
+  layout_->runtime.reset();
+  layout_->optimizer->release_gradients();
+  auto next =
+      std::make_unique<Layout>(plan, plan_source, data_, options_,
+                               plan_directory.empty() ? options_.plan_directory : plan_directory,
+                               /*fresh_values=*/false, world_);
   const LayoutTransfer transfer(plan.model, checkpoint_layout_of(current),
                                 checkpoint_layout_of(plan), world_.size());
   std::vector<Tensor> from_values = layout_->optimizer->values_state();
@@ -485,13 +491,16 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
   for (const PlanSwitch& planned : options_.switches) {
     if (planned.step < state_.step) passed = &planned;
   }
-  if (passed != nullptr) summary.switches.push_back(switch_to(passed->plan, passed->source));
+  if (passed != nullptr) {
+    summary.switches.push_back(switch_to(passed->plan, passed->source, passed->directory));
+  }
   auto next_switch =
       std::find_if(options_.switches.begin(), options_.switches.end(),
                    [&](const PlanSwitch& planned) { return planned.step >= state_.step; });
   while (state_.step < options_.steps) {
     if (next_switch != options_.switches.end() && next_switch->step == state_.step) {
-      summary.switches.push_back(switch_to(next_switch->plan, next_switch->source));
+      summary.switches.push_back(
+          switch_to(next_switch->plan, next_switch->source, next_switch->directory));
       ++next_switch;
     }
     const StepRecord record = train_step();

@@ -563,4 +563,13 @@ void ShardedOptimizer::values_written() {
 
 std::vector<Tensor> ShardedOptimizer::moments_state() { return {moments_.first, moments_.second}; }
 
+void ShardedOptimizer::release_gradients() {
+  for (CommunicationRequest& request : in_flight_) request.wait();
+  in_flight_.clear();
+  store_.release_gradients();
+  gradient_shards_ = Tensor();
+  reduced_part_ = Tensor();
+  for (Bucket& bucket : buckets_) bucket.gradient_buffer = Tensor();
+}
+
 }  // namespace strata::executor

@@ -647,8 +647,8 @@ TEST(ParallelSwitch, CyclesThroughStrategiesWithTheOneDeviceNumbers) {
   options.steps = kStepsPerLayout * static_cast<std::int64_t>(cycle.size());
   TrainingOptions switching = options;
   for (std::size_t i = 1; i < cycle.size(); ++i) {
-    switching.switches.push_back(
-        {kStepsPerLayout * static_cast<std::int64_t>(i), plan_of(model, cycle[i]), cycle[i].name});
+    switching.switches.push_back({kStepsPerLayout * static_cast<std::int64_t>(i),
+                                  plan_of(model, cycle[i]), cycle[i].name, "."});
   }
   RunRecord run;
   Trainer trainer(plan_of(model, cycle[0]), cycle[0].name, data, switching, &world);

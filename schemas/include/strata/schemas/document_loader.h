@@ -11,6 +11,7 @@
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 
 namespace strata::schemas {
 
@@ -18,6 +19,10 @@ ModelConfig load_model_file(const std::filesystem::path& path);  // Strata model
 ClusterConfig load_cluster_file(const std::filesystem::path& path);
 // Also checks that a custom schedule file exists, relative to the plan's directory.
 Plan load_plan_file(const std::filesystem::path& path);
+// Also checks the custom schedule files of its plans, relative to the set's directory.
+PlanSet load_plan_set_file(const std::filesystem::path& path);
+// What a file is (its "kind", or a Hugging Face config), read and parsed as JSON only.
+DocumentKind document_kind_of_file(const std::filesystem::path& path);
 
 // A preset name, or else a file path. `option` ("--model") names the source in errors.
 ModelConfig resolve_model(std::string_view spec, std::string_view option = "--model");
@@ -26,7 +31,7 @@ ClusterConfig resolve_cluster(std::string_view spec, std::string_view option = "
 // Any file `strata validate` accepts, with what it turned out to be.
 struct LoadedDocument {
   DocumentKind kind;
-  std::variant<ModelConfig, ClusterConfig, Plan> content;
+  std::variant<ModelConfig, ClusterConfig, Plan, PlanSet> content;
 };
 LoadedDocument load_document_file(const std::filesystem::path& path);
 

@@ -104,6 +104,9 @@ class ParameterStore {
   // Elements of the slices this store holds (whether or not it owns their buffers).
   std::int64_t total_elements() const { return total_elements_; }
   void zero_gradients() { gradients_.fill_zero(); }
+  // Frees the gradient buffer and its views: a store leaving a run (a layout switch keeps its
+  // values for the transfer and nothing else). No backward may run on it after.
+  void release_gradients();
 
   // Sets every value from its init rule: element i of parameter P is a pure function of
   // (seed, P's name, i) (see parameter_init.h), so any shard can be made on its own. Drawn in

@@ -42,6 +42,9 @@ struct PlanSwitch {
   std::int64_t step = 0;
   schemas::Plan plan;
   std::string source;  // names the plan in errors and logs
+  // Where the plan's relative paths (a custom schedule file) are read from; empty: the first
+  // plan's (TrainingOptions::plan_directory).
+  std::filesystem::path directory;
 };
 
 struct TrainingOptions {
@@ -159,7 +162,8 @@ class Trainer {
   // over; the new plan's batch and sequence length apply from the next step. Refuses (naming
   // `plan_source`) a plan another model's, precision's or world size's, or one the executor
   // cannot run.
-  SwitchRecord switch_to(const schemas::Plan& plan, const std::string& plan_source);
+  SwitchRecord switch_to(const schemas::Plan& plan, const std::string& plan_source,
+                         const std::filesystem::path& plan_directory = {});
   const schemas::Plan& plan() const { return layout_->plan; }
   Transformer& model() { return layout_->model; }
   // The whole parameters, assembled from every rank's slices and shards into `whole` (a store
@@ -195,7 +199,8 @@ class Trainer {
   // its sampler and the runtime of its schedule. A switch replaces the whole of it.
   struct Layout {
     Layout(const schemas::Plan& plan, const std::string& plan_source, const TokenFile& data,
-           const TrainingOptions& options, bool fresh_values, Communicator& world);
+           const TrainingOptions& options, const std::filesystem::path& plan_directory,
+           bool fresh_values, Communicator& world);
     schemas::Plan plan;
     std::unique_ptr<ProcessGroups> groups;
     Transformer model;

@@ -103,6 +103,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // After values_state() was written from outside (a checkpoint read): the 16-bit working copy
   // follows (ZeRO-3's values are gathered, and their copy made, when a unit runs).
   void values_written();
+  // Frees every gradient buffer (the store's, the shards', the buckets'): an optimizer whose run
+  // is leaving its layout, kept for values_state() and moments_state() alone.
+  void release_gradients();
 
   std::int64_t zero_stage() const { return options_.zero_stage; }
   std::size_t bucket_count() const { return buckets_.size(); }

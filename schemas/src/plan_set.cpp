@@ -1,0 +1,143 @@
+#include "strata/schemas/plan_set.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "strata/schemas/document_kind.h"
+#include "strata/schemas/object_reader.h"
+
+namespace strata::schemas {
+namespace {
+
+// Ids are names a command line can carry (--switch STEP:ID): letters, digits, '.', '_', '-'.
+bool valid_id(const std::string& id) {
+  return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+std::string plan_id(const ObjectReader& reader, std::string_view key) {
+  const std::string id = reader.string(key);
+  if (!valid_id(id)) {
+    reader.at(key).fail(
+        fmt::format("\"{}\": an id is 1 to 64 letters, digits, '.', '_' or '-'", id));
+  }
+  return id;
+}
+
+}  // namespace
+
+const PlanSetEntry* PlanSet::find(const std::string& id) const {
+  for (const PlanSetEntry& entry : plans) {
+    if (entry.id == id) return &entry;
+  }
+  return nullptr;
+}
+
+PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& location) {
+  const ObjectReader reader(document, location,
+                            {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey,
+                             "plans", "phases", "switches"});
+  check_document_header(reader, DocumentKind::plan_set, kPlanSetSchemaVersion);
+  PlanSet set;
+  set.description = reader.optional_string(kDescriptionKey);
+  const nlohmann::json& plans = reader.array("plans", 1);
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    const JsonLocation where = reader.at("plans") / i;
+    const ObjectReader entry(plans[i], where, {"id", "plan"});
+    PlanSetEntry parsed{plan_id(entry, "id"), parse_plan(entry.object("plan"), entry.at("plan"))};
+    if (!ids.insert(parsed.id).second) {
+      entry.at("id").fail(fmt::format("\"{}\" names another plan of the set too", parsed.id));
+    }
+    if (!set.plans.empty()) {
+      // One run switches between them: the same model, precision and ranks.
+      const Plan& first = set.plans.front().plan;
+      const JsonLocation plan = entry.at("plan");
+      if (parsed.plan.model != first.model) {
+        (plan / "model")
+            .fail(parsed.plan.model.name == first.model.name
+                      ? fmt::format("another {} than plan \"{}\"'s (the same name, other fields)",
+                                    first.model.name, set.plans.front().id)
+                      : fmt::format("{}: another model than plan \"{}\"'s {}",
+                                    parsed.plan.model.name, set.plans.front().id,
+                                    first.model.name));
+      }
+      if (parsed.plan.precision != first.precision) {
+        (plan / "precision")
+            .fail(fmt::format("{}: plan \"{}\" trains in {}",
+                              name_of(parsed.plan.precision, kDtypeNames), set.plans.front().id,
+                              name_of(first.precision, kDtypeNames)));
+      }
+      if (parsed.plan.mesh.world_size() != first.mesh.world_size()) {
+        (plan / "mesh")
+            .fail(fmt::format("{} ranks: plan \"{}\" has {}", parsed.plan.mesh.world_size(),
+                              set.plans.front().id, first.mesh.world_size()));
+      }
+    }
+    set.plans.push_back(std::move(parsed));
+  }
+  const auto known = [&](const ObjectReader& owner, std::string_view key) {
+    const std::string id = plan_id(owner, key);
+    if (set.find(id) == nullptr) {
+      owner.at(key).fail(fmt::format("\"{}\" is not an id of the set's plans", id));
+    }
+    return id;
+  };
+  if (reader.has("phases")) {
+    const nlohmann::json& phases = reader.array("phases", 1);
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+      const ObjectReader phase(phases[i], reader.at("phases") / i, {"first_step", "plan"});
+      PlanSetPhase parsed{phase.integer("first_step", {0, std::int64_t{1} << 40}),
+                          known(phase, "plan")};
+      if (i == 0 && parsed.first_step != 0) {
+        phase.at("first_step")
+            .fail(fmt::format("{}: the first phase starts at step 0", parsed.first_step));
+      }
+      if (i > 0 && parsed.first_step <= set.phases.back().first_step) {
+        phase.at("first_step")
+            .fail(fmt::format("{}: phases start in increasing steps (the previous at {})",
+                              parsed.first_step, set.phases.back().first_step));
+      }
+      set.phases.push_back(std::move(parsed));
+    }
+  }
+  if (reader.has("switches")) {
+    const nlohmann::json& switches = reader.array("switches");
+    for (std::size_t i = 0; i < switches.size(); ++i) {
+      const ObjectReader cost(switches[i], reader.at("switches") / i,
+                              {"from", "to", "most_sent_bytes", "most_received_bytes", "seconds"});
+      set.switches.push_back({known(cost, "from"), known(cost, "to"),
+                              cost.integer("most_sent_bytes", {0, std::int64_t{1} << 60}),
+                              cost.integer("most_received_bytes", {0, std::int64_t{1} << 60}),
+                              cost.number("seconds", {0, 1e9})});
+    }
+  }
+  return set;
+}
+
+nlohmann::json plan_set_to_json(const PlanSet& set) {
+  nlohmann::json document{{std::string(kSchemaVersionKey), kPlanSetSchemaVersion},
+                          {std::string(kKindKey), "plan_set"}};
+  if (set.description) document[std::string(kDescriptionKey)] = *set.description;
+  document["plans"] = nlohmann::json::array();
+  for (const PlanSetEntry& entry : set.plans) {
+    document["plans"].push_back({{"id", entry.id}, {"plan", plan_to_json(entry.plan)}});
+  }
+  for (const PlanSetPhase& phase : set.phases) {
+    document["phases"].push_back({{"first_step", phase.first_step}, {"plan", phase.plan}});
+  }
+  for (const PlanSwitchCost& cost : set.switches) {
+    document["switches"].push_back({{"from", cost.from},
+                                    {"to", cost.to},
+                                    {"most_sent_bytes", cost.most_sent_bytes},
+                                    {"most_received_bytes", cost.most_received_bytes},
+                                    {"seconds", cost.seconds}});
+  }
+  return document;
+}
+
+}  // namespace strata::schemas
