@@ -71,6 +71,18 @@ struct MoeTrainingCli : ::testing::Test {
       }
     }
   }
+  // A 4-step run of `layout` on `ranks` ranks that checkpoints at step 2 into `into`: its step
+  // records (a failure, and fewer than 4, if it did not run).
+  std::vector<nlohmann::json> checkpointed_run(int ranks, const std::string& layout,
+                                               const fs::path& into, int micro_batch = 2) const {
+    const CommandResult run = strata_under_mpirun(
+        ranks,
+        train(layout + " --steps 4 --checkpoint-every 2 --checkpoint-dir " + into.string(),
+              micro_batch),
+        directory);
+    EXPECT_EQ(run.exit_code, 0) << layout << ": " << run.err;
+    return step_records(run.out);
+  }
   // Flags that resume a 4-step run from a copy of `checkpoint` in a directory of its own.
   std::string resumed_from(const fs::path& checkpoint, const std::string& name) const {
     const fs::path resumed = directory / name;
@@ -153,13 +165,8 @@ TEST_F(MoeTrainingCli, ACheckpointOfOneLayoutResumesOnAnother) {
   // 4 steps of dp2 ZeRO-3, checkpointed at 2; resumed from step 2 as a 1F1B pipeline: steps 3
   // and 4 are the dp run's (the experts' stacked weights and their optimizer state reshard).
   const fs::path sharded = directory / "dp2";
-  const CommandResult first = strata_under_mpirun(
-      2,
-      train("--dp 2 --zero 3 --steps 4 --checkpoint-every 2 --checkpoint-dir " + sharded.string()),
-      directory);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const std::vector<nlohmann::json> expected = step_records(first.out);
-  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const std::vector<nlohmann::json> expected = checkpointed_run(2, "--dp 2 --zero 3", sharded);
+  ASSERT_EQ(expected.size(), 4u);
   const fs::path pipelined = directory / "pp2";
   fs::create_directories(pipelined);
   fs::copy(sharded / "step_00000002", pipelined / "step_00000002", fs::copy_options::recursive);
@@ -212,12 +219,8 @@ TEST_F(MoeTrainingCli, TensorParallelRunsLogTheSingleRankSteps) {
 TEST_F(MoeTrainingCli, TensorParallelExpertCheckpointsResumeOnAnyLayout) {
   const std::string layout = "--tp 4 --ep 2 --zero 1 --sequence-parallel";
   const fs::path original = directory / "tp4-ep2";
-  const CommandResult first = strata_under_mpirun(
-      4, train(layout + " --steps 4 --checkpoint-every 2 --checkpoint-dir " + original.string()),
-      directory);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const std::vector<nlohmann::json> expected = step_records(first.out);
-  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const std::vector<nlohmann::json> expected = checkpointed_run(4, layout, original);
+  ASSERT_EQ(expected.size(), 4u);
   for (const std::string file :
        {"model.tp0.pp0.ep0.bin", "model.tp1.pp0.ep1.bin", "model.tp2.pp0.ep0.bin",
         "model.tp3.pp0.ep1.bin", "optimizer.tp0.pp0.ep0.dp0.bin", "optimizer.tp1.pp0.ep1.dp0.bin",
@@ -275,15 +278,9 @@ TEST_F(MoeTrainingCli, ExpertTensorParallelRunsLogTheSingleRankSteps) {
 // named by both, resumed on itself, on ep 4, on etp 2 at ZeRO-1 and on one rank.
 TEST_F(MoeTrainingCli, ExpertTensorParallelCheckpointsResumeOnAnyLayout) {
   const fs::path original = directory / "ep2-etp2";
-  const CommandResult first = strata_under_mpirun(
-      4,
-      train("--ep 2 --etp 2 --zero 3 --steps 4 --checkpoint-every 2 --checkpoint-dir " +
-                original.string(),
-            1),
-      directory);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const std::vector<nlohmann::json> expected = step_records(first.out);
-  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const std::vector<nlohmann::json> expected =
+      checkpointed_run(4, "--ep 2 --etp 2 --zero 3", original, 1);
+  ASSERT_EQ(expected.size(), 4u);
   for (const char* kind : {"model", "optimizer"}) {
     for (const char* experts : {"ep0.etp0", "ep0.etp1", "ep1.etp0", "ep1.etp1"}) {
       const std::string file = std::string(kind) + ".tp0.pp0." + experts + ".dp0.bin";
@@ -311,14 +308,8 @@ TEST_F(MoeTrainingCli, ExpertTensorParallelCheckpointsResumeOnAnyLayout) {
 // the first run's.
 TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
   const fs::path original = directory / "dp4-ep2";
-  const CommandResult first = strata_under_mpirun(
-      4,
-      train("--dp 4 --ep 2 --steps 4 --checkpoint-every 2 --checkpoint-dir " + original.string(),
-            1),
-      directory);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const std::vector<nlohmann::json> expected = step_records(first.out);
-  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const std::vector<nlohmann::json> expected = checkpointed_run(4, "--dp 4 --ep 2", original, 1);
+  ASSERT_EQ(expected.size(), 4u);
   for (const std::string file : {"model.tp0.pp0.ep0.bin", "model.tp0.pp0.ep1.bin",
                                  "optimizer.tp0.pp0.ep0.bin", "optimizer.tp0.pp0.ep1.bin"}) {
     EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
@@ -343,15 +334,9 @@ TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
 // resumed on its own layout, on ep 4 at ZeRO-1, on whole state (ep 2, ZeRO-0) and on one rank.
 TEST_F(MoeTrainingCli, ShardedExpertCheckpointsResumeOnAnyLayout) {
   const fs::path original = directory / "dp4-ep2-zero3";
-  const CommandResult first = strata_under_mpirun(
-      4,
-      train("--dp 4 --ep 2 --zero 3 --steps 4 --checkpoint-every 2 --checkpoint-dir " +
-                original.string(),
-            1),
-      directory);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const std::vector<nlohmann::json> expected = step_records(first.out);
-  ASSERT_EQ(expected.size(), 4u) << first.out;
+  const std::vector<nlohmann::json> expected =
+      checkpointed_run(4, "--dp 4 --ep 2 --zero 3", original, 1);
+  ASSERT_EQ(expected.size(), 4u);
   for (const char* kind : {"model", "optimizer"}) {
     for (int ep = 0; ep < 2; ++ep) {
       for (int shard = 0; shard < 2; ++shard) {

@@ -495,6 +495,8 @@ TEST_F(ParallelCli, SwitchingLayoutInMemoryLogsTheSingleRankLosses) {
   EXPECT_EQ(summary.at("switches").at(0).at("step"), 2);
   EXPECT_EQ(summary.at("switches").at(0).at("to"), data_parallel);
   EXPECT_GT(summary.at("switches").at(0).at("most_sent_bytes").get<double>(), 0);
+  // Beside it, the transfer's prediction from the same plan of pieces.
+  EXPECT_GT(summary.at("switches").at(0).at("predicted_transfer_s").get<double>(), 0);
   EXPECT_EQ(summary.at("switches").at(1).at("from"), data_parallel);
 
   const CommandResult outside = strata(train("--steps 6 --switch 6:" + data_parallel));

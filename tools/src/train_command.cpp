@@ -29,6 +29,7 @@
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
+#include "switch_prediction.h"
 #include "train_log.h"
 #include "train_plan.h"
 #include "train_trace.h"
@@ -228,8 +229,11 @@ PreparedRun prepare_run(const TrainOptions& options, int world_size, bool logs) 
   run.prediction = predict(run.chosen.plan, run.chosen.directory);
   run.training = training_options_of(options, run.chosen);
   run.training.switches = planned_switches(options, run.chosen, world_size);
-  for (const executor::PlanSwitch& planned : run.training.switches) {
+  const schemas::Plan* previous = &run.chosen.plan;
+  for (executor::PlanSwitch& planned : run.training.switches) {
     run.switch_predictions.push_back(predict(planned.plan, planned.directory));
+    planned.predicted_transfer_s = predicted_switch_seconds(*previous, planned.plan);
+    previous = &planned.plan;
   }
   return run;
 }

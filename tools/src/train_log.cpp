@@ -153,6 +153,9 @@ void print_summary(const executor::TrainingSummary& summary,
                                   {"most_received_bytes", record.most_received_bytes},
                                   {"seconds", record.seconds},
                                   {"peak_host_bytes", record.peak_host_bytes}});
+      if (record.predicted_transfer_s >= 0) {
+        line["switches"].back()["predicted_transfer_s"] = record.predicted_transfer_s;
+      }
     }
     if (buckets) {
       line["gradient_buckets"] = buckets->run;
@@ -183,9 +186,12 @@ void print_summary(const executor::TrainingSummary& summary,
   for (const executor::SwitchRecord& record : summary.switches) {
     fmt::print(
         "switched after step {}: {} → {}, at most {:.1f} MB sent and {:.1f} MB received "
-        "by a rank, {:.3f} s\n",
+        "by a rank, {:.3f} s{}\n",
         record.step, record.from, record.to, record.most_sent_bytes / 1e6,
-        record.most_received_bytes / 1e6, record.seconds);
+        record.most_received_bytes / 1e6, record.seconds,
+        record.predicted_transfer_s >= 0
+            ? fmt::format(" (transfer predicted {:.2f} ms)", 1e3 * record.predicted_transfer_s)
+            : std::string());
   }
   fmt::print("trained steps {}..{} in {:.1f} s: final loss {:.4f}{}, {:.0f} tokens/s{}\n",
              summary.first_step + 1, summary.first_step + summary.steps_run, summary.total_time_s,

@@ -67,6 +67,36 @@ std::vector<std::int64_t> elements(const std::vector<std::int64_t>& rows, std::i
   return counts;
 }
 
+// Rows that arrive member-major (each member's, expert by expert: count_of[member][expert]) and
+// are computed expert-major: fills `exchange`'s receive_rows and order (row i of the expert-major
+// layout is arrived row order[i]) and `offsets` (expert l's rows begin at offsets[l]). Returns
+// the rows that arrive.
+std::int64_t regroup_by_expert(const std::int32_t* count_of, int members, std::int64_t experts,
+                               ExpertExchange& exchange, std::vector<std::int64_t>& offsets) {
+  std::vector<std::int64_t> block_start(static_cast<std::size_t>(members * experts));
+  exchange.receive_rows.assign(static_cast<std::size_t>(members), 0);
+  std::int64_t received = 0;
+  for (int m = 0; m < members; ++m) {
+    for (std::int64_t e = 0; e < experts; ++e) {
+      block_start[m * experts + e] = received;
+      received += count_of[m * experts + e];
+      exchange.receive_rows[static_cast<std::size_t>(m)] += count_of[m * experts + e];
+    }
+  }
+  exchange.order.clear();
+  offsets.assign(1, 0);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (int m = 0; m < members; ++m) {
+      const std::int64_t start = block_start[m * experts + e];
+      for (std::int32_t k = 0; k < count_of[m * experts + e]; ++k) {
+        exchange.order.push_back(start + k);
+      }
+    }
+    offsets.push_back(static_cast<std::int64_t>(exchange.order.size()));
+  }
+  return received;
+}
+
 }  // namespace
 
 std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int64_t index) {
@@ -507,29 +537,8 @@ void MoeMlp::gather_over_width(MoeActivations& a) const {
   group.all_gather(counts, all_counts);
   const std::int32_t* count_of = all_counts.data<std::int32_t>();  // [member, local expert]
   ExpertExchange& exchange = a.width_exchange;
-  const std::int64_t own_rows = a.expert_in.size(0);
-  exchange.send_rows.assign(static_cast<std::size_t>(members), own_rows);
-  exchange.receive_rows.assign(static_cast<std::size_t>(members), 0);
-  std::vector<std::int64_t> block_start(static_cast<std::size_t>(members * local_experts_));
-  std::int64_t received = 0;
-  for (int m = 0; m < members; ++m) {
-    for (std::int64_t e = 0; e < local_experts_; ++e) {
-      block_start[m * local_experts_ + e] = received;
-      received += count_of[m * local_experts_ + e];
-      exchange.receive_rows[static_cast<std::size_t>(m)] += count_of[m * local_experts_ + e];
-    }
-  }
-  exchange.order.clear();
-  a.computed_offsets.assign(1, 0);
-  for (std::int64_t e = 0; e < local_experts_; ++e) {
-    for (int m = 0; m < members; ++m) {
-      const std::int64_t start = block_start[m * local_experts_ + e];
-      for (std::int32_t k = 0; k < count_of[m * local_experts_ + e]; ++k) {
-        exchange.order.push_back(start + k);
-      }
-    }
-    a.computed_offsets.push_back(static_cast<std::int64_t>(exchange.order.size()));
-  }
+  exchange.send_rows.assign(static_cast<std::size_t>(members), a.expert_in.size(0));
+  regroup_by_expert(count_of, members, local_experts_, exchange, a.computed_offsets);
   a.computed_in = gather_rows_over_width(a.expert_in, a);
 }
 
@@ -598,27 +607,8 @@ void MoeMlp::dispatch(MoeActivations& a) const {
   ep_.group->all_to_all(counts, per_member, received_counts, per_member);
   // Received rows are member-major, then expert; this member computes them expert-major.
   const std::int32_t* count_of = received_counts.data<std::int32_t>();  // [member, local expert]
-  std::vector<std::int64_t> block_start(static_cast<std::size_t>(members * local_experts_));
-  exchange.receive_rows.assign(static_cast<std::size_t>(members), 0);
-  std::int64_t received = 0;
-  for (int m = 0; m < members; ++m) {
-    for (std::int64_t e = 0; e < local_experts_; ++e) {
-      block_start[m * local_experts_ + e] = received;
-      received += count_of[m * local_experts_ + e];
-      exchange.receive_rows[static_cast<std::size_t>(m)] += count_of[m * local_experts_ + e];
-    }
-  }
-  exchange.order.clear();
-  a.local_offsets.assign(1, 0);
-  for (std::int64_t e = 0; e < local_experts_; ++e) {
-    for (int m = 0; m < members; ++m) {
-      const std::int64_t start = block_start[m * local_experts_ + e];
-      for (std::int32_t k = 0; k < count_of[m * local_experts_ + e]; ++k) {
-        exchange.order.push_back(start + k);
-      }
-    }
-    a.local_offsets.push_back(static_cast<std::int64_t>(exchange.order.size()));
-  }
+  const std::int64_t received =
+      regroup_by_expert(count_of, members, local_experts_, exchange, a.local_offsets);
   Tensor arrived = Tensor::zeros({received, hidden}, a.dispatched_in.scalar_type());
   ep_.group->all_to_all(a.dispatched_in, elements(exchange.send_rows, hidden), arrived,
                         elements(exchange.receive_rows, hidden));

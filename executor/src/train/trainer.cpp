@@ -501,6 +501,7 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     if (next_switch != options_.switches.end() && next_switch->step == state_.step) {
       summary.switches.push_back(
           switch_to(next_switch->plan, next_switch->source, next_switch->directory));
+      summary.switches.back().predicted_transfer_s = next_switch->predicted_transfer_s;
       ++next_switch;
     }
     const StepRecord record = train_step();

@@ -45,6 +45,8 @@ struct PlanSwitch {
   // Where the plan's relative paths (a custom schedule file) are read from; empty: the first
   // plan's (TrainingOptions::plan_directory).
   std::filesystem::path directory;
+  // A prediction of the state's transfer time, reported beside the measured switch (< 0: none).
+  double predicted_transfer_s = -1;
 };
 
 struct TrainingOptions {
@@ -92,7 +94,8 @@ struct SwitchRecord {
   std::int64_t most_sent_elements = 0, most_received_elements = 0;
   std::size_t most_sent_bytes = 0, most_received_bytes = 0;
   double seconds = 0;
-  std::size_t peak_host_bytes = 0;  // the largest peak resident set of any rank after it
+  std::size_t peak_host_bytes = 0;   // the largest peak resident set of any rank after it
+  double predicted_transfer_s = -1;  // PlanSwitch's, where the switch was planned as it ran
 };
 
 struct StepRecord {
