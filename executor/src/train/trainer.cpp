@@ -433,6 +433,8 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
   record.step = state_.step;
   record.from = layout_source_;
   record.to = plan_source;
+  // Refused before the old layout gives anything up, so that a refusal leaves the run whole.
+  check_plan_runs(plan, plan_source, options_.device, world_.size());
   // The old layout keeps only its values and moments: its activations and gradients go before
   // the new layout is built (its groups are collective over the job); then the state moves from
   // the old one's tensors to the new one's, and the old layout goes.

@@ -95,6 +95,42 @@ TEST(Trainer, ValidationReadsTheSameBatchesWithoutDropout) {
   EXPECT_NE(evaluations.back().loss, evaluations.front().loss);
 }
 
+// A one-device run switching to another one-device plan (here: a micro-batch of 8 instead of 2)
+// goes on with the losses of the run it would have been; a switch to a plan the job cannot run
+// (another model; two ranks on a job of one) is refused naming the plan, and leaves the run whole.
+TEST(Trainer, SwitchesPlanBetweenStepsAndRefusesAPlanTheJobCannotRun) {
+  const TokenFile data = pattern_tokens();
+  TrainingOptions options;
+  options.steps = 4;
+  options.learning_rate = 1e-2;
+  const schemas::ModelConfig model = micro_model(0.0);
+  Trainer straight(plan_for(model, 2, 8), "test", data, options);
+  const std::vector<double> expected = losses_of(straight);
+  TrainingOptions switching = options;
+  switching.switches.push_back({2, plan_for(model, 8, 8), "whole micro-batch", "."});
+  Trainer switched(plan_for(model, 2, 8), "test", data, switching);
+  std::vector<double> got;
+  const TrainingSummary summary =
+      switched.run([&](const StepRecord& record) { got.push_back(record.loss); });
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_NEAR(got[i], expected[i], 1e-5 * expected[i]) << "step " << i + 1;
+  }
+  ASSERT_EQ(summary.switches.size(), 1u);
+  EXPECT_EQ(summary.switches[0].most_sent_elements, 0);  // one rank: nothing to send
+  EXPECT_EQ(switched.plan().batch.micro_batch_size, 8);
+
+  Trainer refusing(plan_for(model, 2, 8), "test", data, options);
+  schemas::Plan two_ranks = plan_for(model, 2, 8);
+  two_ranks.mesh.dp = 2;
+  EXPECT_THROW(refusing.switch_to(two_ranks, "two-ranks.json"), schemas::InputError);
+  EXPECT_THROW(refusing.switch_to(plan_for(micro_model(0.2), 2, 8), "other.json"),
+               schemas::InputError);
+  const std::vector<double> after = losses_of(refusing);  // still trains, from step 1
+  ASSERT_EQ(after.size(), expected.size());
+  EXPECT_NEAR(after[0], expected[0], 1e-5 * expected[0]);
+}
+
 TEST(Trainer, RefusesValidationDataShorterThanAGlobalBatch) {
   const TokenFile data = pattern_tokens();
   const TokenFile validation{"short.bin", std::vector<std::uint16_t>(64, 1)};
