@@ -34,8 +34,17 @@ namespace {
 void add_store_range(const ParameterStore& store, const std::vector<std::size_t>& parameter_index,
                      std::int64_t first, std::int64_t last, std::int64_t file_offset,
                      std::vector<FileSegment>& segments) {
-  for (std::size_t e = 0; e < store.entries().size(); ++e) {
-    const ParameterEntry& entry = store.entries()[e];
+  // Entries lie in the flat buffer in order: start at the last one beginning at or before
+  // `first`, stop at the first beginning at or after `last` (a ZeRO shard spans a few entries of
+  // many, and each rank's layout asks for every shard of it).
+  const std::vector<ParameterEntry>& entries = store.entries();
+  const auto after =
+      std::partition_point(entries.begin(), entries.end(),
+                           [first](const ParameterEntry& entry) { return entry.offset <= first; });
+  const std::size_t start =
+      after == entries.begin() ? 0 : static_cast<std::size_t>(after - entries.begin()) - 1;
+  for (std::size_t e = start; e < entries.size() && entries[e].offset < last; ++e) {
+    const ParameterEntry& entry = entries[e];
     for (const ElementRun& run : entry.runs) {
       const std::int64_t begin = std::max(first, entry.offset + run.local_offset);
       const std::int64_t end = std::min(last, entry.offset + run.local_offset + run.length);

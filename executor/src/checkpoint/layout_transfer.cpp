@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "strata/executor/check.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
@@ -20,12 +21,52 @@ struct HeldRun {
   std::int64_t global_end() const { return global_start + length; }
 };
 
-// Per parameter, every old rank's runs of it, for the values or for the moments.
-using HeldRuns = std::vector<std::vector<HeldRun>>;
+// One parameter's runs under the old layout, for the values or for the moments, indexed so that
+// the runs holding an element and a rank's next run are found without scanning every rank's
+// (a switch of a large world asks for each element on each of its new holders).
+struct ParameterHolders {
+  std::vector<HeldRun> runs;        // by global_start, then in the order they were added
+  std::vector<std::int64_t> reach;  // reach[i]: the furthest global_end of runs[0..i]
+  std::map<std::int64_t, std::vector<std::int64_t>> starts_by_rank;  // each rank's, ascending
+
+  void index() {
+    std::stable_sort(runs.begin(), runs.end(), [](const HeldRun& a, const HeldRun& b) {
+      return a.global_start < b.global_start;
+    });
+    reach.resize(runs.size());
+    std::int64_t furthest = std::numeric_limits<std::int64_t>::min();
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      furthest = std::max(furthest, runs[i].global_end());
+      reach[i] = furthest;
+      starts_by_rank[runs[i].rank].push_back(runs[i].global_start);
+    }
+  }
+  // Calls `visit` with every run that holds element `position`.
+  template <typename Visit>
+  void holding(std::int64_t position, Visit&& visit) const {
+    auto i = static_cast<std::size_t>(std::upper_bound(runs.begin(), runs.end(), position,
+                                                       [](std::int64_t at, const HeldRun& run) {
+                                                         return at < run.global_start;
+                                                       }) -
+                                      runs.begin());
+    while (i > 0 && reach[i - 1] > position) {
+      --i;
+      if (runs[i].global_end() > position) visit(runs[i]);
+    }
+  }
+  // Where `rank`'s first run starting past `position` starts; `end` if none starts before it.
+  std::int64_t next_start(std::int64_t rank, std::int64_t position, std::int64_t end) const {
+    const auto found = starts_by_rank.find(rank);
+    if (found == starts_by_rank.end()) return end;
+    const auto next = std::upper_bound(found->second.begin(), found->second.end(), position);
+    return next == found->second.end() ? end : std::min(end, *next);
+  }
+};
+using HeldRuns = std::vector<ParameterHolders>;
 
 void add_held(const std::vector<FileSegment>& segments, std::int64_t rank, HeldRuns& held) {
   for (const FileSegment& segment : segments) {
-    held[segment.parameter].push_back(
+    held[segment.parameter].runs.push_back(
         {segment.global_offset, segment.length, rank, segment.file_offset});
   }
 }
@@ -33,8 +74,10 @@ void add_held(const std::vector<FileSegment>& segments, std::int64_t rank, HeldR
 }  // namespace
 
 LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
-                               const nlohmann::json& to, std::int64_t world_size)
+                               const nlohmann::json& to, std::int64_t world_size,
+                               TransferDetail detail)
     : world_size_(world_size),
+      detail_(detail),
       sent_(static_cast<std::size_t>(world_size), 0),
       received_(static_cast<std::size_t>(world_size), 0),
       target_values_(static_cast<std::size_t>(world_size), 0),
@@ -52,26 +95,21 @@ LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann
     add_held(layout.values, rank, held_values);
     add_held(layout.moments, rank, held_moments);
   }
+  for (ParameterHolders& holders : held_values) holders.index();
+  for (ParameterHolders& holders : held_moments) holders.index();
   // Takes [global, global + length) of parameter `parameter` for `target` at `offset` from the
   // old holders: the target itself wherever it holds the elements, else the least-asked holder.
   const auto cover = [&](const HeldRuns& held, bool moments, std::int64_t target,
                          const FileSegment& want) {
-    const std::vector<HeldRun>& runs = held[want.parameter];
+    const ParameterHolders& holders = held[want.parameter];
     const std::int64_t weight = moments ? 2 : 1;
     std::int64_t position = want.global_offset;
     const std::int64_t end = want.global_offset + want.length;
     while (position < end) {
+      const HeldRun* own = nullptr;
       const HeldRun* chosen = nullptr;
-      std::int64_t next_own = end;  // where the target's own run starts next, past `position`
-      for (const HeldRun& run : runs) {
-        if (run.rank == target && run.global_start > position) {
-          next_own = std::min(next_own, run.global_start);
-        }
-        if (run.global_start > position || run.global_end() <= position) continue;
-        if (run.rank == target) {
-          chosen = &run;
-          break;
-        }
+      holders.holding(position, [&](const HeldRun& run) {
+        if (run.rank == target) own = &run;
         if (chosen == nullptr ||
             sent_[static_cast<std::size_t>(run.rank)] <
                 sent_[static_cast<std::size_t>(chosen->rank)] ||
@@ -80,7 +118,11 @@ LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann
              run.rank < chosen->rank)) {
           chosen = &run;
         }
-      }
+      });
+      if (own != nullptr) chosen = own;
+      // Where the target's own run starts next, past `position`: a piece from another rank stops
+      // there.
+      const std::int64_t next_own = holders.next_start(target, position, end);
       STRATA_CHECK(chosen != nullptr,
                    "element {} of parameter {} is held by no rank of the old layout", position,
                    want.parameter);
@@ -96,6 +138,11 @@ LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann
       if (piece.source_rank != target) {
         sent_[static_cast<std::size_t>(piece.source_rank)] += weight * length;
         received_[static_cast<std::size_t>(target)] += weight * length;
+        elements_between_[piece.source_rank * world_size_ + target] += weight * length;
+      }
+      if (detail_ == TransferDetail::totals) {
+        position = stop;
+        continue;
       }
       TransferPiece* last = pieces_.empty() ? nullptr : &pieces_.back();
       if (last != nullptr && last->source_rank == piece.source_rank &&
@@ -137,6 +184,7 @@ std::int64_t LayoutTransfer::target_moments_elements(std::int64_t rank) const {
 void LayoutTransfer::run(Communicator& world, const RankState& from, const RankState& to) const {
   STRATA_CHECK(world.size() == world_size_, "a transfer planned for {} ranks run on {}",
                world_size_, world.size());
+  STRATA_CHECK(detail_ == TransferDetail::pieces, "a transfer planned for its totals only is run");
   const ScalarType type = to.values->scalar_type();
   for (const Tensor* tensor : {from.values, from.first_moments, from.second_moments, to.values,
                                to.first_moments, to.second_moments}) {

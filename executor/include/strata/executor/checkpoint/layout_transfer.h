@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "strata/executor/distributed/communicator.h"
@@ -41,15 +42,27 @@ struct RankState {
   Tensor* second_moments = nullptr;
 };
 
+// What a transfer keeps of its plan: every piece, to run it; or only the elements between each
+// pair of ranks, to price it (a large world's plan has millions of pieces: a row-split weight is
+// a run per row on each rank).
+enum class TransferDetail { pieces, totals };
+
 class LayoutTransfer {
  public:
   // `from` and `to`: checkpoint layout blocks (checkpoint_layout_of; null: one device) of the
   // same model on `world_size` ranks.
   LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
-                 const nlohmann::json& to, std::int64_t world_size);
+                 const nlohmann::json& to, std::int64_t world_size,
+                 TransferDetail detail = TransferDetail::pieces);
 
-  // Every piece, grouped by target rank, then in the order that rank's state is filled.
+  // Every piece, grouped by target rank, then in the order that rank's state is filled; empty
+  // for a transfer of TransferDetail::totals, which cannot run.
   const std::vector<TransferPiece>& pieces() const { return pieces_; }
+  // Elements (a moments piece counts both halves) from each source rank to each other target
+  // rank, keyed source · world_size + target; pairs that exchange nothing are absent.
+  const std::unordered_map<std::int64_t, std::int64_t>& elements_between() const {
+    return elements_between_;
+  }
   // Elements `rank` sends to and receives from other ranks (a moments piece counts both halves).
   std::int64_t sent_elements(std::int64_t rank) const;
   std::int64_t received_elements(std::int64_t rank) const;
@@ -63,7 +76,9 @@ class LayoutTransfer {
 
  private:
   std::int64_t world_size_;
+  TransferDetail detail_;
   std::vector<TransferPiece> pieces_;
+  std::unordered_map<std::int64_t, std::int64_t> elements_between_;
   std::vector<std::int64_t> sent_, received_;
   std::vector<std::int64_t> target_values_, target_moments_;
 };
