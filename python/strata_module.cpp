@@ -29,6 +29,7 @@
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
 #include "strata/schemas/plan_set.h"
+#include "strata/schemas/training_phases.h"
 #include "strata/simulator/plan_simulation.h"
 
 namespace py = pybind11;
@@ -137,6 +138,9 @@ std::string validate(const py::dict& document) {
     case schemas::DocumentKind::plan_set:
       schemas::parse_plan_set(value, location);
       return "plan_set";
+    case schemas::DocumentKind::phases:
+      schemas::parse_training_phases(value, location);
+      return "phases";
   }
   return "unknown";
 }

@@ -21,6 +21,20 @@ void check_document_header(const ObjectReader& reader, DocumentKind kind, int sc
   if (reader.has(kDescriptionKey)) reader.string(kDescriptionKey);
 }
 
+namespace {
+
+// "\"model\", \"cluster\", ... or \"phases\"": every kind a Strata file can be.
+std::string kind_names() {
+  std::string names;
+  for (std::size_t i = 0; i < kStrataDocumentKindNames.size(); ++i) {
+    if (i > 0) names += i + 1 == kStrataDocumentKindNames.size() ? " or " : ", ";
+    names += fmt::format("\"{}\"", kStrataDocumentKindNames[i].name);
+  }
+  return names;
+}
+
+}  // namespace
+
 DocumentKind detect_document_kind(const nlohmann::json& document, const JsonLocation& location) {
   require_object(document, location);
   if (document.contains(kKindKey)) {
@@ -29,15 +43,15 @@ DocumentKind detect_document_kind(const nlohmann::json& document, const JsonLoca
       if (auto value = value_of(kind.get<std::string>(), kStrataDocumentKindNames)) return *value;
     }
     (location / kKindKey)
-        .fail(fmt::format("expected \"model\", \"cluster\" or \"plan\", got {}",
-                          describe_json_value(kind)));
+        .fail(fmt::format("expected {}, got {}", kind_names(), describe_json_value(kind)));
   }
   if (document.contains("architectures") || document.contains("model_type")) {
     return DocumentKind::hf_config;
   }
   location.fail(
-      "cannot tell what this file is: a Strata file has \"kind\": \"model\", \"cluster\" or "
-      "\"plan\", and a Hugging Face config.json has \"architectures\"");
+      fmt::format("cannot tell what this file is: a Strata file has \"kind\": {}, and a Hugging "
+                  "Face config.json has \"architectures\"",
+                  kind_names()));
 }
 
 }  // namespace strata::schemas

@@ -100,6 +100,13 @@ PlanSet load_plan_set_file(const std::filesystem::path& path) {
   return set;
 }
 
+TrainingPhases load_training_phases_file(const std::filesystem::path& path) {
+  const nlohmann::json document = read_json_file(path);
+  require_kind(detect_document_kind(document, JsonLocation(path.string())), {DocumentKind::phases},
+               path);
+  return parse_training_phases(document, JsonLocation(path.string()));
+}
+
 ModelConfig resolve_model(std::string_view spec, std::string_view option) {
   if (is_model_preset(spec)) return model_preset(spec);
   if (is_file(spec)) return load_model_file(spec);
@@ -150,6 +157,8 @@ LoadedDocument load_document_file(const std::filesystem::path& path) {
       for (const PlanSetEntry& entry : set.plans) check_custom_schedule_file(entry.plan, path);
       return {kind, std::move(set)};
     }
+    case DocumentKind::phases:
+      return {kind, parse_training_phases(document, location)};
   }
   location.fail("unreachable document kind");
 }

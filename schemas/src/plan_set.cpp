@@ -11,7 +11,6 @@
 namespace strata::schemas {
 namespace {
 
-// Ids are names a command line can carry (--switch STEP:ID): letters, digits, '.', '_', '-'.
 bool valid_id(const std::string& id) {
   return !id.empty() && id.size() <= 64 && std::all_of(id.begin(), id.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
@@ -19,7 +18,9 @@ bool valid_id(const std::string& id) {
   });
 }
 
-std::string plan_id(const ObjectReader& reader, std::string_view key) {
+}  // namespace
+
+std::string read_plan_id(const ObjectReader& reader, std::string_view key) {
   const std::string id = reader.string(key);
   if (!valid_id(id)) {
     reader.at(key).fail(
@@ -28,8 +29,6 @@ std::string plan_id(const ObjectReader& reader, std::string_view key) {
   return id;
 }
 
-}  // namespace
-
 const PlanSetEntry* PlanSet::find(const std::string& id) const {
   for (const PlanSetEntry& entry : plans) {
     if (entry.id == id) return &entry;
@@ -37,10 +36,16 @@ const PlanSetEntry* PlanSet::find(const std::string& id) const {
   return nullptr;
 }
 
+std::string PlanSet::id_list() const {
+  std::string ids;
+  for (const PlanSetEntry& entry : plans) ids += (ids.empty() ? "" : ", ") + entry.id;
+  return ids;
+}
+
 PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& location) {
   const ObjectReader reader(document, location,
                             {kSchemaVersionKey, kKindKey, kEditorSchemaKey, kDescriptionKey,
-                             "plans", "phases", "switches"});
+                             "plans", "phases", "switches", "total_steps"});
   check_document_header(reader, DocumentKind::plan_set, kPlanSetSchemaVersion);
   PlanSet set;
   set.description = reader.optional_string(kDescriptionKey);
@@ -49,7 +54,8 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
   for (std::size_t i = 0; i < plans.size(); ++i) {
     const JsonLocation where = reader.at("plans") / i;
     const ObjectReader entry(plans[i], where, {"id", "plan"});
-    PlanSetEntry parsed{plan_id(entry, "id"), parse_plan(entry.object("plan"), entry.at("plan"))};
+    PlanSetEntry parsed{read_plan_id(entry, "id"),
+                        parse_plan(entry.object("plan"), entry.at("plan"))};
     if (!ids.insert(parsed.id).second) {
       entry.at("id").fail(fmt::format("\"{}\" names another plan of the set too", parsed.id));
     }
@@ -81,7 +87,7 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
     set.plans.push_back(std::move(parsed));
   }
   const auto known = [&](const ObjectReader& owner, std::string_view key) {
-    const std::string id = plan_id(owner, key);
+    const std::string id = read_plan_id(owner, key);
     if (set.find(id) == nullptr) {
       owner.at(key).fail(fmt::format("\"{}\" is not an id of the set's plans", id));
     }
@@ -103,6 +109,14 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
                               parsed.first_step, set.phases.back().first_step));
       }
       set.phases.push_back(std::move(parsed));
+    }
+  }
+  if (reader.has("total_steps")) {
+    set.total_steps = reader.integer("total_steps", {1, std::int64_t{1} << 40});
+    if (!set.phases.empty() && *set.total_steps <= set.phases.back().first_step) {
+      reader.at("total_steps")
+          .fail(fmt::format("{}: the last phase starts at step {}", *set.total_steps,
+                            set.phases.back().first_step));
     }
   }
   if (reader.has("switches")) {
@@ -130,6 +144,7 @@ nlohmann::json plan_set_to_json(const PlanSet& set) {
   for (const PlanSetPhase& phase : set.phases) {
     document["phases"].push_back({{"first_step", phase.first_step}, {"plan", phase.plan}});
   }
+  if (set.total_steps) document["total_steps"] = *set.total_steps;
   for (const PlanSwitchCost& cost : set.switches) {
     document["switches"].push_back({{"from", cost.from},
                                     {"to", cost.to},

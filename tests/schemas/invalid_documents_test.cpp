@@ -14,6 +14,7 @@
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
 #include "strata/schemas/plan_set.h"
+#include "strata/schemas/training_phases.h"
 
 namespace strata::schemas {
 namespace {
@@ -36,6 +37,7 @@ std::string error_of(const std::string& kind, const nlohmann::json& test_case) {
     if (kind == "cluster") parse_cluster(document, location);
     if (kind == "plan") parse_plan(document, location);
     if (kind == "plan_set") parse_plan_set(document, location);
+    if (kind == "phases") parse_training_phases(document, location);
   } catch (const InputError& error) {
     return error.what();
   }
@@ -64,7 +66,7 @@ TEST_P(InvalidDocuments, EachIsRefusedWithItsExactMessage) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFormats, InvalidDocuments,
-                         ::testing::Values("model", "cluster", "plan", "plan_set"));
+                         ::testing::Values("model", "cluster", "plan", "plan_set", "phases"));
 
 }  // namespace
 }  // namespace strata::schemas

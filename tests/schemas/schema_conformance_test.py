@@ -21,7 +21,7 @@ import tempfile
 import jsonschema
 from jsonschema import Draft202012Validator
 
-KINDS = ("model", "cluster", "plan", "plan_set")
+KINDS = ("model", "cluster", "plan", "plan_set", "phases")
 
 
 def load_validators(schema_dir):

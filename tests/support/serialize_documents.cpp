@@ -1,5 +1,5 @@
-// serialize_documents OUT_DIR FILE...: parses each model, cluster, plan or plan set file (or HF
-// config)
+// serialize_documents OUT_DIR FILE...: parses each model, cluster, plan, plan set or phases
+// file (or HF config)
 // and writes what Strata serializes for it to OUT_DIR/<name>, so that the schema conformance
 // test can check Strata's own output against the published schema files.
 #include <cstdio>
@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
         serialized = cluster_to_json(*cluster);
       } else if (const auto* set = std::get_if<PlanSet>(&document.content)) {
         serialized = plan_set_to_json(*set);
+      } else if (const auto* phases = std::get_if<TrainingPhases>(&document.content)) {
+        serialized = training_phases_to_json(*phases);
       } else {
         serialized = plan_to_json(std::get<Plan>(document.content));
       }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "fixture_paths.h"
@@ -239,7 +240,7 @@ TEST(Cli, SchedulePrintsEachRanksActions) {
   EXPECT_EQ(report.at("ranks")[0].at("peak_in_flight_micro_batches"), 2);
   const CommandResult bad_rank = strata("schedule --plan " + plan + " --rank 2");
   EXPECT_EQ(bad_rank.exit_code, 1);
-  EXPECT_EQ(bad_rank.err, "strata: --rank: 2 is not a pipeline rank; the plan has pp=2\n");
+  EXPECT_EQ(bad_rank.err, "strata: --rank: 2 is not a pipeline rank; " + plan + " has pp=2\n");
 }
 
 }  // namespace
@@ -523,6 +524,90 @@ TEST(CliPlan, WritesPlansThatSimulateAsTheyAre) {
     EXPECT_EQ(strata("validate " + (out.parent_path() / name).string()).exit_code, 0) << name;
   }
   std::filesystem::remove_all(out.parent_path());
+}
+
+// `plan --phases`: a plan per phase, written as a plan set whose run `simulate` predicts to the
+// same total (every phase's steps and the switches between them), and whose plans `schedule`
+// lists by id; a trace lays one step of each phase out with the switches between them.
+TEST(CliPlan, PhasesWriteAPlanSetThatSimulatesAndSchedules) {
+  const std::filesystem::path directory =
+      std::filesystem::path(::testing::TempDir()) / ("strata-phases-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  const std::string phases =
+      std::string(STRATA_FIXTURES_DIR) + "/phases/valid/context-extension.json";
+  const std::string set = (directory / "set.json").string();
+  const CommandResult planned = strata("plan --model gpt-tiny --cluster cpu-local:4 --phases " +
+                                       phases + " --format json --out " + set);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json report = nlohmann::json::parse(planned.out);
+  ASSERT_EQ(report.at("phases").size(), 2u);
+  double steps = 0, switches = 0;
+  for (const nlohmann::json& phase : report.at("phases")) {
+    steps += phase.at("steps_seconds").get<double>();
+    if (phase.contains("switch_in")) switches += phase.at("switch_in").at("seconds").get<double>();
+  }
+  ASSERT_TRUE(report.at("phases")[1].contains("switch_in"));
+  const double total = report.at("total_seconds");
+  EXPECT_NEAR(total, steps + switches, 1e-12 * total);
+  EXPECT_EQ(report.at("plan_set"), nlohmann::json::parse(slurp(set)));
+  EXPECT_THAT(strata("validate " + set).out,
+              HasSubstr("plan set for gpt-tiny on 4 ranks: 2 plans (short, long), 2 phases"));
+
+  const CommandResult simulated = strata("simulate --format json --plan " + set);
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  const nlohmann::json prediction = nlohmann::json::parse(simulated.out);
+  EXPECT_NEAR(prediction.at("total_seconds").get<double>(), total, 1e-9 * total);
+  EXPECT_EQ(prediction.at("plans").size(), 2u);
+  const CommandResult one = strata("simulate --format json --plan " + set + " --id long");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(one.out).at("step_time_s").get<double>(),
+                   report.at("phases")[1].at("step_time_s").get<double>());
+  const CommandResult table = strata("simulate --plan " + set);
+  EXPECT_THAT(table.out, HasSubstr("predicted run: "));
+
+  const std::string trace = (directory / "trace.json").string();
+  ASSERT_EQ(strata("simulate --plan " + set + " --trace " + trace).exit_code, 0);
+  const nlohmann::json events = nlohmann::json::parse(slurp(trace)).at("traceEvents");
+  int switch_slices = 0;
+  for (const nlohmann::json& event : events) {
+    if (event.value("name", "").starts_with("SWITCH short -> long")) ++switch_slices;
+  }
+  EXPECT_EQ(switch_slices, 4);  // one on each rank
+
+  const CommandResult schedules = strata("schedule --format json --plan " + set);
+  ASSERT_EQ(schedules.exit_code, 0) << schedules.err;
+  EXPECT_EQ(nlohmann::json::parse(schedules.out).at("plans")[1].at("id"), "long");
+  const CommandResult unknown = strata("schedule --plan " + set + " --id middle");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.err, "strata: --id: \"middle\" is not a plan of " + set + " (short, long)\n");
+  const CommandResult excluded =
+      strata("plan --model gpt-tiny --cluster cpu-local:4 --phases " + phases + " --seq-len 64");
+  EXPECT_EQ(excluded.exit_code, 2);
+  std::filesystem::remove_all(directory);
+}
+
+// `plan --strategies K`: K plans of different meshes, fastest first, with the predicted switch
+// between each ordered pair, as a plan set `train --plan-set S --switch STEP:ID` can use.
+TEST(CliPlan, StrategiesWriteAPlanSetWithEverySwitch) {
+  const std::filesystem::path directory = std::filesystem::path(::testing::TempDir()) /
+                                          ("strata-strategies-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  const std::string set = (directory / "strategies.json").string();
+  const CommandResult run = strata(
+      "plan --model gpt-tiny --cluster cpu-local:8 --global-batch 16 --seq-len 64 --strategies 4 "
+      "--out " +
+      set);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("predicted switch between them"));
+  const nlohmann::json written = nlohmann::json::parse(slurp(set));
+  ASSERT_EQ(written.at("plans").size(), 4u);
+  EXPECT_EQ(written.at("switches").size(), 12u);
+  EXPECT_FALSE(written.contains("phases"));
+  std::set<std::string> ids;
+  for (const nlohmann::json& entry : written.at("plans")) ids.insert(entry.at("id"));
+  EXPECT_EQ(ids.size(), 4u);
+  EXPECT_EQ(strata("validate " + set).exit_code, 0);
+  std::filesystem::remove_all(directory);
 }
 
 // One admission rule (schemas/executor_admission.h): the strata framework's plans are what its

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -584,6 +585,99 @@ TEST_F(ParallelCli, APlanSetsPhasesSwitchInMemoryWithTheSingleRankLosses) {
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_THAT(unknown.err, HasSubstr("--switch: 3:tp8: \"tp8\" is not a plan of " + set +
                                      " (tp2dp2, dp4, pp2)"));
+}
+
+// Issue 34's phased run: `strata plan --phases` (64-token sequences at a batch of 8, then 256 at
+// a batch of 1) plans context parallelism for the long phase; its plan set trains under mpirun
+// with the losses of one rank switching to 256-token sequences at the same step, the switch is
+// logged beside its prediction, and the trace holds it after the traced step.
+TEST_F(ParallelCli, APhasedRunPlannedByStrataPlanTrainsWithTheSingleRankLosses) {
+  const std::string phases =
+      std::string(STRATA_FIXTURES_DIR) + "/phases/valid/context-extension.json";
+  const std::string set = (directory / "set.json").string();
+  const CommandResult planned = strata("plan --model gpt-tiny --cluster cpu-local:4 --phases " +
+                                       phases + " --format json --out " + set);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json report = nlohmann::json::parse(planned.out);
+  const nlohmann::json& plans = report.at("plan_set").at("plans");
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_GT(plans[1].at("plan").at("mesh").at("cp").get<int>(), 1) << planned.out;
+  // The run's predicted time counts the switch between the phases' layouts.
+  const nlohmann::json& long_phase = report.at("phases")[1];
+  EXPECT_DOUBLE_EQ(report.at("total_seconds").get<double>(),
+                   report.at("phases")[0].at("steps_seconds").get<double>() +
+                       long_phase.at("switch_in").at("seconds").get<double>() +
+                       long_phase.at("steps_seconds").get<double>());
+
+  const std::string long_plan = (directory / "one-256.json").string();
+  ASSERT_EQ(
+      strata("train --model gpt-tiny --data " + tokens +
+             " --global-batch 1 --micro-batch 1 --seq-len 256 --steps 1 --write-plan " + long_plan)
+          .exit_code,
+      0);
+  const CommandResult one =
+      strata("train --model gpt-tiny --data " + tokens +
+             " --global-batch 8 --seq-len 64 --steps 8 --log-format json --switch 4:" + long_plan);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const std::string trace = (directory / "trace.json").string();
+  const CommandResult phased = mpirun(4, "train --plan-set " + set + " --data " + tokens +
+                                             " --steps 8 --log-format json --trace " + trace);
+  ASSERT_EQ(phased.exit_code, 0) << phased.err;
+  const std::vector<nlohmann::json> got = step_records(phased.out);
+  ASSERT_EQ(got.size(), 8u) << phased.out;
+  ASSERT_EQ(expected.size(), 8u) << one.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
+  EXPECT_THAT(phased.out, HasSubstr("\"to\":\"" + set + "#long\""));
+  EXPECT_THAT(phased.out, HasSubstr("\"predicted_transfer_s\""));
+  const nlohmann::json events = nlohmann::json::parse(slurp(trace)).at("traceEvents");
+  int measured = 0, predicted = 0;
+  std::set<int> switch_processes;
+  for (const nlohmann::json& event : events) {
+    if (event.value("name", "").starts_with("SWITCH " + set + "#short -> " + set + "#long")) {
+      switch_processes.insert(event.at("pid").get<int>());
+      ++measured;
+    }
+    if (event.value("name", "") == "process_name" &&
+        event.at("args").at("name") == "predicted: layout switches") {
+      predicted = event.at("pid").get<int>();
+    }
+  }
+  EXPECT_EQ(measured, 5);  // every rank, and the prediction beside them
+  EXPECT_TRUE(switch_processes.contains(predicted));
+}
+
+// Hetu's use of several strategies, from the planner: `plan --strategies 4` on 8 ranks, then a run
+// that moves through all four by id has the losses of one rank.
+TEST_F(ParallelCli, StrategiesFromThePlannerSwitchByIdWithTheSingleRankLosses) {
+  const std::string set = (directory / "strategies.json").string();
+  const CommandResult planned = strata(
+      "plan --model gpt-tiny --cluster cpu-local:8 --global-batch 16 --seq-len 64 "
+      "--strategies 4 --format json --out " +
+      set);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const nlohmann::json report = nlohmann::json::parse(planned.out);
+  const nlohmann::json& plans = report.at("plan_set").at("plans");
+  ASSERT_EQ(plans.size(), 4u);
+  const std::string switches = "2:" + plans[1].at("id").get<std::string>() +
+                               ",3:" + plans[2].at("id").get<std::string>() +
+                               ",4:" + plans[3].at("id").get<std::string>();
+  const CommandResult one = strata("train --model gpt-tiny --data " + tokens +
+                                   " --global-batch 16 --seq-len 64 --steps 5 --log-format json");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::vector<nlohmann::json> expected = step_records(one.out);
+  const CommandResult cycled = mpirun(8, "train --plan-set " + set + " --data " + tokens +
+                                             " --steps 5 --log-format json --switch " + switches);
+  ASSERT_EQ(cycled.exit_code, 0) << cycled.err;
+  const std::vector<nlohmann::json> got = step_records(cycled.out);
+  ASSERT_EQ(got.size(), 5u) << cycled.out;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
 }
 
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {

@@ -39,6 +39,7 @@ int run_describe(const DescribeOptions& options);
 
 struct ScheduleOptions {
   std::string plan;
+  std::optional<std::string> plan_id;  // a plan set's plan; absent: each of its plans
   std::optional<int> rank;
   std::optional<std::string> csv_path;
   OutputFormat format = OutputFormat::table;
@@ -48,6 +49,7 @@ int run_schedule(const ScheduleOptions& options);
 
 struct SimulateOptions {
   std::optional<std::string> plan;
+  std::optional<std::string> plan_id;  // a plan set's plan; absent: the set as a whole
   std::optional<std::string> model;
   std::optional<std::string> cluster;
   std::int64_t tp = 1;
@@ -104,6 +106,9 @@ struct PlanOptions {
   std::string emit;
   bool all_variants = false;
   bool quiet = false;
+  // A phases file: one plan per phase (a plan set); or K diverse strategies for one phase.
+  std::optional<std::filesystem::path> phases_path;
+  std::optional<std::size_t> strategies;
   OutputFormat format = OutputFormat::table;
 };
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);

@@ -1,6 +1,8 @@
 // `strata plan`: searches every layout of a model on a cluster for a fixed global batch and
 // prints the fastest plans that fit, why each is as fast as it is, and how the search went;
-// `--out` writes them as plan files, `--emit megatron` as Megatron-LM flags.
+// `--out` writes them as plan files, `--emit megatron` as Megatron-LM flags. `--phases FILE`
+// plans each phase of a run (phase_planning.h) and `--strategies K` picks K diverse strategies
+// (strategy_choice.h); both write a plan set.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,12 +13,14 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "phase_planning.h"
 #include "plan_request.h"
 #include "precision_choice.h"
 #include "strata/planner/megatron_arguments.h"
 #include "strata/planner/plan_search.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
+#include "strategy_choice.h"
 #include "text_format.h"
 
 namespace strata::tools {
@@ -184,9 +188,132 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                     "List plans with the same predicted step time and memory as rows of their own "
                     "(by default one row, its simplest plan, stands for them)");
   command->add_flag("--quiet", options.quiet, "No progress bar");
+  CLI::Option* phases =
+      command->add_option("--phases", options.phases_path,
+                          "Phases file (steps, global batch and sequence length of each): one "
+                          "plan per phase, least predicted time with the switches; --out writes "
+                          "a plan set");
+  CLI::Option* strategies =
+      command
+          ->add_option("--strategies", options.strategies,
+                       "K fast plans of different meshes for one phase, with the predicted "
+                       "switch between each pair; --out writes a plan set")
+          ->check(whole_number_from(1, 16));
+  phases->excludes(strategies);
+  for (const char* name : {"--global-batch", "--seq-len", "--emit", "--all-variants"}) {
+    phases->excludes(command->get_option(name));
+  }
+  strategies->excludes(command->get_option("--all-variants"));
   add_format_option(command, options.format);
   return command;
 }
+
+namespace {
+
+std::string seconds_or_dash(const std::optional<SwitchPrediction>& prediction) {
+  if (!prediction) return "-";
+  return fmt::format("{} ({} out)", format_seconds(prediction->seconds),
+                     format_bytes(static_cast<double>(prediction->most_sent_bytes)));
+}
+
+int run_phase_plan(const PlanOptions& options, const schemas::ModelConfig& model,
+                   const schemas::ClusterConfig& cluster, const PlanRequest& request) {
+  const std::string source = options.phases_path->string();
+  const schemas::TrainingPhases phases = schemas::load_training_phases_file(*options.phases_path);
+  const PhasedPlan planned = plan_phases(model, cluster, phases, source, request);
+  if (options.out_path) {
+    schemas::write_json_document(*options.out_path, schemas::plan_set_to_json(planned.set));
+  }
+  if (options.format == OutputFormat::json) {
+    nlohmann::json each = nlohmann::json::array();
+    for (const PlannedPhase& phase : planned.phases) {
+      nlohmann::json entry{{"name", phase.phase.name},
+                           {"first_step", phase.first_step},
+                           {"steps", phase.phase.steps},
+                           {"global_batch_size", phase.phase.global_batch_size},
+                           {"seq_length", phase.phase.seq_length},
+                           {"layout", layout_json(phase.chosen.plan)},
+                           {"step_time_s", phase.chosen.metrics.step_time_s},
+                           {"steps_seconds", phase.steps_seconds},
+                           {"candidate", phase.candidate + 1},
+                           {"candidates", phase.candidates}};
+      if (phase.switch_in) {
+        entry["switch_in"] = {{"seconds", phase.switch_in->seconds},
+                              {"most_sent_bytes", phase.switch_in->most_sent_bytes},
+                              {"most_received_bytes", phase.switch_in->most_received_bytes}};
+      }
+      each.push_back(std::move(entry));
+    }
+    std::cout << nlohmann::json{{"model", model.name},
+                                {"cluster", cluster.name},
+                                {"gpus", cluster.world_size()},
+                                {"phases", each},
+                                {"total_steps", phases.total_steps()},
+                                {"total_seconds", planned.total_seconds},
+                                {"switch_seconds", planned.switch_seconds},
+                                {"each_fastest_seconds", planned.each_fastest_seconds},
+                                {"plan_set", schemas::plan_set_to_json(planned.set)}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} on {} × {} ({}): {} phases, {} steps\n", model.name,
+                           cluster.world_size(), cluster.gpu.name, cluster.name,
+                           planned.phases.size(), group_thousands(phases.total_steps()));
+  const Columns columns = with_expert_columns(
+      {{"phase", "first step", "steps", "batch", "seq", "tp", "cp", "pp", "dp", "mb", "ZeRO",
+        "recompute", "schedule", "step", "phase time", "switch in", "choice"},
+       {false, true, true, true, true, true, true, true, true, true, true, false, false, true, true,
+        true, false}},
+      model.moe.has_value());
+  TextTable table(columns.names, columns.right_aligned);
+  for (const PlannedPhase& phase : planned.phases) {
+    const schemas::Plan& plan = phase.chosen.plan;
+    table.add_row(with_expert_cells(
+        {phase.phase.name, group_thousands(phase.first_step), group_thousands(phase.phase.steps),
+         std::to_string(phase.phase.global_batch_size), std::to_string(phase.phase.seq_length),
+         std::to_string(plan.mesh.tp), cp_text(plan), std::to_string(plan.mesh.pp),
+         std::to_string(plan.mesh.dp), std::to_string(plan.batch.micro_batch_size), zero_text(plan),
+         recompute_text(plan),
+         std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
+         format_seconds(phase.chosen.metrics.step_time_s), format_seconds(phase.steps_seconds),
+         seconds_or_dash(phase.switch_in),
+         phase.candidate == 0 ? "fastest"
+                              : fmt::format("#{} of {}", phase.candidate + 1, phase.candidates)},
+        8, plan));
+  }
+  std::cout << table.render();
+  std::cout << fmt::format(
+      "predicted run: {} ({} of it switching layout); each phase's fastest plan would take {}\n",
+      format_seconds(planned.total_seconds), format_seconds(planned.switch_seconds),
+      format_seconds(planned.each_fastest_seconds));
+  if (options.out_path) {
+    std::cout << fmt::format("wrote plan set {} (strata train --plan-set runs its phases)\n",
+                             options.out_path->string());
+  }
+  return 0;
+}
+
+// Each strategy's predicted transfer to each other, as a table of "from" rows.
+std::string switch_matrix(const schemas::PlanSet& set) {
+  std::vector<std::string> header{"from \\ to"};
+  for (const schemas::PlanSetEntry& entry : set.plans) header.push_back(entry.id);
+  TextTable table(header, std::vector<bool>(header.size(), true));
+  for (const schemas::PlanSetEntry& from : set.plans) {
+    std::vector<std::string> row{from.id};
+    for (const schemas::PlanSetEntry& to : set.plans) {
+      std::string cell = "-";
+      for (const schemas::PlanSwitchCost& cost : set.switches) {
+        if (cost.from == from.id && cost.to == to.id) cell = format_seconds(cost.seconds);
+      }
+      row.push_back(cell);
+    }
+    table.add_row(row);
+  }
+  return table.render();
+}
+
+}  // namespace
 
 int run_plan(const PlanOptions& options) {
   const schemas::ModelConfig model = schemas::resolve_model(options.model);
@@ -201,7 +328,10 @@ int run_plan(const PlanOptions& options) {
                             .precision = options.precision,
                             .framework = options.framework,
                             .all_variants = options.all_variants};
+  if (options.phases_path) return run_phase_plan(options, model, cluster, request);
   planner::SearchOptions search = plan_search_options(request, model, cluster, precision_note);
+  // Strategies come from a deeper list: the fastest plans often share a mesh.
+  if (options.strategies) search.top_k = std::max(search.top_k, 8 * *options.strategies);
   const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
   if (!options.quiet && isatty(STDERR_FILENO)) {
     const auto started = std::chrono::steady_clock::now();
@@ -214,10 +344,22 @@ int run_plan(const PlanOptions& options) {
       }
     };
   }
-  const planner::SearchResult result = planner::search_plans(model, cluster, search);
+  planner::SearchResult result = planner::search_plans(model, cluster, search);
   const planner::SearchStatistics& stats = result.statistics;
+  std::optional<schemas::PlanSet> strategies;
+  if (options.strategies && !result.best.empty()) {
+    result.best = diverse_strategies(result.best, *options.strategies);
+    strategies = strategy_set(
+        result.best,
+        fmt::format("{} on {} × {}, global batch {} × {} tokens: {} strategies of different "
+                    "meshes by strata plan --strategies",
+                    model.name, cluster.world_size(), cluster.gpu.name, options.global_batch, seq,
+                    result.best.size()));
+  }
 
-  if (options.out_path) {
+  if (strategies && options.out_path) {
+    schemas::write_json_document(*options.out_path, schemas::plan_set_to_json(*strategies));
+  } else if (options.out_path) {
     for (std::size_t i = 0; i < result.best.size(); ++i) {
       schemas::write_json_document(numbered(*options.out_path, i),
                                    schemas::plan_to_json(result.best[i].plan));
@@ -269,6 +411,7 @@ int run_plan(const PlanOptions& options) {
         report["megatron_refusal"] = refusal.what();
       }
     }
+    if (strategies) report["plan_set"] = schemas::plan_set_to_json(*strategies);
     if (result.best.empty()) {
       report["binding_constraint"] = result.binding_constraint;
       report["nearest"] = nearest;
@@ -355,7 +498,16 @@ int run_plan(const PlanOptions& options) {
         group_thousands(stats.pruned_by_activations), group_thousands(stats.estimated),
         group_thousands(stats.simulated), group_thousands(stats.over_memory_in_simulation),
         stats.seconds);
-    if (options.out_path && !result.best.empty()) {
+    if (strategies) {
+      std::cout << fmt::format("strategies {}; predicted switch between them:\n",
+                               strategies->id_list())
+                << switch_matrix(*strategies);
+      if (options.out_path) {
+        std::cout << fmt::format(
+            "wrote plan set {} (strata train --plan-set it --switch STEP:ID moves between them)\n",
+            options.out_path->string());
+      }
+    } else if (options.out_path && !result.best.empty()) {
       std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
                                result.best.size() == 1 ? "" : "s", options.out_path->string());
     }

@@ -9,6 +9,7 @@
 
 #include "cli_checks.h"
 #include "commands.h"
+#include "plan_set_prediction.h"
 #include "precision_choice.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/gradient_buckets.h"
@@ -97,10 +98,6 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   return schemas::build_plan(model, cluster, knobs, kCommandLine);
 }
 
-std::string seconds(double value) {
-  return value >= 1 ? fmt::format("{:.3f} s", value) : fmt::format("{:.2f} ms", value * 1e3);
-}
-
 std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulation& simulation) {
   const simulator::StepMetrics& metrics = simulation.metrics;
   const schemas::Mesh& mesh = plan.mesh;
@@ -125,7 +122,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
           ? ""
           : fmt::format(", as {} runs it (simulation only)",
                         schemas::name_of(plan.framework, schemas::kTrainingFrameworkNames)));
-  out += fmt::format("  step time             {}\n", seconds(metrics.step_time_s));
+  out += fmt::format("  step time             {}\n", format_seconds(metrics.step_time_s));
   out += fmt::format("  tokens/s              {}\n",
                      group_thousands(static_cast<std::int64_t>(metrics.tokens_per_s)));
   out += fmt::format("  model TFLOP/s/GPU     {:.1f} (MFU {})\n", metrics.model_tflops_per_gpu,
@@ -148,9 +145,9 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       {"pp communication", time.pp_comm_s}, {"dp communication", time.dp_comm_s},
       {"optimizer", time.optimizer_s},      {"pipeline bubble", time.bubble_s}};
   for (const auto& [name, value] : parts) {
-    breakdown.add_row({name, seconds(value), format_percent(value / metrics.step_time_s)});
+    breakdown.add_row({name, format_seconds(value), format_percent(value / metrics.step_time_s)});
     if (std::string_view(name) == "cp communication" && plan.model.moe) {
-      breakdown.add_row({"ep communication", seconds(time.ep_comm_s),
+      breakdown.add_row({"ep communication", format_seconds(time.ep_comm_s),
                          format_percent(time.ep_comm_s / metrics.step_time_s)});
     }
   }
@@ -185,7 +182,11 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
 CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   CLI::App* command = app.add_subcommand(
       "simulate", "Predict one training step of a plan: time, throughput, MFU, memory per stage");
-  CLI::Option* plan = command->add_option("--plan", options.plan, "Plan file");
+  CLI::Option* plan =
+      command->add_option("--plan", options.plan,
+                          "Plan file, or plan set file (each plan, and the run its phases make)");
+  command->add_option("--id", options.plan_id, "With a plan set: simulate only its plan ID")
+      ->needs(plan);
   const auto knob = [&](CLI::Option* option) { option->excludes(plan); };
   knob(command->add_option("--model", options.model, "Model preset or file (instead of --plan)"));
   knob(command->add_option("--cluster", options.cluster,
@@ -277,11 +278,53 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   return command;
 }
 
+namespace {
+
+// A plan set without --id: every plan's step, the phases as a run, the switches between them.
+int run_simulate_set(const SimulateOptions& options, const schemas::PlanSet& set) {
+  // A trace lays the plans' steps side by side on world ranks, so each is simulated in full.
+  const simulator::SimulationOptions simulation_options{
+      .mode = options.mode == "full" || options.trace_path ? simulator::SimulationMode::full
+                                                           : simulator::SimulationMode::symmetric,
+      .record_timeline = options.trace_path.has_value()};
+  const PlanSetPrediction prediction =
+      predict_plan_set(set, std::filesystem::path(*options.plan).parent_path(), simulation_options);
+  if (options.trace_path) {
+    schemas::write_file_atomically(
+        *options.trace_path,
+        simulator::chrome_trace(phases_timeline(set, prediction)).dump() + "\n");
+  }
+  if (options.format == OutputFormat::json) {
+    std::cout << plan_set_prediction_to_json(set, prediction).dump(2) << "\n";
+    return 0;
+  }
+  std::cout << render_plan_set_prediction(set, prediction);
+  if (options.trace_path) {
+    std::cout << fmt::format(
+        "trace of one step of each {} with the switches between, written to {} (open it in "
+        "https://ui.perfetto.dev)\n",
+        set.phases.empty() ? "plan" : "phase", *options.trace_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int run_simulate(const SimulateOptions& options) {
   schemas::Plan plan;
   std::filesystem::path plan_directory;
   std::string precision_note;
-  if (options.plan) {
+  if (options.plan &&
+      schemas::document_kind_of_file(*options.plan) == schemas::DocumentKind::plan_set) {
+    const schemas::PlanSet set = schemas::load_plan_set_file(*options.plan);
+    if (!options.plan_id) return run_simulate_set(options, set);
+    plan = plan_of_set(set, *options.plan_id, *options.plan, "--id").plan;
+    plan_directory = std::filesystem::path(*options.plan).parent_path();
+  } else if (options.plan) {
+    if (options.plan_id) {
+      throw schemas::InputError(
+          "--id", "", fmt::format("picks a plan of a plan set; {} is a plan file", *options.plan));
+    }
     plan = schemas::load_plan_file(*options.plan);
     plan_directory = std::filesystem::path(*options.plan).parent_path();
   } else {

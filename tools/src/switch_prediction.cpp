@@ -1,8 +1,6 @@
 #include "switch_prediction.h"
 
 #include <algorithm>
-#include <map>
-#include <utility>
 #include <vector>
 
 #include "strata/costmodels/collective_time.h"
@@ -11,33 +9,39 @@
 
 namespace strata::tools {
 
-double predicted_switch_seconds(const schemas::Plan& from, const schemas::Plan& to) {
+SwitchPrediction predict_switch(const schemas::Plan& from, const schemas::Plan& to) {
   const std::int64_t world = from.mesh.world_size();
   const executor::LayoutTransfer transfer(from.model, executor::checkpoint_layout_of(from),
-                                          executor::checkpoint_layout_of(to), world);
-  // Bytes per (source, target) pair of distinct ranks; the state is float32 on every backend.
-  constexpr double kStateBytes = 4;
-  std::map<std::pair<std::int64_t, std::int64_t>, double> bytes;
-  for (const executor::TransferPiece& piece : transfer.pieces()) {
-    if (piece.source_rank == piece.target_rank) continue;
-    bytes[{piece.source_rank, piece.target_rank}] +=
-        kStateBytes * static_cast<double>(piece.length) * (piece.moments ? 2 : 1);
-  }
+                                          executor::checkpoint_layout_of(to), world,
+                                          executor::TransferDetail::totals);
+  // The state is float32 on every backend.
+  constexpr std::int64_t kStateBytes = 4;
   std::vector<double> sending(static_cast<std::size_t>(world), 0);
   std::vector<double> receiving(static_cast<std::size_t>(world), 0);
-  for (const auto& [pair, amount] : bytes) {
-    const auto& [source, target] = pair;
+  for (const auto& [pair, elements] : transfer.elements_between()) {
+    const std::int64_t source = pair / world;
+    const std::int64_t target = pair % world;
     const double seconds = costmodels::point_to_point_time_s(
-        to.cluster, costmodels::tier_between(to.cluster, source, target), amount);
+        to.cluster, costmodels::tier_between(to.cluster, source, target),
+        static_cast<double>(kStateBytes * elements));
     sending[static_cast<std::size_t>(source)] += seconds;
     receiving[static_cast<std::size_t>(target)] += seconds;
   }
-  double busiest = 0;
+  SwitchPrediction prediction;
   for (std::int64_t rank = 0; rank < world; ++rank) {
-    busiest = std::max({busiest, sending[static_cast<std::size_t>(rank)],
-                        receiving[static_cast<std::size_t>(rank)]});
+    const auto at = static_cast<std::size_t>(rank);
+    prediction.seconds = std::max({prediction.seconds, sending[at], receiving[at]});
+    prediction.most_sent_bytes =
+        std::max(prediction.most_sent_bytes, kStateBytes * transfer.sent_elements(rank));
+    prediction.most_received_bytes =
+        std::max(prediction.most_received_bytes, kStateBytes * transfer.received_elements(rank));
   }
-  return busiest;
+  return prediction;
+}
+
+schemas::PlanSwitchCost switch_cost(const std::string& from, const std::string& to,
+                                    const SwitchPrediction& prediction) {
+  return {from, to, prediction.most_sent_bytes, prediction.most_received_bytes, prediction.seconds};
 }
 
 }  // namespace strata::tools

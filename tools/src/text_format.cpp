@@ -28,6 +28,18 @@ std::string format_flops(double flops) {
 
 std::string format_percent(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
 
+std::string format_seconds(double seconds) {
+  return seconds >= 1 ? fmt::format("{:.3f} s", seconds) : fmt::format("{:.2f} ms", seconds * 1e3);
+}
+
+std::string format_bytes(double bytes) {
+  constexpr double kKiB = 1024;
+  if (bytes < kKiB) return fmt::format("{:.0f} B", bytes);
+  if (bytes < kKiB * kKiB) return fmt::format("{:.1f} KiB", bytes / kKiB);
+  if (bytes < kKiB * kKiB * kKiB) return fmt::format("{:.1f} MiB", bytes / (kKiB * kKiB));
+  return format_gib(bytes);
+}
+
 TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right_aligned)
     : right_aligned_(std::move(right_aligned)) {
   right_aligned_.resize(header.size(), false);

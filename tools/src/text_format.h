@@ -14,6 +14,8 @@ std::string group_thousands(std::int64_t value);  // 124439808 -> "124,439,808"
 std::string format_gib(double bytes);             // "79.6 GiB" (GiB = 2^30 bytes)
 std::string format_flops(double flops);           // "66.1 GFLOP", "1.2 TFLOP"
 std::string format_percent(double fraction);      // 0.1234 -> "12.34%"
+std::string format_seconds(double seconds);       // "1.234 s", below a second "12.34 ms"
+std::string format_bytes(double bytes);           // "0 B", "512 B", "3.0 MiB", "1.5 GiB"
 // A plan's ZeRO stage, with its hybrid sharding: "3", or "3 (shard 8)" when each copy of the state
 // is sharded over 8 dp ranks.
 std::string zero_text(const schemas::Plan& plan);

@@ -173,13 +173,9 @@ std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
     if (set) {
       const schemas::PlanSetEntry* entry = set->find(path);
       if (entry == nullptr) {
-        std::string ids;
-        for (const schemas::PlanSetEntry& known : set->plans) {
-          ids += (ids.empty() ? "" : ", ") + known.id;
-        }
-        throw schemas::InputError(
-            "--switch", "",
-            fmt::format("{}: \"{}\" is not a plan of {} ({})", item, path, *options.plan, ids));
+        throw schemas::InputError("--switch", "",
+                                  fmt::format("{}: \"{}\" is not a plan of {} ({})", item, path,
+                                              *options.plan, set->id_list()));
       }
       plan = entry->plan;
       path = *options.plan + "#" + path;
@@ -232,7 +228,7 @@ PreparedRun prepare_run(const TrainOptions& options, int world_size, bool logs) 
   const schemas::Plan* previous = &run.chosen.plan;
   for (executor::PlanSwitch& planned : run.training.switches) {
     run.switch_predictions.push_back(predict(planned.plan, planned.directory));
-    planned.predicted_transfer_s = predicted_switch_seconds(*previous, planned.plan);
+    planned.predicted_transfer_s = predict_switch(*previous, planned.plan).seconds;
     previous = &planned.plan;
   }
   return run;
@@ -294,9 +290,18 @@ int run_steps(const TrainOptions& options, const PreparedRun& run, executor::Tra
                   options.log_format);
   }
   if (options.trace && logs) {
-    print_trace(
-        write_train_trace(*options.trace, plan, run.chosen.directory, trainer.traced_actions()),
-        *options.trace, run.training.trace_step, options.log_format);
+    // The traced step ran under the plan of the last switch before it.
+    const schemas::Plan* traced = &plan;
+    std::filesystem::path traced_directory = run.chosen.directory;
+    for (const executor::PlanSwitch& planned : run.training.switches) {
+      if (planned.step < run.training.trace_step) {
+        traced = &planned.plan;
+        traced_directory = planned.directory.empty() ? run.chosen.directory : planned.directory;
+      }
+    }
+    print_trace(write_train_trace(*options.trace, *traced, traced_directory,
+                                  trainer.traced_actions(), summary.switches),
+                *options.trace, run.training.trace_step, options.log_format);
   }
   if (options.save_llmc) {
     // Every rank's slices and shards assembled (on one device: its own values, on the host).

@@ -11,6 +11,7 @@
 #include "strata/schemas/mesh_ranks.h"
 #include "strata/simulator/chrome_trace.h"
 #include "strata/simulator/plan_simulation.h"
+#include "text_format.h"
 
 namespace strata::tools {
 namespace {
@@ -51,7 +52,8 @@ std::optional<ActionType> type_of_slice(const std::string& name) {
 
 TrainTrace write_train_trace(const std::filesystem::path& file, const schemas::Plan& plan,
                              const std::filesystem::path& plan_directory,
-                             const std::vector<std::vector<executor::ExecutedAction>>& measured) {
+                             const std::vector<std::vector<executor::ExecutedAction>>& measured,
+                             const std::vector<executor::SwitchRecord>& switches) {
   simulator::SimulationOptions options;
   options.record_timeline = true;
   const simulator::PlanSimulation prediction =
@@ -80,6 +82,32 @@ TrainTrace write_train_trace(const std::filesystem::path& file, const schemas::P
   for (simulator::MemorySample sample : predicted.memory) {
     sample.rank += world;
     timeline.memory.push_back(sample);
+  }
+  const std::size_t step_processes = timeline.rank_names.size();
+  // The switches follow the step on the measured ranks, a millisecond apart, with their
+  // predictions in a process of their own.
+  if (!switches.empty()) {
+    double at = 0;
+    for (const simulator::TimelineSlice& slice : timeline.slices) {
+      at = std::max(at, slice.start_s + slice.duration_s);
+    }
+    const auto predicted_switches = static_cast<std::int64_t>(timeline.rank_names.size());
+    timeline.rank_names.push_back("predicted: layout switches");
+    for (const executor::SwitchRecord& record : switches) {
+      at += 1e-3;
+      const std::string name =
+          fmt::format("SWITCH {} -> {} after step {} ({} out)", record.from, record.to, record.step,
+                      format_bytes(static_cast<double>(record.most_sent_bytes)));
+      for (std::int64_t rank = 0; rank < world; ++rank) {
+        timeline.slices.push_back(
+            {rank, simulator::Stream::data_parallel, name, at, record.seconds, -1, -1});
+      }
+      if (record.predicted_transfer_s >= 0) {
+        timeline.slices.push_back({predicted_switches, simulator::Stream::data_parallel, name, at,
+                                   record.predicted_transfer_s, -1, -1});
+      }
+      at += std::max(record.seconds, std::max(record.predicted_transfer_s, 0.0));
+    }
   }
   schemas::write_file_atomically(file, simulator::chrome_trace(timeline).dump() + "\n");
 
@@ -112,9 +140,10 @@ TrainTrace write_train_trace(const std::filesystem::path& file, const schemas::P
   }
   trace.predicted_step_s = prediction.metrics.step_time_s;
   // Bubbles from the compute streams of both timelines, computed alike.
-  std::vector<double> busy(timeline.rank_names.size(), 0), end(timeline.rank_names.size(), 0);
+  std::vector<double> busy(step_processes, 0), end(step_processes, 0);
   for (const simulator::TimelineSlice& slice : timeline.slices) {
     const auto rank = static_cast<std::size_t>(slice.rank);
+    if (rank >= step_processes || slice.name.starts_with("SWITCH ")) continue;
     end[rank] = std::max(end[rank], slice.start_s + slice.duration_s);
     if (slice.stream == simulator::Stream::compute) busy[rank] += slice.duration_s;
   }

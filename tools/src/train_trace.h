@@ -2,7 +2,10 @@
 // of the same plan, in one Chrome trace file (the format of `strata simulate --trace`): the
 // measured ranks are processes "measured: rank R (...)", the prediction's pipeline ranks follow
 // as processes "predicted: pipeline rank P". Opened in https://ui.perfetto.dev, each action's
-// prediction and reality sit one above the other. Used by the train command.
+// prediction and reality sit one above the other. A run that switched layout (train --switch,
+// --plan-set phases) adds each switch after the step, in order: on every measured rank as long as
+// the slowest rank took, and beside them, in a process "predicted: layout switches", as long as
+// its predicted transfer. Used by the train command.
 #pragma once
 
 #include <filesystem>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "strata/executor/pipeline/pipeline_runtime.h"
+#include "strata/executor/train/trainer.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::tools {
@@ -31,9 +35,11 @@ struct TrainTrace {
 };
 
 // Writes the trace (atomically) and returns the per-type comparison of world rank 0 against the
-// prediction's pipeline rank 0. `measured` holds every world rank's actions.
+// prediction's pipeline rank 0. `measured` holds every world rank's actions of a step `plan` ran;
+// `switches`, the run's layout switches.
 TrainTrace write_train_trace(const std::filesystem::path& file, const schemas::Plan& plan,
                              const std::filesystem::path& plan_directory,
-                             const std::vector<std::vector<executor::ExecutedAction>>& measured);
+                             const std::vector<std::vector<executor::ExecutedAction>>& measured,
+                             const std::vector<executor::SwitchRecord>& switches);
 
 }  // namespace strata::tools

@@ -46,15 +46,22 @@ std::string summarize(const schemas::LoadedDocument& document) {
     }
     case DocumentKind::plan_set: {
       const auto& set = std::get<schemas::PlanSet>(document.content);
-      std::string ids;
-      for (const schemas::PlanSetEntry& entry : set.plans) {
-        ids += (ids.empty() ? "" : ", ") + entry.id;
-      }
+      const std::string ids = set.id_list();
       return fmt::format("plan set for {} on {} ranks: {} plan{} ({}), {} phase{}",
                          set.plans.front().plan.model.name,
                          set.plans.front().plan.mesh.world_size(), set.plans.size(),
                          set.plans.size() == 1 ? "" : "s", ids, set.phases.size(),
                          set.phases.size() == 1 ? "" : "s");
+    }
+    case DocumentKind::phases: {
+      const auto& phases = std::get<schemas::TrainingPhases>(document.content);
+      std::string each;
+      for (const schemas::TrainingPhase& phase : phases.phases) {
+        each += fmt::format("{}{} {} steps of {} × {}", each.empty() ? "" : ", ", phase.name,
+                            phase.steps, phase.global_batch_size, phase.seq_length);
+      }
+      return fmt::format("{} phase{}, {} steps: {}", phases.phases.size(),
+                         phases.phases.size() == 1 ? "" : "s", phases.total_steps(), each);
     }
   }
   return "";
@@ -71,7 +78,8 @@ std::string_view kind_name(schemas::DocumentKind kind) {
 CLI::App* add_validate_command(CLI::App& app, ValidateOptions& options) {
   CLI::App* command = app.add_subcommand(
       "validate",
-      "Check model, cluster, plan, plan set and Hugging Face config.json files (kind detected)");
+      "Check model, cluster, plan, plan set, phases and Hugging Face config.json files (kind "
+      "detected)");
   command->add_option("files", options.files, "Files to check")->required();
   add_format_option(command, options.format);
   return command;

@@ -11,13 +11,14 @@
 
 namespace strata::schemas {
 
-enum class DocumentKind { model, cluster, plan, plan_set, hf_config };
+enum class DocumentKind { model, cluster, plan, plan_set, phases, hf_config };
 
-inline constexpr std::array<EnumName<DocumentKind>, 4> kStrataDocumentKindNames{
+inline constexpr std::array<EnumName<DocumentKind>, 5> kStrataDocumentKindNames{
     {{DocumentKind::model, "model"},
      {DocumentKind::cluster, "cluster"},
      {DocumentKind::plan, "plan"},
-     {DocumentKind::plan_set, "plan_set"}}};
+     {DocumentKind::plan_set, "plan_set"},
+     {DocumentKind::phases, "phases"}}};
 
 // Every Strata file starts with these keys; "$schema" lets editors find the schema file.
 inline constexpr std::string_view kSchemaVersionKey = "schema_version";

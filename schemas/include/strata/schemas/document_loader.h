@@ -12,6 +12,7 @@
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
 #include "strata/schemas/plan_set.h"
+#include "strata/schemas/training_phases.h"
 
 namespace strata::schemas {
 
@@ -21,6 +22,7 @@ ClusterConfig load_cluster_file(const std::filesystem::path& path);
 Plan load_plan_file(const std::filesystem::path& path);
 // Also checks the custom schedule files of its plans, relative to the set's directory.
 PlanSet load_plan_set_file(const std::filesystem::path& path);
+TrainingPhases load_training_phases_file(const std::filesystem::path& path);
 // What a file is (its "kind", or a Hugging Face config), read and parsed as JSON only.
 DocumentKind document_kind_of_file(const std::filesystem::path& path);
 
@@ -31,7 +33,7 @@ ClusterConfig resolve_cluster(std::string_view spec, std::string_view option = "
 // Any file `strata validate` accepts, with what it turned out to be.
 struct LoadedDocument {
   DocumentKind kind;
-  std::variant<ModelConfig, ClusterConfig, Plan, PlanSet> content;
+  std::variant<ModelConfig, ClusterConfig, Plan, PlanSet, TrainingPhases> content;
 };
 LoadedDocument load_document_file(const std::filesystem::path& path);
 

@@ -5,7 +5,8 @@
 //
 // Rules beyond the JSON Schema (plan_set.schema.json): ids are unique; every plan is of the
 // first plan's model and precision and has its world size; phases start at step 0 and their
-// first steps increase; phases and switches name ids the set holds.
+// first steps increase; phases and switches name ids the set holds; total_steps is past the last
+// phase's first step.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "strata/schemas/json_location.h"
+#include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::schemas {
@@ -44,9 +46,18 @@ struct PlanSet {
   std::vector<PlanSetEntry> plans;
   std::vector<PlanSetPhase> phases;  // empty: the first plan throughout
   std::vector<PlanSwitchCost> switches;
+  // The optimizer steps of the run the phases were planned for (strata plan --phases): the last
+  // phase lasts until then. Absent: the run's length is the trainer's --steps.
+  std::optional<std::int64_t> total_steps;
   // The plan under `id`; null if the set has none.
   const PlanSetEntry* find(const std::string& id) const;
+  // "tp2dp2, dp4, pp2": the ids in order, for messages.
+  std::string id_list() const;
 };
+
+// Ids are names a command line can carry (--switch STEP:ID): 1 to 64 letters, digits, '.', '_'
+// and '-'. Reads one from `key`, failing on any other string.
+std::string read_plan_id(const ObjectReader& reader, std::string_view key);
 
 PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& location);
 nlohmann::json plan_set_to_json(const PlanSet& set);
