@@ -136,8 +136,10 @@ std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
     for (std::size_t i = 1; i < set->phases.size(); ++i) {
       const schemas::PlanSetPhase& phase = set->phases[i];
       if (phase.first_step >= options.steps) break;
-      switches.push_back({phase.first_step, set->find(phase.plan)->plan,
-                          *options.plan + "#" + phase.plan,
+      const std::string source = *options.plan + "#" + phase.plan;
+      // Refused before step 1, not when the phase begins.
+      executor::check_plan_runs(set->find(phase.plan)->plan, source, chosen.device, world_size);
+      switches.push_back({phase.first_step, set->find(phase.plan)->plan, source,
                           chosen.directory.empty() ? "." : chosen.directory});
     }
     return switches;

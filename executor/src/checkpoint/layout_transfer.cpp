@@ -182,49 +182,46 @@ std::int64_t LayoutTransfer::target_moments_elements(std::int64_t rank) const {
 }
 
 void LayoutTransfer::run(Communicator& world, const RankState& from, const RankState& to) const {
+  run_part(world, StatePart::values, *from.values, *to.values);
+  run_part(world, StatePart::first_moments, *from.first_moments, *to.first_moments);
+  run_part(world, StatePart::second_moments, *from.second_moments, *to.second_moments);
+}
+
+void LayoutTransfer::run_part(Communicator& world, StatePart part, const Tensor& from,
+                              Tensor& to) const {
   STRATA_CHECK(world.size() == world_size_, "a transfer planned for {} ranks run on {}",
                world_size_, world.size());
   STRATA_CHECK(detail_ == TransferDetail::pieces, "a transfer planned for its totals only is run");
-  const ScalarType type = to.values->scalar_type();
-  for (const Tensor* tensor : {from.values, from.first_moments, from.second_moments, to.values,
-                               to.first_moments, to.second_moments}) {
-    STRATA_CHECK(tensor->scalar_type() == type && tensor->device() == Device::cpu,
-                 "a layout transfer of state tensors of one type on the host");
-  }
+  const ScalarType type = to.scalar_type();
+  STRATA_CHECK(
+      from.scalar_type() == type && from.device() == Device::cpu && to.device() == Device::cpu,
+      "a layout transfer of state tensors of one type on the host");
   const std::int64_t me = world.rank();
   const std::size_t element = scalar_bytes(type);
   const auto bytes_at = [element](const Tensor& tensor, std::int64_t offset) {
     return static_cast<std::byte*>(const_cast<void*>(tensor.raw())) +
            static_cast<std::size_t>(offset) * element;
   };
-  // The pairs of (source, target) tensors a piece moves between.
-  const auto each_part = [&](const TransferPiece& piece, auto&& body) {
-    if (piece.moments) {
-      body(*from.first_moments, *to.first_moments);
-      body(*from.second_moments, *to.second_moments);
-    } else {
-      body(*from.values, *to.values);
-    }
-  };
+  // A moments piece moves the same offsets of each half; a values piece, of the values.
+  const bool moments = part != StatePart::values;
+  const auto in_part = [moments](const TransferPiece& piece) { return piece.moments == moments; };
   // Pieces that stay on this rank: copies.
   for (const TransferPiece& piece : pieces_) {
-    if (piece.source_rank != me || piece.target_rank != me) continue;
-    each_part(piece, [&](const Tensor& source, Tensor& target) {
-      std::memmove(bytes_at(target, piece.target_offset), bytes_at(source, piece.source_offset),
-                   static_cast<std::size_t>(piece.length) * element);
-    });
+    if (!in_part(piece) || piece.source_rank != me || piece.target_rank != me) continue;
+    std::memmove(bytes_at(to, piece.target_offset), bytes_at(from, piece.source_offset),
+                 static_cast<std::size_t>(piece.length) * element);
   }
   if (world_size_ == 1) return;
   // The rest in one all-to-all: per peer, its pieces in plan order (both sides know the plan).
   std::vector<std::int64_t> send_counts(static_cast<std::size_t>(world_size_), 0);
   std::vector<std::int64_t> receive_counts(static_cast<std::size_t>(world_size_), 0);
   for (const TransferPiece& piece : pieces_) {
-    if (piece.source_rank == piece.target_rank) continue;
-    const std::int64_t elements = piece.length * (piece.moments ? 2 : 1);
-    if (piece.source_rank == me)
-      send_counts[static_cast<std::size_t>(piece.target_rank)] += elements;
+    if (!in_part(piece) || piece.source_rank == piece.target_rank) continue;
+    if (piece.source_rank == me) {
+      send_counts[static_cast<std::size_t>(piece.target_rank)] += piece.length;
+    }
     if (piece.target_rank == me) {
-      receive_counts[static_cast<std::size_t>(piece.source_rank)] += elements;
+      receive_counts[static_cast<std::size_t>(piece.source_rank)] += piece.length;
     }
   }
   const auto starts = [](const std::vector<std::int64_t>& counts) {
@@ -239,23 +236,19 @@ void LayoutTransfer::run(Communicator& world, const RankState& from, const RankS
   Tensor send = Tensor::zeros({std::max<std::int64_t>(send_total, 1)}, type);
   Tensor receive = Tensor::zeros({std::max<std::int64_t>(receive_total, 1)}, type);
   for (const TransferPiece& piece : pieces_) {
-    if (piece.source_rank != me || piece.target_rank == me) continue;
+    if (!in_part(piece) || piece.source_rank != me || piece.target_rank == me) continue;
     std::int64_t& cursor = send_cursor[static_cast<std::size_t>(piece.target_rank)];
-    each_part(piece, [&](const Tensor& source, Tensor&) {
-      std::memcpy(bytes_at(send, cursor), bytes_at(source, piece.source_offset),
-                  static_cast<std::size_t>(piece.length) * element);
-      cursor += piece.length;
-    });
+    std::memcpy(bytes_at(send, cursor), bytes_at(from, piece.source_offset),
+                static_cast<std::size_t>(piece.length) * element);
+    cursor += piece.length;
   }
   world.all_to_all(send, send_counts, receive, receive_counts);
   for (const TransferPiece& piece : pieces_) {
-    if (piece.target_rank != me || piece.source_rank == me) continue;
+    if (!in_part(piece) || piece.target_rank != me || piece.source_rank == me) continue;
     std::int64_t& cursor = receive_cursor[static_cast<std::size_t>(piece.source_rank)];
-    each_part(piece, [&](const Tensor&, Tensor& target) {
-      std::memcpy(bytes_at(target, piece.target_offset), bytes_at(receive, cursor),
-                  static_cast<std::size_t>(piece.length) * element);
-      cursor += piece.length;
-    });
+    std::memcpy(bytes_at(to, piece.target_offset), bytes_at(receive, cursor),
+                static_cast<std::size_t>(piece.length) * element);
+    cursor += piece.length;
   }
 }
 

@@ -429,6 +429,7 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
                                  schemas::name_of(current.precision, schemas::kDtypeNames)));
   }
   const auto start = std::chrono::steady_clock::now();
+  const bool peak_restarted = options_.device != Device::cuda && reset_peak_resident();
   SwitchRecord record;
   record.step = state_.step;
   record.from = layout_source_;
@@ -446,12 +447,19 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
                                /*fresh_values=*/false, world_);
   const LayoutTransfer transfer(plan.model, checkpoint_layout_of(current),
                                 checkpoint_layout_of(plan), world_.size());
-  std::vector<Tensor> from_values = layout_->optimizer->values_state();
-  std::vector<Tensor> from_moments = layout_->optimizer->moments_state();
+  // The new layout's state is mapped but untouched (zero pages) until the transfer writes it, so
+  // each part moves on its own and the old half of the moments goes as soon as it has moved:
+  // a rank never holds both layouts' whole state — at most the old values, one layout's moments
+  // and one half of the other's, or both values and the new moments.
   std::vector<Tensor> to_values = next->optimizer->values_state();
   std::vector<Tensor> to_moments = next->optimizer->moments_state();
-  transfer.run(world_, RankState{&from_values[0], &from_moments[0], &from_moments[1]},
-               RankState{&to_values[0], &to_moments[0], &to_moments[1]});
+  for (std::size_t half = 0; half < 2; ++half) {
+    Tensor from_half = layout_->optimizer->moments_state()[half];
+    transfer.run_part(world_, half == 0 ? StatePart::first_moments : StatePart::second_moments,
+                      from_half, to_moments[half]);
+    layout_->optimizer->release_moments(half);
+  }
+  transfer.run_part(world_, StatePart::values, layout_->optimizer->values_state()[0], to_values[0]);
   next->optimizer->values_written();
   next->sampler.set_seed(state_.seed);
   layout_ = std::move(next);
@@ -471,7 +479,9 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
   const auto [seconds, peak_host] = all_reduce_values<2>(
       world_,
       {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-       static_cast<double>(options_.device == Device::cuda ? 0 : peak_resident_bytes())},
+       static_cast<double>(options_.device == Device::cuda ? 0
+                           : peak_restarted                ? peak_resident_since_reset_bytes()
+                                                           : peak_resident_bytes())},
       ReduceOp::max);
   record.seconds = seconds;
   record.peak_host_bytes = static_cast<std::size_t>(peak_host);

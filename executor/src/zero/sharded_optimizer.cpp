@@ -563,6 +563,10 @@ void ShardedOptimizer::values_written() {
 
 std::vector<Tensor> ShardedOptimizer::moments_state() { return {moments_.first, moments_.second}; }
 
+void ShardedOptimizer::release_moments(std::size_t half) {
+  (half == 0 ? moments_.first : moments_.second) = Tensor();
+}
+
 void ShardedOptimizer::release_gradients() {
   for (CommunicationRequest& request : in_flight_) request.wait();
   in_flight_.clear();

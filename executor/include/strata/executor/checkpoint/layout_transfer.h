@@ -8,8 +8,9 @@
 // (replicas share the sending). No rank ever holds more of the model than its two layouts' state
 // plus the pieces in flight, and no file is written.
 //
-// Every rank computes the same plan from the two layout blocks alone, so the exchange is one
-// all-to-all of each rank's pieces, packed in plan order.
+// Every rank computes the same plan from the two layout blocks alone, so the exchange of each
+// state part (values, first moments, second moments) is one all-to-all of each rank's pieces,
+// packed in plan order.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct TransferPiece {
   std::int64_t target_offset = 0;
   std::int64_t length = 0;
 };
+
+// One of a rank's three state tensors.
+enum class StatePart { values, first_moments, second_moments };
 
 // A rank's state tensors: its values and the two halves of its AdamW moments, as the sharded
 // optimizer holds them (ShardedOptimizer::values_state and moments_state).
@@ -71,8 +75,11 @@ class LayoutTransfer {
   std::int64_t target_moments_elements(std::int64_t rank) const;
 
   // This rank's part, collective over `world` (the job's communicator, every rank calling it):
-  // `to` is filled from every rank's `from`. All six tensors have one floating type.
+  // `to` is filled from every rank's `from`, part by part. All six tensors have one floating type.
   void run(Communicator& world, const RankState& from, const RankState& to) const;
+  // One part of it, an all-to-all of its own: a caller can free each old tensor as soon as its
+  // part has moved (Trainer::switch_to does, so that two layouts' whole state never coexist).
+  void run_part(Communicator& world, StatePart part, const Tensor& from, Tensor& to) const;
 
  private:
   std::int64_t world_size_;

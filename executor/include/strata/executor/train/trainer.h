@@ -94,7 +94,10 @@ struct SwitchRecord {
   std::int64_t most_sent_elements = 0, most_received_elements = 0;
   std::size_t most_sent_bytes = 0, most_received_bytes = 0;
   double seconds = 0;
-  std::size_t peak_host_bytes = 0;   // the largest peak resident set of any rank after it
+  // The largest resident set any rank reached during the switch (where Linux lets the peak be
+  // restarted, /proc/self/clear_refs; otherwise the peak so far). Step records after a switch
+  // then report the peak since it: the new layout's own.
+  std::size_t peak_host_bytes = 0;
   double predicted_transfer_s = -1;  // PlanSwitch's, where the switch was planned as it ran
 };
 

@@ -106,6 +106,9 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // Frees every gradient buffer (the store's, the shards', the buckets'): an optimizer whose run
   // is leaving its layout, kept for values_state() and moments_state() alone.
   void release_gradients();
+  // Frees the first (0) or second (1) half of the AdamW moments once a layout switch has moved it:
+  // the optimizer leaving its layout cannot step again.
+  void release_moments(std::size_t half);
 
   std::int64_t zero_stage() const { return options_.zero_stage; }
   std::size_t bucket_count() const { return buckets_.size(); }
