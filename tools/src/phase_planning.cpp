@@ -69,7 +69,8 @@ std::vector<std::size_t> least_time_choice(
 
 PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
                        const schemas::TrainingPhases& phases, const std::string& source,
-                       const PlanRequest& request) {
+                       const PlanRequest& request,
+                       const std::function<void(std::size_t, std::size_t)>& progress) {
   // Each phase's candidates, fastest first.
   std::vector<std::vector<planner::RankedPlan>> candidates;
   for (std::size_t p = 0; p < phases.phases.size(); ++p) {
@@ -101,14 +102,19 @@ PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::Cluster
     return static_cast<double>(phases.phases[p].steps) * candidates[p][c].metrics.step_time_s;
   };
   std::vector<std::vector<double>> phase_seconds(candidates.size());
+  std::size_t pairs = 0, priced = 0;
   for (std::size_t p = 0; p < candidates.size(); ++p) {
     for (std::size_t c = 0; c < candidates[p].size(); ++c) {
       phase_seconds[p].push_back(steps_seconds(p, c));
     }
+    if (p > 0) pairs += candidates[p - 1].size() * candidates[p].size();
   }
   const std::vector<std::size_t> chosen =
       least_time_choice(phase_seconds, [&](std::size_t p, std::size_t b, std::size_t c) {
-        return prices.between(candidates[p - 1][b].plan, candidates[p][c].plan).seconds;
+        const double seconds =
+            prices.between(candidates[p - 1][b].plan, candidates[p][c].plan).seconds;
+        if (progress) progress(++priced, pairs);
+        return seconds;
       });
 
   PhasedPlan planned;

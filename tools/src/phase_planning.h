@@ -59,8 +59,11 @@ std::vector<std::size_t> least_time_choice(
 // Plans `phases` (read from `source`, named in errors) for `model` on `cluster`; `request` gives
 // everything but the batch and sequence, which each phase sets. A phase whose sequence is longer
 // than the model's, or for which no plan fits or runs, throws schemas::InputError naming it.
+// `progress`, if given, is called with (switches priced, pairs of candidates to price) as each
+// pair of consecutive phases' candidates is priced: a large world's switch takes seconds.
 PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
                        const schemas::TrainingPhases& phases, const std::string& source,
-                       const PlanRequest& request);
+                       const PlanRequest& request,
+                       const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 }  // namespace strata::tools

@@ -220,7 +220,15 @@ int run_phase_plan(const PlanOptions& options, const schemas::ModelConfig& model
                    const schemas::ClusterConfig& cluster, const PlanRequest& request) {
   const std::string source = options.phases_path->string();
   const schemas::TrainingPhases phases = schemas::load_training_phases_file(*options.phases_path);
-  const PhasedPlan planned = plan_phases(model, cluster, phases, source, request);
+  std::function<void(std::size_t, std::size_t)> progress;
+  if (!options.quiet && isatty(STDERR_FILENO)) {
+    progress = [](std::size_t done, std::size_t total) {
+      std::fprintf(stderr, "\rpricing switches: %zu/%zu pairs of candidates", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+      std::fflush(stderr);
+    };
+  }
+  const PhasedPlan planned = plan_phases(model, cluster, phases, source, request, progress);
   if (options.out_path) {
     schemas::write_json_document(*options.out_path, schemas::plan_set_to_json(planned.set));
   }

@@ -11,8 +11,12 @@ namespace strata::tools {
 
 SwitchPrediction predict_switch(const schemas::Plan& from, const schemas::Plan& to) {
   const std::int64_t world = from.mesh.world_size();
-  const executor::LayoutTransfer transfer(from.model, executor::checkpoint_layout_of(from),
-                                          executor::checkpoint_layout_of(to), world,
+  const nlohmann::json from_layout = executor::checkpoint_layout_of(from);
+  const nlohmann::json to_layout = executor::checkpoint_layout_of(to);
+  // One layout block is one placement of every element: nothing moves, and no plan is needed
+  // (consecutive phases often keep their layout; a large world's plan takes seconds to build).
+  if (from_layout == to_layout) return {};
+  const executor::LayoutTransfer transfer(from.model, from_layout, to_layout, world,
                                           executor::TransferDetail::totals);
   // The state is float32 on every backend.
   constexpr std::int64_t kStateBytes = 4;
