@@ -61,6 +61,16 @@ std::vector<pid_t> strata_processes_with(const std::string& marker) {
   return found;
 }
 
+// Each step's loss within 1e-5 (relative) of the one-rank run's at that step.
+void expect_same_losses(const std::vector<nlohmann::json>& got,
+                        const std::vector<nlohmann::json>& expected) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double loss = expected[i].at("loss").get<double>();
+    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
+  }
+}
+
 struct ParallelCli : ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
@@ -201,10 +211,7 @@ TEST_F(ParallelCli, HybridShardingLogsTheSingleRankLosses) {
   const std::vector<nlohmann::json> expected = step_records(one.out);
   const std::vector<nlohmann::json> got = step_records(four.out);
   ASSERT_EQ(got.size(), 3u) << four.out;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double loss = expected[i].at("loss").get<double>();
-    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
-  }
+  expect_same_losses(got, expected);
   // Sharding without ZeRO is refused with the plan field and the rule.
   const CommandResult unsharded = mpirun(4, batch + "--dp 4 --dp-shard 2");
   EXPECT_NE(unsharded.exit_code, 0);
@@ -485,10 +492,7 @@ TEST_F(ParallelCli, SwitchingLayoutInMemoryLogsTheSingleRankLosses) {
   ASSERT_EQ(switched.exit_code, 0) << switched.err;
   const std::vector<nlohmann::json> got = step_records(switched.out);
   ASSERT_EQ(got.size(), 6u) << switched.out;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double loss = expected[i].at("loss").get<double>();
-    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
-  }
+  expect_same_losses(got, expected);
   const nlohmann::json summary = nlohmann::json::parse(
       switched.out.substr(switched.out.rfind('\n', switched.out.size() - 2) + 1));
   ASSERT_TRUE(summary.contains("switches")) << switched.out;
@@ -541,10 +545,7 @@ TEST_F(ParallelCli, ASwitchCanLengthenTheSequencesIntoContextParallelism) {
   const std::vector<nlohmann::json> got = step_records(switched.out);
   ASSERT_EQ(got.size(), 6u) << switched.out;
   ASSERT_EQ(expected.size(), 6u) << one.out;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double loss = expected[i].at("loss").get<double>();
-    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
-  }
+  expect_same_losses(got, expected);
   // Longer sequences from step 4 on: the loss of a step of 64-token sequences differs from the
   // run that stayed at 32 (the switch changed what trains, not only where).
   const CommandResult unswitched = strata(model + "--seq-len 32 --steps 6 --log-format json");
@@ -627,10 +628,7 @@ TEST_F(ParallelCli, APhasedRunPlannedByStrataPlanTrainsWithTheSingleRankLosses) 
   const std::vector<nlohmann::json> got = step_records(phased.out);
   ASSERT_EQ(got.size(), 8u) << phased.out;
   ASSERT_EQ(expected.size(), 8u) << one.out;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double loss = expected[i].at("loss").get<double>();
-    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
-  }
+  expect_same_losses(got, expected);
   EXPECT_THAT(phased.out, HasSubstr("\"to\":\"" + set + "#long\""));
   EXPECT_THAT(phased.out, HasSubstr("\"predicted_transfer_s\""));
   const nlohmann::json events = nlohmann::json::parse(slurp(trace)).at("traceEvents");
@@ -674,10 +672,7 @@ TEST_F(ParallelCli, StrategiesFromThePlannerSwitchByIdWithTheSingleRankLosses) {
   ASSERT_EQ(cycled.exit_code, 0) << cycled.err;
   const std::vector<nlohmann::json> got = step_records(cycled.out);
   ASSERT_EQ(got.size(), 5u) << cycled.out;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double loss = expected[i].at("loss").get<double>();
-    EXPECT_NEAR(got[i].at("loss").get<double>(), loss, 1e-5 * std::abs(loss)) << "step " << i + 1;
-  }
+  expect_same_losses(got, expected);
 }
 
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
