@@ -485,6 +485,8 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
       ReduceOp::max);
   record.seconds = seconds;
   record.peak_host_bytes = static_cast<std::size_t>(peak_host);
+  // The steps after it measure the new layout's own peak, not the switch's.
+  if (peak_restarted) reset_peak_resident();
   return record;
 }
 
