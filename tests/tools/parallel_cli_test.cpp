@@ -618,16 +618,16 @@ TEST_F(ParallelCli, APhasedRunPlannedByStrataPlanTrainsWithTheSingleRankLosses) 
       0);
   const CommandResult one =
       strata("train --model gpt-tiny --data " + tokens +
-             " --global-batch 8 --seq-len 64 --steps 8 --log-format json --switch 4:" + long_plan);
+             " --global-batch 8 --seq-len 64 --steps 4 --log-format json --switch 2:" + long_plan);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const std::vector<nlohmann::json> expected = step_records(one.out);
   const std::string trace = (directory / "trace.json").string();
   const CommandResult phased = mpirun(4, "train --plan-set " + set + " --data " + tokens +
-                                             " --steps 8 --log-format json --trace " + trace);
+                                             " --steps 4 --log-format json --trace " + trace);
   ASSERT_EQ(phased.exit_code, 0) << phased.err;
   const std::vector<nlohmann::json> got = step_records(phased.out);
-  ASSERT_EQ(got.size(), 8u) << phased.out;
-  ASSERT_EQ(expected.size(), 8u) << one.out;
+  ASSERT_EQ(got.size(), 4u) << phased.out;
+  ASSERT_EQ(expected.size(), 4u) << one.out;
   expect_same_losses(got, expected);
   EXPECT_THAT(phased.out, HasSubstr("\"to\":\"" + set + "#long\""));
   EXPECT_THAT(phased.out, HasSubstr("\"predicted_transfer_s\""));
@@ -648,31 +648,38 @@ TEST_F(ParallelCli, APhasedRunPlannedByStrataPlanTrainsWithTheSingleRankLosses) 
   EXPECT_TRUE(switch_processes.contains(predicted));
 }
 
-// Hetu's use of several strategies, from the planner: `plan --strategies 4` on 8 ranks, then a run
-// that moves through all four by id has the losses of one rank.
+// Hetu's use of several strategies, from the planner: `plan --strategies 3` on 4 ranks, then a run
+// that moves through all three by id has the losses of one rank (8 ranks cycling five layouts is
+// ParallelSwitch in parallel_training_test; 8 processes here took most of the sanitizers' budget).
 TEST_F(ParallelCli, StrategiesFromThePlannerSwitchByIdWithTheSingleRankLosses) {
   const std::string set = (directory / "strategies.json").string();
   const CommandResult planned = strata(
-      "plan --model gpt-tiny --cluster cpu-local:8 --global-batch 16 --seq-len 64 "
-      "--strategies 4 --format json --out " +
+      "plan --model gpt-tiny --cluster cpu-local:4 --global-batch 8 --seq-len 64 "
+      "--strategies 3 --format json --out " +
       set);
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   const nlohmann::json report = nlohmann::json::parse(planned.out);
   const nlohmann::json& plans = report.at("plan_set").at("plans");
-  ASSERT_EQ(plans.size(), 4u);
-  const std::string switches = "2:" + plans[1].at("id").get<std::string>() +
-                               ",3:" + plans[2].at("id").get<std::string>() +
-                               ",4:" + plans[3].at("id").get<std::string>();
+  ASSERT_EQ(plans.size(), 3u);
+  const std::string switches =
+      "1:" + plans[1].at("id").get<std::string>() + ",2:" + plans[2].at("id").get<std::string>();
   const CommandResult one = strata("train --model gpt-tiny --data " + tokens +
-                                   " --global-batch 16 --seq-len 64 --steps 5 --log-format json");
+                                   " --global-batch 8 --seq-len 64 --steps 3 --log-format json");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const std::vector<nlohmann::json> expected = step_records(one.out);
-  const CommandResult cycled = mpirun(8, "train --plan-set " + set + " --data " + tokens +
-                                             " --steps 5 --log-format json --switch " + switches);
+  const CommandResult cycled = mpirun(4, "train --plan-set " + set + " --data " + tokens +
+                                             " --steps 3 --log-format json --switch " + switches);
   ASSERT_EQ(cycled.exit_code, 0) << cycled.err;
   const std::vector<nlohmann::json> got = step_records(cycled.out);
-  ASSERT_EQ(got.size(), 5u) << cycled.out;
+  ASSERT_EQ(got.size(), 3u) << cycled.out;
   expect_same_losses(got, expected);
+  // Another mesh than the first's moves state: not every switch is a regrouping of one placement.
+  const nlohmann::json summary =
+      nlohmann::json::parse(cycled.out.substr(cycled.out.rfind('\n', cycled.out.size() - 2) + 1));
+  ASSERT_EQ(summary.at("switches").size(), 2u) << cycled.out;
+  EXPECT_GT(summary.at("switches")[0].at("most_received_bytes").get<double>() +
+                summary.at("switches")[1].at("most_received_bytes").get<double>(),
+            0);
 }
 
 TEST_F(ParallelCli, APlanThatDoesNotFitTheModelNamesThePathAndTheRule) {
