@@ -43,6 +43,7 @@ namespace {
 
 // One plan's lists: as JSON and as text (the rank's header and actions per line).
 struct ListedSchedule {
+  schedule::PipelineSchedule pipeline;
   nlohmann::json json;
   std::string text;
 };
@@ -86,7 +87,8 @@ ListedSchedule list_schedule(const schemas::Plan& plan, const std::string& sourc
         fmt::format("rank {} (stages {}; peak in flight {}):\n  {}\n", rank,
                     fmt::join(stages, ", "), stats.peak_in_flight[rank], fmt::join(listed, " "));
   }
-  return {{{"schedule", schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
+  return {pipeline,
+          {{"schedule", schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)},
            {"pp", pipeline.pp},
            {"vpp", pipeline.vpp},
            {"num_micro_batches", pipeline.num_micro_batches},
@@ -117,9 +119,8 @@ int run_schedule(const ScheduleOptions& options) {
       const std::string source = options.plan + "#" + entry->id;
       ListedSchedule schedule = list_schedule(entry->plan, source, plan_directory, options);
       if (options.csv_path) {
-        schemas::write_file_atomically(
-            *options.csv_path,
-            schedule::schedule_to_csv(schedule::build_plan_schedule(entry->plan, plan_directory)));
+        schemas::write_file_atomically(*options.csv_path,
+                                       schedule::schedule_to_csv(schedule.pipeline));
       }
       schedule.json["id"] = entry->id;
       plans.push_back(std::move(schedule.json));
@@ -139,9 +140,7 @@ int run_schedule(const ScheduleOptions& options) {
   const schemas::Plan plan = schemas::load_plan_file(options.plan);
   const ListedSchedule schedule = list_schedule(plan, options.plan, plan_directory, options);
   if (options.csv_path) {
-    schemas::write_file_atomically(
-        *options.csv_path,
-        schedule::schedule_to_csv(schedule::build_plan_schedule(plan, plan_directory)));
+    schemas::write_file_atomically(*options.csv_path, schedule::schedule_to_csv(schedule.pipeline));
   }
   if (options.format == OutputFormat::json) {
     std::cout << schedule.json.dump(2) << "\n";
