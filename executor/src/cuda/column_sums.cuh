@@ -53,6 +53,16 @@ static __global__ void column_sums_finish_kernel(const float2* partial, std::int
   if (second != nullptr) second[column] += sum.y;
 }
 
+// The term of a plain column sum: row `row`, column `column` of values read as [rows, columns].
+template <class T>
+struct RowValues {
+  const T* values;
+  std::int64_t columns;
+  __device__ float2 operator()(std::int64_t row, std::int64_t column) const {
+    return make_float2(to_float(values[row * columns + column]), 0.0f);
+  }
+};
+
 // first[c] += Σ term(row, c).x and, when second is not null, second[c] += Σ term(row, c).y.
 template <class Term>
 void launch_column_sums(std::int64_t rows, std::int64_t columns, const Term& term, float* first,

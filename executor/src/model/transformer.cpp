@@ -98,8 +98,6 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
       options_(std::move(options)) {
   check_executor_supports(model_, fmt::format("model {}", model_.name), "");
   const TensorParallelism& tp = options_.tensor_parallel;
-  STRATA_CHECK(!tp.active() || device_ == Device::cpu,
-               "tensor parallelism runs on the CPU backend (the GPU backend trains one GPU)");
   STRATA_CHECK(
       options_.recomputed_layers.empty() ||
           static_cast<std::int64_t>(options_.recomputed_layers.size()) == model_.num_layers,

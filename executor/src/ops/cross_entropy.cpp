@@ -135,8 +135,15 @@ void cross_entropy_rescale_shard_sums(const Tensor& row_max, const Tensor& globa
                                       Tensor& row_sum_exp) {
   check_same_numel("cross_entropy_rescale_shard_sums", row_max, global_max);
   check_same_numel("cross_entropy_rescale_shard_sums", row_max, row_sum_exp);
-  STRATA_CHECK(!on_cuda("cross_entropy_rescale_shard_sums", {&row_max, &global_max, &row_sum_exp}),
-               "cross_entropy_rescale_shard_sums: the parallel executor runs on the CPU backend");
+  if (on_cuda("cross_entropy_rescale_shard_sums", {&row_max, &global_max, &row_sum_exp})) {
+    check_cuda_types("cross_entropy_rescale_shard_sums", {&row_max},
+                     {&row_max, &global_max, &row_sum_exp});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_cross_entropy_rescale_shard_sums(row_max.data<float>(), global_max.data<float>(),
+                                                    row_sum_exp.data<float>(), row_max.numel());
+    }
+    return;
+  }
   check_cpu_same_type("cross_entropy_rescale_shard_sums", {&row_max, &global_max, &row_sum_exp});
   dispatch_floating(row_max.scalar_type(), "cross_entropy_rescale_shard_sums", [&]<class T>() {
     cpu::as_vector<T>(row_sum_exp).array() *=
@@ -150,9 +157,17 @@ void cross_entropy_shard_losses(const Tensor& global_max, const Tensor& sum_exp,
                                static_cast<const Tensor*>(&log_sum_exp)}) {
     check_same_numel("cross_entropy_shard_losses", global_max, *tensor);
   }
-  STRATA_CHECK(!on_cuda("cross_entropy_shard_losses",
-                        {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp}),
-               "cross_entropy_shard_losses: the parallel executor runs on the CPU backend");
+  if (on_cuda("cross_entropy_shard_losses",
+              {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp})) {
+    check_cuda_types("cross_entropy_shard_losses", {&global_max},
+                     {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_cross_entropy_shard_losses(global_max.data<float>(), sum_exp.data<float>(),
+                                              target_logit.data<float>(), losses.data<float>(),
+                                              log_sum_exp.data<float>(), global_max.numel());
+    }
+    return;
+  }
   check_cpu_same_type("cross_entropy_shard_losses",
                       {&global_max, &sum_exp, &target_logit, &losses, &log_sum_exp});
   dispatch_floating(global_max.scalar_type(), "cross_entropy_shard_losses", [&]<class T>() {

@@ -67,8 +67,16 @@ void vocab_parallel_embedding_forward(const Tensor& ids, const Tensor& table_sha
   STRATA_CHECK(out.numel() == ids.numel() * hidden,
                "vocab_parallel_embedding_forward: out {} for {} ids", shape_to_string(out.shape()),
                ids.numel());
-  STRATA_CHECK(!on_cuda("vocab_parallel_embedding_forward", {&ids, &table_shard, &out}),
-               "vocab_parallel_embedding_forward: the parallel executor runs on the CPU backend");
+  if (on_cuda("vocab_parallel_embedding_forward", {&ids, &table_shard, &out})) {
+    const ScalarType type =
+        check_cuda_types("vocab_parallel_embedding_forward", {&table_shard, &out}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_vocab_parallel_embedding_forward(ids.data<std::int32_t>(), table_shard.raw(),
+                                                    vocab_start, table_shard.size(0), out.raw(),
+                                                    ids.numel(), hidden, type);
+    }
+    return;
+  }
   check_cpu_same_type("vocab_parallel_embedding_forward", {&table_shard, &out});
   const std::int64_t rows = table_shard.size(0);
   dispatch_floating(table_shard.scalar_type(), "vocab_parallel_embedding_forward", [&]<class T>() {
@@ -92,8 +100,16 @@ void vocab_parallel_embedding_backward(const Tensor& ids, const Tensor& dout,
   STRATA_CHECK(dout.numel() == ids.numel() * hidden,
                "vocab_parallel_embedding_backward: dout {} for {} ids",
                shape_to_string(dout.shape()), ids.numel());
-  STRATA_CHECK(!on_cuda("vocab_parallel_embedding_backward", {&ids, &dout, &dtable_shard}),
-               "vocab_parallel_embedding_backward: the parallel executor runs on the CPU backend");
+  if (on_cuda("vocab_parallel_embedding_backward", {&ids, &dout, &dtable_shard})) {
+    const ScalarType type =
+        check_cuda_types("vocab_parallel_embedding_backward", {&dout}, {&dtable_shard});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_vocab_parallel_embedding_backward(
+          ids.data<std::int32_t>(), dout.raw(), dtable_shard.data<float>(), vocab_start,
+          dtable_shard.size(0), ids.numel(), hidden, type);
+    }
+    return;
+  }
   check_cpu_same_type("vocab_parallel_embedding_backward", {&dout, &dtable_shard});
   const std::int64_t rows = dtable_shard.size(0);
   dispatch_floating(dtable_shard.scalar_type(), "vocab_parallel_embedding_backward",

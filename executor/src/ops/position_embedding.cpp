@@ -57,8 +57,6 @@ void check_rows(const char* op, const Tensor& x, const Tensor& table, std::int64
   STRATA_CHECK(x.dim() == 2 && x.size(1) == table.size(1) && seq_length <= table.size(0),
                "{}: x {} table {} sequence {}", op, shape_to_string(x.shape()),
                shape_to_string(table.shape()), seq_length);
-  STRATA_CHECK(!on_cuda(op, {&x, &table}), "{}: the parallel executor runs on the CPU backend", op);
-  check_cpu_same_type(op, {&table, &x});
 }
 
 }  // namespace
@@ -67,6 +65,15 @@ void position_embedding_forward_rows(const Tensor& table, Tensor& x, std::int64_
                                      std::int64_t first_token) {
   check_rows("position_embedding_forward_rows", x, table, seq_length);
   const std::int64_t hidden = x.size(1);
+  if (on_cuda("position_embedding_forward_rows", {&table, &x})) {
+    const ScalarType type = check_cuda_types("position_embedding_forward_rows", {&table, &x}, {});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_position_embedding_forward_rows(table.raw(), x.raw(), x.size(0), hidden,
+                                                   seq_length, first_token, type);
+    }
+    return;
+  }
+  check_cpu_same_type("position_embedding_forward_rows", {&table, &x});
   dispatch_floating(x.scalar_type(), "position_embedding_forward_rows", [&]<class T>() {
     const auto positions = cpu::as_matrix<T>(table, hidden);
     auto rows = cpu::as_matrix<T>(x, hidden);
@@ -80,6 +87,15 @@ void position_embedding_backward_rows(const Tensor& dx, Tensor& dtable, std::int
                                       std::int64_t first_token) {
   check_rows("position_embedding_backward_rows", dx, dtable, seq_length);
   const std::int64_t hidden = dx.size(1);
+  if (on_cuda("position_embedding_backward_rows", {&dx, &dtable})) {
+    const ScalarType type = check_cuda_types("position_embedding_backward_rows", {&dx}, {&dtable});
+    if constexpr (kCudaBackendBuilt) {
+      cuda::launch_position_embedding_backward_rows(dx.raw(), dtable.data<float>(), dx.size(0),
+                                                    hidden, seq_length, first_token, type);
+    }
+    return;
+  }
+  check_cpu_same_type("position_embedding_backward_rows", {&dx, &dtable});
   dispatch_floating(dx.scalar_type(), "position_embedding_backward_rows", [&]<class T>() {
     auto positions = cpu::as_matrix<T>(dtable, hidden);
     const auto rows = cpu::as_matrix<T>(dx, hidden);

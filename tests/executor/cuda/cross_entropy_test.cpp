@@ -1,5 +1,6 @@
 // CUDA against the CPU for the softmax cross-entropy: the whole vocabulary's loss and log-sum-exp,
-// a shard's statistics (vocab-parallel loss), and the backward written over the logits.
+// a shard's statistics (vocab-parallel loss) and their combination after the tp all-reduces,
+// and the backward written over the logits.
 #include "strata/executor/ops/cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@ using testing::random_in;
 
 class CudaCrossEntropy : public testing::CudaTest,
                          public ::testing::WithParamInterface<ScalarType> {};
+
+class CudaCrossEntropyShards : public testing::CudaTest {};
 
 constexpr std::int64_t kRows = 33;
 
@@ -76,6 +79,37 @@ TEST_P(CudaCrossEntropy, ShardStatisticsAndBackward) {
   cross_entropy_backward(logits_gpu, targets_gpu, on_gpu(lse, ScalarType::float32), 0.5,
                          dlogits_gpu, kStart);
   EXPECT_CLOSE_TO_REFERENCE(dlogits_gpu, dlogits, type);
+}
+
+// Between and after the vocab-parallel loss's all-reduces: a shard's sums rescaled to the global
+// maxima, then the losses and log-sum-exps from the summed statistics (float32 on the GPU).
+TEST_F(CudaCrossEntropyShards, SumsRescaledAndLossesCombined) {
+  const Tensor row_max = random_in({kRows}, ScalarType::float32, 4, 3.0);
+  Tensor global_max = random_in({kRows}, ScalarType::float32, 5, 1.0);
+  for (std::int64_t n = 0; n < kRows; ++n) {  // the global max is at least the shard's
+    global_max.data<double>()[n] =
+        row_max.data<double>()[n] + std::abs(global_max.data<double>()[n]);
+  }
+  Tensor sums = random_in({kRows}, ScalarType::float32, 6, 4.0);
+  for (std::int64_t n = 0; n < kRows; ++n)
+    sums.data<double>()[n] = 1.0 + std::abs(sums.data<double>()[n]);
+  Tensor sums_gpu = on_gpu(sums, ScalarType::float32);
+  cross_entropy_rescale_shard_sums(row_max, global_max, sums);
+  cross_entropy_rescale_shard_sums(on_gpu(row_max, ScalarType::float32),
+                                   on_gpu(global_max, ScalarType::float32), sums_gpu);
+  EXPECT_CLOSE_TO_REFERENCE(sums_gpu, sums, ScalarType::float32);
+
+  const Tensor target_logit = random_in({kRows}, ScalarType::float32, 7, 4.0);
+  Tensor losses = Tensor::zeros({kRows}, ScalarType::float64);
+  Tensor lse = Tensor::zeros({kRows}, ScalarType::float64);
+  cross_entropy_shard_losses(global_max, sums, target_logit, losses, lse);
+  Tensor losses_gpu = Tensor::zeros({kRows}, ScalarType::float32, Device::cuda);
+  Tensor lse_gpu = Tensor::zeros({kRows}, ScalarType::float32, Device::cuda);
+  cross_entropy_shard_losses(on_gpu(global_max, ScalarType::float32),
+                             on_gpu(sums, ScalarType::float32),
+                             on_gpu(target_logit, ScalarType::float32), losses_gpu, lse_gpu);
+  EXPECT_CLOSE_TO_REFERENCE(losses_gpu, losses, ScalarType::float32);
+  EXPECT_CLOSE_TO_REFERENCE(lse_gpu, lse, ScalarType::float32);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaCrossEntropy, ::testing::ValuesIn(testing::kCudaTypes),

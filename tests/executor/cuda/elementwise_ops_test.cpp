@@ -1,10 +1,12 @@
 // CUDA against the CPU for the elementwise and gather ops: residual, GELU, SwiGLU, dropout,
-// rotary, position and token embeddings, dtype conversion. Inputs are random (never zeros) and
+// rotary, position and token embeddings (whole and a tensor-parallel rank's share), a separate
+// bias, dtype conversion. Inputs are random (never zeros) and
 // rounded to the dtype under test; the CPU computes in float64; gradients accumulate into random
 // starting values on both sides, so the += contract is checked too.
 #include <gtest/gtest.h>
 
 #include "cuda_testing.h"
+#include "strata/executor/ops/bias.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/embedding.h"
 #include "strata/executor/ops/gelu.h"
@@ -188,6 +190,84 @@ TEST_P(CudaElementwise, EmbeddingForwardAndDeterministicBackward) {
   embedding_backward(ids_gpu, on_gpu(dout, type), second);
   EXPECT_CLOSE_TO_REFERENCE(first, dtable, ScalarType::float32);
   EXPECT_EQ(testing::max_relative_difference(from_gpu(first), from_gpu(second)), 0.0);
+}
+
+// A sequence-parallel rank's rows: more rows than one sequence, starting mid-sequence, so that
+// positions repeat within the rank and the backward sums them.
+TEST_P(CudaElementwise, PositionEmbeddingOfARanksRows) {
+  const ScalarType type = GetParam();
+  constexpr std::int64_t kSeq = 11, kRows = 25, kHidden = 40, kMaxSeq = 16;
+  const Tensor table = random_in({kMaxSeq, kHidden}, type, 26);
+  for (const std::int64_t first_token : {0, 7, 30}) {
+    Tensor x = random_in({kRows, kHidden}, type, 27);
+    Tensor x_gpu = on_gpu(x, type);
+    position_embedding_forward_rows(table, x, kSeq, first_token);
+    position_embedding_forward_rows(on_gpu(table, type), x_gpu, kSeq, first_token);
+    EXPECT_CLOSE_TO_REFERENCE(x_gpu, x, type);
+
+    const Tensor dx = random_in({kRows, kHidden}, type, 28);
+    Tensor dtable = random_in({kMaxSeq, kHidden}, ScalarType::float32, 29);
+    Tensor dtable_gpu = on_gpu(dtable, ScalarType::float32);
+    position_embedding_backward_rows(dx, dtable, kSeq, first_token);
+    position_embedding_backward_rows(on_gpu(dx, type), dtable_gpu, kSeq, first_token);
+    EXPECT_CLOSE_TO_REFERENCE(dtable_gpu, dtable, ScalarType::float32);
+  }
+}
+
+// Each tp rank's rows of the table: ids of other ranks give zero rows forward (written over what
+// the buffer held) and touch nothing backward. The first rank's shard starts at 0 while the ids
+// reach past it, which the sorted backward must still group.
+TEST_P(CudaElementwise, VocabularyParallelEmbeddingOfEachShard) {
+  const ScalarType type = GetParam();
+  constexpr std::int64_t kVocab = 60, kShard = 20, kHidden = 48, kTokens = 77;
+  Tensor ids = Tensor::zeros({kTokens}, ScalarType::int32);
+  for (std::int64_t i = 0; i < kTokens; ++i) {
+    ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * i * 7 + 3 * i + 5) % kVocab);
+  }
+  const Tensor ids_gpu = ids.to(Device::cuda);
+  for (const std::int64_t start : {0, 20, 40}) {
+    const Tensor shard = random_in({kShard, kHidden}, type, 30 + static_cast<std::uint32_t>(start));
+    Tensor out = Tensor::zeros({kTokens, kHidden}, ScalarType::float64);
+    vocab_parallel_embedding_forward(ids, shard, start, out);
+    Tensor out_gpu = on_gpu(random_in({kTokens, kHidden}, type, 31), type);
+    vocab_parallel_embedding_forward(ids_gpu, on_gpu(shard, type), start, out_gpu);
+    EXPECT_CLOSE_TO_REFERENCE(out_gpu, out, type);
+
+    const Tensor dout = random_in({kTokens, kHidden}, type, 32);
+    Tensor dshard = random_in({kShard, kHidden}, ScalarType::float32, 33);
+    Tensor first = on_gpu(dshard, ScalarType::float32);
+    Tensor second = on_gpu(dshard, ScalarType::float32);
+    vocab_parallel_embedding_backward(ids, dout, start, dshard);
+    vocab_parallel_embedding_backward(ids_gpu, on_gpu(dout, type), start, first);
+    vocab_parallel_embedding_backward(ids_gpu, on_gpu(dout, type), start, second);
+    EXPECT_CLOSE_TO_REFERENCE(first, dshard, ScalarType::float32);
+    EXPECT_EQ(testing::max_relative_difference(from_gpu(first), from_gpu(second)), 0.0);
+  }
+}
+
+// The bias of a row-parallel layer, added after the tp sum; its gradient is a column sum that
+// repeats bit for bit. Widths with and without 16-byte vectors.
+TEST_P(CudaElementwise, SeparateBiasForwardAndBackward) {
+  const ScalarType type = GetParam();
+  constexpr std::int64_t kRows = 300;
+  for (const std::int64_t features : {48, 41}) {
+    const Tensor bias = random_in({features}, type, 34);
+    Tensor y = random_in({kRows, features}, type, 35);
+    Tensor y_gpu = on_gpu(y, type);
+    bias_forward(y, bias);
+    bias_forward(y_gpu, on_gpu(bias, type));
+    EXPECT_CLOSE_TO_REFERENCE(y_gpu, y, type);
+
+    const Tensor dy = random_in({kRows, features}, type, 36);
+    Tensor dbias = random_in({features}, ScalarType::float32, 37);
+    Tensor first = on_gpu(dbias, ScalarType::float32);
+    Tensor second = on_gpu(dbias, ScalarType::float32);
+    bias_backward(dy, dbias);
+    bias_backward(on_gpu(dy, type), first);
+    bias_backward(on_gpu(dy, type), second);
+    EXPECT_CLOSE_TO_REFERENCE(first, dbias, ScalarType::float32);
+    EXPECT_EQ(testing::max_relative_difference(from_gpu(first), from_gpu(second)), 0.0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaElementwise, ::testing::ValuesIn(testing::kCudaTypes),

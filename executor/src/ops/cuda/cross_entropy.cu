@@ -98,6 +98,25 @@ void launch_statistics(const void* logits, const std::int32_t* targets, std::int
   });
 }
 
+__global__ void rescale_shard_sums_kernel(const float* row_max, const float* global_max,
+                                          float* row_sum_exp, std::int64_t rows) {
+  for (std::int64_t n = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; n < rows;
+       n += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    row_sum_exp[n] *= expf(row_max[n] - global_max[n]);
+  }
+}
+
+__global__ void shard_losses_kernel(const float* global_max, const float* sum_exp,
+                                    const float* target_logit, float* losses, float* log_sum_exp,
+                                    std::int64_t rows) {
+  for (std::int64_t n = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; n < rows;
+       n += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float lse = global_max[n] + logf(sum_exp[n]);
+    log_sum_exp[n] = lse;
+    losses[n] = lse - target_logit[n];
+  }
+}
+
 }  // namespace
 
 void launch_cross_entropy_forward(const void* logits, const std::int32_t* targets, float* losses,
@@ -129,6 +148,23 @@ void launch_cross_entropy_backward(const void* logits, const std::int32_t* targe
               static_cast<T*>(dlogits), vocab_start, columns);
     });
   });
+}
+
+void launch_cross_entropy_rescale_shard_sums(const float* row_max, const float* global_max,
+                                             float* row_sum_exp, std::int64_t rows) {
+  if (rows == 0) return;
+  rescale_shard_sums_kernel<<<grid_blocks(rows, 256), 256, 0, current_stream()>>>(
+      row_max, global_max, row_sum_exp, rows);
+  STRATA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cross_entropy_shard_losses(const float* global_max, const float* sum_exp,
+                                       const float* target_logit, float* losses, float* log_sum_exp,
+                                       std::int64_t rows) {
+  if (rows == 0) return;
+  shard_losses_kernel<<<grid_blocks(rows, 256), 256, 0, current_stream()>>>(
+      global_max, sum_exp, target_logit, losses, log_sum_exp, rows);
+  STRATA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace strata::executor::cuda

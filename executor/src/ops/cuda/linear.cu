@@ -162,15 +162,6 @@ void matmul(const Matmul& gemm) {
   }
 }
 
-template <class T>
-struct BiasGradientTerm {
-  const T* dy;
-  std::int64_t out;
-  __device__ float2 operator()(std::int64_t row, std::int64_t column) const {
-    return make_float2(to_float(dy[row * out + column]), 0.0f);
-  }
-};
-
 }  // namespace
 
 void launch_linear_forward(const void* x, const void* weight, const void* bias, void* y,
@@ -245,8 +236,7 @@ void launch_linear_backward_parameters(const void* dy, const void* x, float* dwe
   if (rows > 0) matmul(gemm);
   if (dbias != nullptr) {
     dispatch_cuda_type(type, "linear_backward", [&]<class T>() {
-      launch_column_sums(rows, out, BiasGradientTerm<T>{static_cast<const T*>(dy), out}, dbias,
-                         nullptr);
+      launch_column_sums(rows, out, RowValues<T>{static_cast<const T*>(dy), out}, dbias, nullptr);
     });
   }
 }

@@ -15,4 +15,14 @@ void launch_position_embedding_forward(const void* table, void* x, std::int64_t 
 void launch_position_embedding_backward(const void* dx, float* dtable, std::int64_t batch,
                                         std::int64_t seq, std::int64_t hidden, ScalarType type);
 
+// The rows of a sequence-parallel rank: x is [rows, hidden] and row i has position
+// (first_token + i) mod seq. x[i, :] += table[position, :].
+void launch_position_embedding_forward_rows(const void* table, void* x, std::int64_t rows,
+                                            std::int64_t hidden, std::int64_t seq,
+                                            std::int64_t first_token, ScalarType type);
+// dtable[p, :] += Σ dx[i, :] over the rows i at position p, summed in row order.
+void launch_position_embedding_backward_rows(const void* dx, float* dtable, std::int64_t rows,
+                                             std::int64_t hidden, std::int64_t seq,
+                                             std::int64_t first_token, ScalarType type);
+
 }  // namespace strata::executor::cuda

@@ -1,7 +1,7 @@
 // A bias added on its own, forward and backward: the bias of a row-parallel linear layer, which
 // is added once after the partial outputs are summed across the tensor-parallel group (added
-// inside each rank's GEMM it would be counted tp times). CPU backend; one device fuses biases into
-// its GEMMs (linear.h).
+// inside each rank's GEMM it would be counted tp times). One device fuses biases into its GEMMs
+// (linear.h).
 #pragma once
 
 #include "strata/executor/tensor/tensor.h"

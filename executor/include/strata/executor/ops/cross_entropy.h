@@ -30,7 +30,7 @@ void cross_entropy_shard_statistics(const Tensor& logits, const Tensor& targets,
 // Combining the shards' statistics once the row maxima are all-reduced (max) into global_max:
 // row_sum_exp[n] ← row_sum_exp[n]·exp(row_max[n] − global_max[n]), this shard's part of
 // Σ_v exp(logits[n, v] − M) — then, once those and the target logits are all-reduced (sum),
-// log_sum_exp = global_max + log(sum_exp) and losses = log_sum_exp − target_logit. CPU backend.
+// log_sum_exp = global_max + log(sum_exp) and losses = log_sum_exp − target_logit.
 void cross_entropy_rescale_shard_sums(const Tensor& row_max, const Tensor& global_max,
                                       Tensor& row_sum_exp);
 void cross_entropy_shard_losses(const Tensor& global_max, const Tensor& sum_exp,

@@ -13,7 +13,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
 
 // The vocabulary-parallel lookup of a rank holding rows [vocab_start, vocab_start + rows) of the
 // table (Megatron's VocabParallelEmbedding): ids outside them give zero rows, so the sum of every
-// rank's `out` is the whole lookup; backward touches only the shard's rows. CPU backend.
+// rank's `out` is the whole lookup; backward touches only the shard's rows.
 void vocab_parallel_embedding_forward(const Tensor& ids, const Tensor& table_shard,
                                       std::int64_t vocab_start, Tensor& out);
 void vocab_parallel_embedding_backward(const Tensor& ids, const Tensor& dout,
