@@ -104,7 +104,7 @@ if wanted profile; then
 fi
 
 if wanted parallel; then
-  stage "parallel plans on one GPU under mpirun -np 2 (dp 2, pp 2) against one rank"
+  stage "parallel plans on one GPU under mpirun -np 2 (dp 2, pp 2, tp 2) against one rank"
   timeout 420 scripts/check_gpu_parallel_plans.sh "$strata_bin" "$results"
 fi
 

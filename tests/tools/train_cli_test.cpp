@@ -502,12 +502,16 @@ TEST_F(TrainCli, DeviceFlagsAreCheckedBeforeTraining) {
             "strata: --cluster: dgx-h100 is a GPU cluster: add --device cuda, or give a file "
             "strata profile measured on the CPU\n");
   // Before the job's size and the GPU are looked at: the plan itself cannot run on CUDA.
-  const CommandResult tp_on_cuda = strata(small_run("--steps 1 --device cuda --tp 2"));
-  EXPECT_EQ(tp_on_cuda.exit_code, 1);
-  EXPECT_EQ(tp_on_cuda.err,
-            "strata: command line: /mesh/tp: tp 2: the CUDA backend runs data and pipeline "
-            "parallelism (ranks may share a GPU); tensor and context parallelism run on the CPU "
+  const CommandResult cp_on_cuda = strata(small_run("--steps 1 --device cuda --cp 2"));
+  EXPECT_EQ(cp_on_cuda.exit_code, 1);
+  EXPECT_EQ(cp_on_cuda.err,
+            "strata: command line: /mesh/cp: cp 2: the CUDA backend runs data, tensor and "
+            "pipeline parallelism (ranks may share a GPU); context parallelism runs on the CPU "
             "(--device cpu)\n");
+  const CommandResult nccl_on_cpu = strata(small_run("--steps 1 --collectives nccl"));
+  EXPECT_EQ(nccl_on_cpu.exit_code, 1);
+  EXPECT_EQ(nccl_on_cpu.err,
+            "strata: --collectives: nccl carries device tensors: add --device cuda\n");
   const CommandResult unknown = strata(small_run("--steps 1 --device tpu"));
   EXPECT_EQ(unknown.exit_code, 2);
   const CommandResult cuda = strata(small_run("--steps 1 --device cuda"));

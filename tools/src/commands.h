@@ -198,6 +198,7 @@ struct TrainOptions {
   std::optional<std::int64_t> eval_batches;
   LogFormat log_format = LogFormat::text;
   std::optional<std::string> device;     // cpu | cuda (default: where the plan's cluster is)
+  std::string collectives = "auto";      // auto | nccl | mpi: what carries CUDA ranks' tensors
   std::optional<std::string> precision;  // fp32 | bf16, with --model
   std::optional<std::string> cluster;    // the GPU cluster preset a --model plan names on cuda
   // The layout of a --model plan (on cpu-local:tp·cp·dp·pp): dp defaults to the job's ranks /

@@ -90,6 +90,9 @@ executor::TrainingOptions training_options_of(const TrainOptions& options,
   training.overwrite_checkpoints = options.overwrite_checkpoints;
   if (options.init_llmc) training.init_llmc = *options.init_llmc;
   training.device = chosen.device;
+  training.gpu_collectives = options.collectives == "nccl"  ? executor::GpuCollectives::nccl
+                             : options.collectives == "mpi" ? executor::GpuCollectives::mpi
+                                                            : executor::GpuCollectives::automatic;
   training.plan_directory = chosen.directory.empty() ? "." : chosen.directory;
   if (options.trace) training.trace_step = options.trace_step.value_or(options.steps);
   return training;
@@ -361,7 +364,7 @@ int train(const TrainOptions& options, executor::Communicator& world) {
   }
   if (logs) {
     print_run_header(RunHeader{run.notes, trainer->resume_changes(), plan, world.size(),
-                               world.backend(), buckets},
+                               trainer->collectives_backend(), buckets},
                      options.log_format);
   }
   // Phase 3: training. A rank that fails now may leave others inside a collective: it says why

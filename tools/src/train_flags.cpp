@@ -256,6 +256,13 @@ void add_device_flags(CLI::App* command, TrainOptions& options, CLI::Option* pla
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->option_text("cpu|cuda");
   command
+      ->add_option("--collectives", options.collectives,
+                   "What carries device tensors between cuda ranks: auto (NCCL where the job has "
+                   "several ranks, each with its own GPU; else MPI through host memory), nccl, or "
+                   "mpi")
+      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->option_text("auto|nccl|mpi");
+  command
       ->add_option("--precision", options.precision,
                    "fp32, or bf16 mixed precision on cuda (with --model; default fp32 on the CPU, "
                    "bf16 on cuda)")

@@ -42,6 +42,9 @@ void print_run_header(const RunHeader& header, LogFormat format) {
                    : std::string(),
                plan.zero_stage, plan.model.name, header.backend);
   }
+  if (header.world_size == 1 && header.backend.find("nccl") != std::string::npos) {
+    fmt::print("collectives over {}\n", header.backend);  // asked for on one rank
+  }
   if (header.buckets) {
     fmt::print("gradient buckets on rank 0: {} at a bucket size of {} parameters (predicted {})\n",
                header.buckets->run, schemas::gradient_bucket_elements(plan),

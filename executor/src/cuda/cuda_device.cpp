@@ -1,5 +1,9 @@
 #include "strata/executor/cuda/cuda_device.h"
 
+#include <unistd.h>
+
+#include <array>
+
 #if STRATA_HAVE_CUDA
 #include "cuda_check.h"
 #include "cuda_context.h"
@@ -50,6 +54,15 @@ void release_cached_cuda_memory() { cuda::device_allocator().release_cache(); }
 
 void cuda_synchronize() { STRATA_CUDA_CHECK(cudaStreamSynchronize(cuda::current_stream())); }
 
+std::string cuda_device_identity() {
+  std::array<char, 256> host{};
+  ::gethostname(host.data(), host.size() - 1);
+  std::array<char, 64> bus{};
+  STRATA_CUDA_CHECK(
+      cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), cuda::cuda_context().device));
+  return std::string(host.data()) + "/" + bus.data();
+}
+
 #else
 
 std::optional<CudaDeviceInfo> cuda_device_info(std::string* why_not) {
@@ -70,6 +83,10 @@ void reset_cuda_peak_memory() {}
 void release_cached_cuda_memory() {}
 
 void cuda_synchronize() {}
+
+std::string cuda_device_identity() {
+  throw DeviceError("this build has no CUDA backend: no GPU to name");
+}
 
 #endif
 

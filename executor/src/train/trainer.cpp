@@ -12,6 +12,8 @@
 #include "strata/executor/checkpoint/layout_transfer.h"
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/cuda/cuda_device.h"
+#include "strata/executor/distributed/device_routed_communicator.h"
+#include "strata/executor/distributed/nccl_communicator.h"
 #include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
@@ -36,14 +38,14 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
     throw InputError(plan_source, refusal->json_path, std::move(refusal->rule));
   }
   const bool cuda = device == Device::cuda;
-  if (cuda && (mesh.tp > 1 || mesh.cp > 1)) {
-    // The vocabulary-parallel embedding and loss, sharded biases and offset positions have CPU
-    // kernels only; data and pipeline parallelism need none of them.
-    throw InputError(plan_source, mesh.tp > 1 ? "/mesh/tp" : "/mesh/cp",
-                     fmt::format("{} {}: the CUDA backend runs data and pipeline parallelism "
-                                 "(ranks may share a GPU); tensor and context parallelism run on "
-                                 "the CPU (--device cpu)",
-                                 mesh.tp > 1 ? "tp" : "cp", mesh.tp > 1 ? mesh.tp : mesh.cp));
+  if (cuda && mesh.cp > 1) {
+    // Ring and all-gather attention, and rotary positions that start mid-sequence, have CPU
+    // kernels only; data, tensor (with sequence) and pipeline parallelism need none of them.
+    throw InputError(plan_source, "/mesh/cp",
+                     fmt::format("cp {}: the CUDA backend runs data, tensor and pipeline "
+                                 "parallelism (ranks may share a GPU); context parallelism runs "
+                                 "on the CPU (--device cpu)",
+                                 mesh.cp));
   }
   if (world_size != mesh.world_size()) {
     throw InputError(plan_source, "/mesh",
@@ -159,6 +161,34 @@ std::unique_ptr<ProcessGroups> groups_for(const schemas::Plan& plan, const std::
   return std::make_unique<ProcessGroups>(world, plan.mesh);
 }
 
+// A CUDA job's NCCL world (null elsewhere), made once the first plan is known to run: its
+// errors come before NCCL starts. A job of one needs none (its groups have one rank) unless
+// asked for it.
+std::unique_ptr<Communicator> nccl_world_for(const schemas::Plan& plan,
+                                             const std::string& plan_source,
+                                             const TrainingOptions& options, Communicator& world) {
+  if (options.device != Device::cuda && options.gpu_collectives == GpuCollectives::nccl) {
+    throw InputError("--collectives", "", "nccl carries device tensors: add --device cuda");
+  }
+  if (options.device != Device::cuda || options.gpu_collectives == GpuCollectives::mpi) {
+    return nullptr;
+  }
+  check_plan_runs(plan, plan_source, options.device, world.size());
+  if (options.gpu_collectives == GpuCollectives::automatic) {
+    return world.size() > 1 ? nccl_world_if_each_rank_has_a_gpu(world) : nullptr;
+  }
+  if (!kNcclBackendBuilt) {
+    throw InputError("--collectives", "",
+                     "nccl: this build has no NCCL (it was not found beside "
+                     "the CUDA toolkit when the build was configured)");
+  }
+  if (!every_rank_has_its_own_gpu(world)) {
+    throw InputError("--collectives", "",
+                     "nccl: ranks of this job share a GPU, which NCCL refuses: use mpi or auto");
+  }
+  return device_routed_communicator(world);
+}
+
 }  // namespace
 
 Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_source,
@@ -186,9 +216,10 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       options_(std::move(options)),
       own_world_(world == nullptr ? solo_communicator() : nullptr),
       world_(world != nullptr ? *world : *own_world_),
+      nccl_world_(nccl_world_for(plan, plan_source, options_, world_)),
       data_(data),
       layout_(std::make_unique<Layout>(plan, plan_source, data, options_, options_.plan_directory,
-                                       !values_are_loaded(options_), world_)),
+                                       !values_are_loaded(options_), group_world())),
       layout_source_(plan_source),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
@@ -444,7 +475,7 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
   auto next =
       std::make_unique<Layout>(plan, plan_source, data_, options_,
                                plan_directory.empty() ? options_.plan_directory : plan_directory,
-                               /*fresh_values=*/false, world_);
+                               /*fresh_values=*/false, group_world());
   const LayoutTransfer transfer(plan.model, checkpoint_layout_of(current),
                                 checkpoint_layout_of(plan), world_.size());
   // The new layout's state is mapped but untouched (zero pages) until the transfer writes it, so

@@ -58,4 +58,8 @@ void release_cached_cuda_memory();
 // Waits until every op queued on the backend's stream has finished (for timing).
 void cuda_synchronize();
 
+// The GPU this process runs on, as "host/PCI bus id": equal for two ranks exactly when they
+// share a GPU. Throws DeviceError in a build without CUDA.
+std::string cuda_device_identity();
+
 }  // namespace strata::executor

@@ -49,6 +49,8 @@ struct PlanSwitch {
   double predicted_transfer_s = -1;
 };
 
+enum class GpuCollectives { automatic, nccl, mpi };
+
 struct TrainingOptions {
   std::int64_t steps = 1;  // total optimizer steps, counted from step 0 (a resumed run included)
   std::uint64_t seed = 1234;
@@ -70,6 +72,10 @@ struct TrainingOptions {
   bool resume_with_changes = false;
   std::optional<std::filesystem::path> init_llmc;  // start from llm.c weights instead of the seed
   Device device = Device::cpu;
+  // What carries device tensors between CUDA ranks: automatic is NCCL where the job has several
+  // ranks and each its own GPU, else MPI through host memory; nccl insists (a job of one uses it
+  // too); mpi always stages through the host.
+  GpuCollectives gpu_collectives = GpuCollectives::automatic;
   // Where the plan's relative paths (a custom schedule file) are read from.
   std::filesystem::path plan_directory = ".";
   // Validation (with set_validation_data): every eval_every steps (0: none in between), before
@@ -176,6 +182,11 @@ class Trainer {
   // of transformer_parameters()); collective over the job in a parallel run.
   void gather_parameters(ParameterStore& whole);
   ProcessGroups& groups() { return *layout_->groups; }
+  // What the process groups' collectives run on, for logs: "mpi", "solo", or NCCL's for device
+  // tensors beside the MPI world's for the rest.
+  std::string collectives_backend() const {
+    return nccl_world_ ? nccl_world_->backend() : world_.backend();
+  }
   // How many gradient buckets this rank's parameters form (the simulator counts the same).
   std::size_t bucket_count() const { return layout_->optimizer->bucket_count(); }
   std::int64_t completed_steps() const { return state_.step; }
@@ -215,6 +226,8 @@ class Trainer {
     std::unique_ptr<PipelineRuntime> runtime;
   };
 
+  // The communicator the process groups split: nccl_world_ where there is one, else world_.
+  Communicator& group_world() { return nccl_world_ ? *nccl_world_ : world_; }
   StepRecord train_step();
   // The mean of the micro-batch losses whose sum on this rank is `loss_sum`, over every dp
   // replica's `micro_batches` (collective over dp).
@@ -232,6 +245,9 @@ class Trainer {
   TrainingOptions options_;
   std::unique_ptr<Communicator> own_world_;  // a job of one, when no world was given
   Communicator& world_;
+  // On CUDA where every rank has its own GPU: world_'s ranks with device-tensor collectives on
+  // NCCL (distributed/device_routed_communicator.h), which every layout's process groups split.
+  std::unique_ptr<Communicator> nccl_world_;
   const TokenFile& data_;
   std::unique_ptr<Layout> layout_;
   std::string layout_source_;                   // the plan layout_ runs, as errors and logs name it
