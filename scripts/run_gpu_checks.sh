@@ -5,7 +5,7 @@
 # predictions on its file beside their measured steps, then the op benchmark (measured beside the
 # cost model) and the training-step benchmark (beside PyTorch eager and torch.compile), and
 # parallel plans under mpirun -np 2 on the one GPU against its one-rank run. Logs and
-# JSON results go to RESULTS_DIR. README "Building with CUDA" and BENCHMARKS.md say how it is used.
+# JSON results go to RESULTS_DIR. docs/gpus.md "Building with CUDA" and BENCHMARKS.md say how it is used.
 #   scripts/run_gpu_checks.sh RESULTS_DIR [--prebuilt BUNDLE] [--no-compile] [--skip-bench]
 #                             [--stages tests,train,profile,bench,parallel]   (default: all five)
 set -uo pipefail

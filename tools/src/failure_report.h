@@ -8,7 +8,7 @@
 
 namespace strata::tools {
 
-// The exit statuses of every command (README "Exit status").
+// The exit statuses of every command (docs/commands.md).
 inline constexpr int kExitInvalidInput = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInternal = 3;

@@ -1,4 +1,4 @@
-// The flags of `strata train` (README "strata train" lists them), in groups as --help shows them.
+// The flags of `strata train` (docs/commands.md lists them), in groups as --help shows them.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 
@@ -11,7 +11,7 @@
 namespace strata::tools {
 namespace {
 
-// Bounds of the training flags (README "Limits"): finite, far above any real run.
+// Bounds of the training flags (docs/commands.md, "Limits"): finite, far above any real run.
 constexpr std::int64_t kMaxTrainingSteps = std::int64_t{1} << 40;
 constexpr double kMaxLearningRate = 1e3;
 constexpr double kMaxWeightDecay = 1e3;
@@ -165,7 +165,7 @@ void add_data_flags(CLI::App* command, TrainOptions& options) {
 
 // The learning-rate schedule and AdamW.
 void add_optimizer_flags(CLI::App* command, TrainOptions& options) {
-  // The optimizer's settings show their defaults in --help (and in README's table).
+  // The optimizer's settings show their defaults in --help (and in docs/training-one-device.md).
   command->add_option("--lr", options.learning_rate, "Peak learning rate")
       ->check(number_from(0, kMaxLearningRate, true))
       ->capture_default_str();

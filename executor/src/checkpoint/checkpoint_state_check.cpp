@@ -19,7 +19,7 @@ namespace {
 using nlohmann::json;
 using schemas::JsonLocation;
 
-// A plan's limit on each mesh axis holds for the whole mesh too (README "Limits").
+// A plan's limit on each mesh axis holds for the whole mesh too (docs/commands.md, "Limits").
 constexpr std::int64_t kMaxMeshAxis = schemas::kMaxMeshAxisSize;
 constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;           // strata train --steps
 constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;  // --bucket-size

@@ -1,10 +1,10 @@
-// The rules a checkpoint's state.json meets before any reader trusts a number in it (README
-// "Checkpoints"): its format and a version this build reads, its own CRC-32 whenever it carries
-// one (whatever version it claims: an edited version number cannot switch the check off), every
-// field's type and range, and a parallel layout that is one a plan could have (the mesh against
-// the model, the pipeline stages) and that names exactly the files the checkpoint lists, each of
-// the size the layout implies. A reader that applies them never reads past a file, never loops
-// over a forged rank count and never fails with an internal error.
+// The rules a checkpoint's state.json meets before any reader trusts a number in it (docs/
+// training-one-device.md, "Checkpoints"): its format and a version this build reads, its own CRC-32
+// whenever it carries one (whatever version it claims: an edited version number cannot switch the
+// check off), every field's type and range, and a parallel layout that is one a plan could have
+// (the mesh against the model, the pipeline stages) and that names exactly the files the checkpoint
+// lists, each of the size the layout implies. A reader that applies them never reads past a file,
+// never loops over a forged rank count and never fails with an internal error.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Runs every example of README.md and docs/*.md and checks that its output still matches.
+
+An example is a fenced block opened with ```console. In it, a line starting with "$ " is a
+command (a line ending in a backslash continues on the next), and the lines after it, up to the
+next command, are what it prints (standard output, then standard error). In the printed lines,
+"…" matches any text within a line, and a line that is only "…" (or "...") matches any number
+of lines (timings, long tables shortened). The commands of one file run in order, in one scratch
+directory, so that a later example can read what an earlier one wrote; `strata` is the build's
+binary and `mpirun` may start more ranks than this machine has cores.
+
+    docs_examples_test.py --source-dir DIR --strata PATH [--scratch DIR] [FILE.md ...]
+
+Exits 1 and prints each example whose output differs (expected beside got), 0 when all match.
+"""
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+ELLIPSIS = "…"
+
+
+def examples(markdown):
+    """Yields (line number, command, expected lines) for each console block's commands."""
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != "```console":
+            i += 1
+            continue
+        i += 1
+        command, start, expected = None, 0, []
+        while i < len(lines) and lines[i].strip() != "```":
+            line = lines[i]
+            if line.startswith("$ "):
+                if command is not None:
+                    yield start, command, expected
+                start, command, expected = i + 1, line[2:], []
+                while command.endswith("\\") and i + 1 < len(lines):
+                    i += 1
+                    command = command[:-1] + " " + lines[i].strip()
+            elif command is not None:
+                expected.append(line)
+            i += 1
+        if command is not None:
+            yield start, command, expected
+        i += 1
+
+
+def line_pattern(line):
+    parts = [re.escape(part) for part in line.rstrip().split(ELLIPSIS)]
+    return re.compile(".*?".join(parts) + r"\Z", re.DOTALL)
+
+
+def matches(expected, got):
+    """Whether the got lines match the expected ones, with "…" lines matching any run."""
+    expected = [line.rstrip() for line in expected]
+    got = [line.rstrip() for line in got]
+    while expected and expected[-1] == "":
+        expected.pop()
+    while got and got[-1] == "":
+        got.pop()
+    memo = {}
+
+    def match(e, g):
+        key = (e, g)
+        if key in memo:
+            return memo[key]
+        if e == len(expected):
+            result = g == len(got)
+        elif expected[e].strip() in (ELLIPSIS, "..."):
+            result = any(match(e + 1, k) for k in range(g, len(got) + 1))
+        else:
+            result = g < len(got) and line_pattern(expected[e]).match(got[g]) is not None \
+                and match(e + 1, g + 1)
+        memo[key] = result
+        return result
+
+    return match(0, 0)
+
+
+def run_file(path, strata, scratch):
+    failures = 0
+    count = 0
+    directory = scratch / path.stem
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    bin_dir = scratch / "bin"
+    environment = dict(os.environ)
+    environment["PATH"] = f"{bin_dir}:{environment['PATH']}"
+    environment.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                        "OMPI_MCA_rmaps_base_oversubscribe": "1", "COLUMNS": "200"})
+    for line_number, command, expected in examples(path.read_text()):
+        count += 1
+        result = subprocess.run(["bash", "-c", command], cwd=directory, env=environment,
+                                capture_output=True, text=True, timeout=600)
+        got = (result.stdout + result.stderr).splitlines()
+        if not matches(expected, got):
+            failures += 1
+            print(f"{path.name}:{line_number}: $ {command}\n  expected:")
+            print("\n".join("    " + line for line in expected))
+            print(f"  got (exit {result.returncode}):")
+            print("\n".join("    " + line for line in got))
+    return count, failures
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source-dir", required=True, type=pathlib.Path)
+    parser.add_argument("--strata", required=True, type=pathlib.Path)
+    parser.add_argument("--scratch", type=pathlib.Path,
+                        default=pathlib.Path(os.environ.get("TEST_TMPDIR", "docs-scratch")))
+    parser.add_argument("files", nargs="*", type=pathlib.Path)
+    arguments = parser.parse_args()
+    files = arguments.files or [arguments.source_dir / "README.md",
+                                *sorted((arguments.source_dir / "docs").glob("*.md"))]
+    scratch = arguments.scratch.resolve() / "docs_examples"
+    bin_dir = scratch / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link = bin_dir / "strata"
+    if link.exists() or link.is_symlink():
+        link.unlink()
+    link.symlink_to(arguments.strata.resolve())
+    total = failed = 0
+    for path in files:
+        count, failures = run_file(path, arguments.strata, scratch)
+        total += count
+        failed += failures
+        print(f"{path.name}: {count - failures} of {count} examples match")
+    if total == 0:
+        print("no ```console examples found")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
