@@ -7,9 +7,12 @@ next command, are what it prints (standard output, then standard error). In the 
 "…" matches any text within a line, and a line that is only "…" (or "...") matches any number
 of lines (timings, long tables shortened). The commands of one file run in order, in one scratch
 directory, so that a later example can read what an earlier one wrote; `strata` is the build's
-binary and `mpirun` may start more ranks than this machine has cores.
+binary, `mpirun` may start more ranks than this machine has cores, and `import strata` finds
+the build's Python module (--python-path); with --without-python the examples that import it are
+skipped.
 
-    docs_examples_test.py --source-dir DIR --strata PATH [--scratch DIR] [FILE.md ...]
+    docs_examples_test.py --source-dir DIR --strata PATH [--scratch DIR]
+                          [--python-path DIR | --without-python] [FILE.md ...]
 
 Exits 1 and prints each example whose output differs (expected beside got), 0 when all match.
 """
@@ -83,7 +86,7 @@ def matches(expected, got):
     return match(0, 0)
 
 
-def run_file(path, strata, scratch):
+def run_file(path, scratch, python_path, without_python):
     failures = 0
     count = 0
     directory = scratch / path.stem
@@ -94,7 +97,12 @@ def run_file(path, strata, scratch):
     environment["PATH"] = f"{bin_dir}:{environment['PATH']}"
     environment.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                         "OMPI_MCA_rmaps_base_oversubscribe": "1", "COLUMNS": "200"})
+    if python_path:
+        environment["PYTHONPATH"] = str(python_path.resolve())
     for line_number, command, expected in examples(path.read_text()):
+        if without_python and "import strata" in command:
+            print(f"{path.name}:{line_number}: skipped (no Python module in this build)")
+            continue
         count += 1
         result = subprocess.run(["bash", "-c", command], cwd=directory, env=environment,
                                 capture_output=True, text=True, timeout=600)
@@ -114,6 +122,8 @@ def main():
     parser.add_argument("--strata", required=True, type=pathlib.Path)
     parser.add_argument("--scratch", type=pathlib.Path,
                         default=pathlib.Path(os.environ.get("TEST_TMPDIR", "docs-scratch")))
+    parser.add_argument("--python-path", type=pathlib.Path)
+    parser.add_argument("--without-python", action="store_true")
     parser.add_argument("files", nargs="*", type=pathlib.Path)
     arguments = parser.parse_args()
     files = arguments.files or [arguments.source_dir / "README.md",
@@ -127,7 +137,8 @@ def main():
     link.symlink_to(arguments.strata.resolve())
     total = failed = 0
     for path in files:
-        count, failures = run_file(path, arguments.strata, scratch)
+        count, failures = run_file(path, scratch, arguments.python_path,
+                                   arguments.without_python)
         total += count
         failed += failures
         print(f"{path.name}: {count - failures} of {count} examples match")

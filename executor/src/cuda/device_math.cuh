@@ -134,6 +134,32 @@ __global__ void vector_loop_kernel(std::int64_t vectors, Function function) {
   }
 }
 
+// For launch_vector_loop: y[i] += source[index(i)], where `index` maps y's element i (the first of
+// a vector within one row) to the source element of the same column — a bias added to every row,
+// a position embedding to every sequence. Source rows are read as often as they are added.
+template <class T, class SourceIndex>
+struct AddFromSource {
+  const T* source;
+  T* y;
+  SourceIndex index;
+  template <int Width>
+  __device__ void operator()(std::int64_t i) const {
+    const Vector<T, Width> added = load_vector<T, Width>(source + index(i));
+    Vector<T, Width> value = load_vector<T, Width>(y + i);
+#pragma unroll
+    for (int k = 0; k < Width; ++k) {
+      value.value[k] = from_float<T>(to_float(value.value[k]) + to_float(added.value[k]));
+    }
+    store_vector(y + i, value);
+  }
+};
+
+// The index of a source repeated every `period` elements of y (a bias row, a table of positions).
+struct RepeatingIndex {
+  std::int64_t period;
+  __device__ std::int64_t operator()(std::int64_t i) const { return i % period; }
+};
+
 template <class T, class Function>
 void launch_vector_loop(std::int64_t n, bool all_aligned, const Function& function) {
   if (n == 0) return;

@@ -5,23 +5,6 @@ namespace strata::executor::cuda {
 namespace {
 
 template <class T>
-struct AddPositions {
-  const T* table;
-  T* x;
-  std::int64_t seq_hidden;  // elements of one sequence
-  template <int Width>
-  __device__ void operator()(std::int64_t i) const {
-    const Vector<T, Width> position = load_vector<T, Width>(table + i % seq_hidden);
-    Vector<T, Width> value = load_vector<T, Width>(x + i);
-#pragma unroll
-    for (int k = 0; k < Width; ++k) {
-      value.value[k] = from_float<T>(to_float(value.value[k]) + to_float(position.value[k]));
-    }
-    store_vector(x + i, value);
-  }
-};
-
-template <class T>
 __global__ void position_gradient_kernel(const T* dx, float* dtable, std::int64_t batch,
                                          std::int64_t seq_hidden) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -32,25 +15,14 @@ __global__ void position_gradient_kernel(const T* dx, float* dtable, std::int64_
   }
 }
 
-template <class T>
-struct AddRowPositions {
-  const T* table;
-  T* x;
+// The table row of a sequence-parallel rank's row: position (first_token + row) mod seq.
+struct RowPositionIndex {
   std::int64_t hidden;
   std::int64_t seq;
   std::int64_t first_token;
-  template <int Width>
-  __device__ void operator()(std::int64_t i) const {
+  __device__ std::int64_t operator()(std::int64_t i) const {
     const std::int64_t row = i / hidden;
-    const std::int64_t column = i - row * hidden;
-    const std::int64_t position = (first_token + row) % seq;
-    const Vector<T, Width> added = load_vector<T, Width>(table + position * hidden + column);
-    Vector<T, Width> value = load_vector<T, Width>(x + i);
-#pragma unroll
-    for (int k = 0; k < Width; ++k) {
-      value.value[k] = from_float<T>(to_float(value.value[k]) + to_float(added.value[k]));
-    }
-    store_vector(x + i, value);
+    return ((first_token + row) % seq) * hidden + (i - row * hidden);
   }
 };
 
@@ -78,9 +50,9 @@ __global__ void row_position_gradient_kernel(const T* dx, float* dtable, std::in
 void launch_position_embedding_forward(const void* table, void* x, std::int64_t batch,
                                        std::int64_t seq, std::int64_t hidden, ScalarType type) {
   dispatch_cuda_type(type, "position_embedding_forward", [&]<class T>() {
-    launch_vector_loop<T>(
-        batch * seq * hidden, rows_vectorizable<T>(hidden, {table, x}),
-        AddPositions<T>{static_cast<const T*>(table), static_cast<T*>(x), seq * hidden});
+    launch_vector_loop<T>(batch * seq * hidden, rows_vectorizable<T>(hidden, {table, x}),
+                          AddFromSource<T, RepeatingIndex>{
+                              static_cast<const T*>(table), static_cast<T*>(x), {seq * hidden}});
   });
 }
 
@@ -98,9 +70,10 @@ void launch_position_embedding_forward_rows(const void* table, void* x, std::int
                                             std::int64_t hidden, std::int64_t seq,
                                             std::int64_t first_token, ScalarType type) {
   dispatch_cuda_type(type, "position_embedding_forward_rows", [&]<class T>() {
-    launch_vector_loop<T>(rows * hidden, rows_vectorizable<T>(hidden, {table, x}),
-                          AddRowPositions<T>{static_cast<const T*>(table), static_cast<T*>(x),
-                                             hidden, seq, first_token});
+    launch_vector_loop<T>(
+        rows * hidden, rows_vectorizable<T>(hidden, {table, x}),
+        AddFromSource<T, RowPositionIndex>{
+            static_cast<const T*>(table), static_cast<T*>(x), {hidden, seq, first_token}});
   });
 }
 
