@@ -13,6 +13,9 @@ mechanisms need, each as raw measurements (the fit lives with the cost model, no
                parallel size), replayed from a CUDA graph so that small GEMMs are not host-bound
   gpt_step     eager training steps of small GPTs (hidden, micro-batch): wall time, the number of
                kernels and their summed device time from one profiled step
+  eager_host   host-bound eager steps (small hidden, micro-batch 1-2) at 4, 8 and 16 layers, 30
+               steps each: the host's issue time per step (min, median, max), whose slope over
+               layers is the host time per layer and whose intercept the rest of the step
 
 Writes one JSON file. `--device cpu` runs every section that does not need CUDA with tiny
 counts, to check the script itself on a machine without a GPU.
@@ -256,23 +259,7 @@ def probe_gpt_step(device, quick):
     vocab = 1024 if quick else 50304
     results = []
     for hidden, heads, micro_batch, sequence in configs:
-        torch.manual_seed(0)
-        model = Gpt(layers, hidden, heads, vocab, sequence).to(device)
-        fused = device == "cuda"
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused) if fused else \
-            torch.optim.AdamW(model.parameters(), lr=1e-4)
-        inputs = torch.randint(0, vocab, (micro_batch, sequence), device=device)
-        targets = torch.randint(0, vocab, (micro_batch, sequence), device=device)
-        autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda")
-
-        def step():
-            with autocast:
-                loss = model(inputs, targets)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
+        step = eager_step(device, layers, hidden, heads, micro_batch, sequence, vocab)
         for _ in range(2 if quick else 3):
             step()
         synchronize(device)
@@ -289,9 +276,68 @@ def probe_gpt_step(device, quick):
                         "sequence": sequence, "vocab": vocab, "step_ms": statistics.median(times) * 1e3,
                         "host_issue_ms": statistics.median(issue_times) * 1e3,
                         "profiled_kernels": kernels, "profiled_kernel_ms": kernel_us / 1e3})
-        del model, optimizer
+        del step
         if device == "cuda":
             torch.cuda.empty_cache()
+    return results
+
+
+def eager_step(device, layers, hidden, heads, micro_batch, sequence, vocab):
+    torch.manual_seed(0)
+    model = Gpt(layers, hidden, heads, vocab, sequence).to(device)
+    fused = device == "cuda"
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused) if fused else \
+        torch.optim.AdamW(model.parameters(), lr=1e-4)
+    inputs = torch.randint(0, vocab, (micro_batch, sequence), device=device)
+    targets = torch.randint(0, vocab, (micro_batch, sequence), device=device)
+    autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda")
+
+    def step():
+        with autocast:
+            loss = model(inputs, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def probe_eager_host(device, quick):
+    configs = [(128, 4, 1, 128)] if quick else [
+        (256, 4, 1, 1024), (512, 8, 1, 1024), (512, 8, 2, 1024), (1024, 16, 1, 1024)]
+    layer_counts = (1, 2) if quick else (4, 8, 16)
+    vocab = 1024 if quick else 50304
+    steps = 3 if quick else 30
+    results = []
+    for hidden, heads, micro_batch, sequence in configs:
+        for layers in layer_counts:
+            step = eager_step(device, layers, hidden, heads, micro_batch, sequence, vocab)
+            for _ in range(3):
+                step()
+            synchronize(device)
+            issue, wall = [], []
+            for _ in range(steps):
+                start = time.perf_counter()
+                step()
+                issued = time.perf_counter()
+                synchronize(device)
+                wall.append((time.perf_counter() - start) * 1e3)
+                issue.append((issued - start) * 1e3)
+            results.append({"hidden": hidden, "heads": heads, "layers": layers,
+                            "micro_batch": micro_batch, "sequence": sequence, "vocab": vocab,
+                            "host_issue_ms": {"min": min(issue), "median": statistics.median(issue),
+                                              "max": max(issue)},
+                            "step_ms": {"min": min(wall), "median": statistics.median(wall),
+                                        "max": max(wall)}})
+            del step
+            if device == "cuda":
+                torch.cuda.empty_cache()
+    # The host's single-thread speed, to compare hosts: a pure-Python loop.
+    start = time.perf_counter()
+    total = 0
+    for value in range(2_000_000):
+        total += value
+    results.append({"python_loop_2M_ms": (time.perf_counter() - start) * 1e3})
     return results
 
 
@@ -300,14 +346,17 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sections", default="dispatch,elementwise,gemm,gpt_step,eager_host")
     arguments = parser.parse_args()
     quick = arguments.quick or arguments.device == "cpu"
     report = {"torch": torch.__version__, "host_cpu": cpu_model(), "device": arguments.device,
               "gpu": torch.cuda.get_device_name() if arguments.device == "cuda" else None,
               "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     sections = {"dispatch": probe_dispatch, "elementwise": probe_elementwise, "gemm": probe_gemm,
-                "gpt_step": probe_gpt_step}
+                "gpt_step": probe_gpt_step, "eager_host": probe_eager_host}
     for name, probe in sections.items():
+        if name not in arguments.sections.split(","):
+            continue
         start = time.perf_counter()
         try:
             report[name] = probe(arguments.device, quick)

@@ -11,12 +11,13 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
       return {.pipeline_sends_whole_activations = true,
               .pipeline_sends_block_compute = true,
               .zero1_bf16_gradients_all_reduced = true,
-              .zero3_gathers_per_layer = true};
+              .zero3_gathers_per_layer = true,
+              .issues_kernels_eagerly = true};
     case TrainingFramework::megatron_lm:
     case TrainingFramework::nemo:
     case TrainingFramework::torchtitan:
     case TrainingFramework::llm_foundry:
-      return {.zero3_gathers_per_layer = true};
+      return {.zero3_gathers_per_layer = true, .issues_kernels_eagerly = true};
     case TrainingFramework::strata:
       return {.executor_activation_buffers = true, .gradient_buckets_close_at_units = true};
   }

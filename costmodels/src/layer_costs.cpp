@@ -174,6 +174,27 @@ AttentionGemms attention_gemms(const LayerContext& context) {
   return gemms;
 }
 
+// Each pass's host issue time from its kernel count (costs built without it: the counts only).
+void charge_host_issue(const LayerContext& context, PassCosts& costs) {
+  for (PassTime* pass :
+       {&costs.forward, &costs.backward_input, &costs.backward_weight, &costs.recompute}) {
+    pass->host_issue_s = pass->kernels * context.eager_issue_s_per_kernel;
+  }
+}
+
+// Kernels of attention's core: flash runs one fused kernel forward and two backward (the
+// preprocessing of dO·O, then the gradients); unfused runs QKᵀ, the fused scale-mask-softmax,
+// dropout and PV, and backward each one's gradients (two per product).
+struct AttentionKernels {
+  double forward = 0;
+  double backward = 0;
+};
+AttentionKernels attention_kernels(schemas::AttentionKernel kernel, bool dropout) {
+  if (kernel == schemas::AttentionKernel::flash) return {1, 2};
+  const double dropout_kernels = dropout ? 1 : 0;
+  return {3 + dropout_kernels, 5 + dropout_kernels};
+}
+
 }  // namespace
 
 PassTime& PassTime::operator+=(const PassTime& other) {
@@ -182,12 +203,14 @@ PassTime& PassTime::operator+=(const PassTime& other) {
   cp_comm_s += other.cp_comm_s;
   dp_comm_s += other.dp_comm_s;
   ep_comm_s += other.ep_comm_s;
+  kernels += other.kernels;
+  host_issue_s += other.host_issue_s;
   return *this;
 }
 
 PassTime PassTime::scaled(double factor) const {
-  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor, dp_comm_s * factor,
-          ep_comm_s * factor};
+  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor,   dp_comm_s * factor,
+          ep_comm_s * factor, kernels * factor,   host_issue_s * factor};
 }
 
 PassCosts& PassCosts::operator+=(const PassCosts& other) {
@@ -305,6 +328,10 @@ LayerContext layer_context(const schemas::Plan& plan) {
       context.replica_span = group_span(plan.cluster, schemas::zero_replica_group_of(plan.mesh, 0));
     }
   }
+  if (framework_behaviour(plan.framework).issues_kernels_eagerly &&
+      plan.cluster.gpu.eager_issue_us_per_kernel) {
+    context.eager_issue_s_per_kernel = *plan.cluster.gpu.eager_issue_us_per_kernel * 1e-6;
+  }
   return context;
 }
 
@@ -419,6 +446,8 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   double cp_backward_s = 0;
   double cp_memory_forward_s = 0;
   double cp_memory_backward_s = 0;
+  double cp_forward_kernels = 0;
+  double cp_backward_kernels = 0;
   if (context.cp > 1) {
     const double cp = static_cast<double>(context.cp);
     const double kv_bytes = tokens * kv_heads * (head_dim + dims.value_dim) * element;
@@ -434,6 +463,8 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     const double backward_kernels = ring ? 2 * cp + 1 : 3;
     cp_memory_forward_s = memory_bound_time_s(gpu, extract_bytes);
     cp_memory_backward_s = memory_bound_time_s(gpu, backward_bytes, backward_kernels);
+    cp_forward_kernels = 1;
+    cp_backward_kernels = backward_kernels;
     if (!ring) {
       const double whole = cp * kv_bytes;
       const double gather_s =
@@ -441,6 +472,8 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       cp_forward_s = gather_s;
       cp_backward_s = gather_s + collective_time_s(*context.cluster, context.cp_span,
                                                    Collective::reduce_scatter, whole);
+      cp_forward_kernels += 1;
+      cp_backward_kernels += 2;
     } else {
       // Each of the cp − 1 hops runs beside the attention of the block in hand, but only by the
       // communicator's progress share while the rank computes (Open MPI without a progress
@@ -449,6 +482,9 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       // the sum of the last step arrives after the rank's last compute, with nothing to hide it.
       const double progress = context.cluster->communicator_progress_during_compute.value_or(1.0);
       const double steps = cp - 1;
+      // A send and a receive per hop; the backward's last hop adds a pair.
+      cp_forward_kernels += 2 * steps;
+      cp_backward_kernels += 2 * steps + 2;
       const auto exposed = [&](double transfer_s, double compute_s) {
         return std::max(0.0, progress * transfer_s - compute_s) + (1 - progress) * transfer_s;
       };
@@ -470,6 +506,18 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       tp_backward_s, cp_backward_s};
   costs.backward_weight = {gemms.weight_s, 0, 0};
   costs.forward_flops = gemms.forward_flops + attention.forward;
+  // The kernels each pass issues: its GEMMs, attention's, the memory-bound ones priced above and
+  // the collectives (tp: one all-reduce per block, or an all-gather and a reduce-scatter).
+  const double gemm_kernels = static_cast<double>(shapes.size());
+  const AttentionKernels attention_count = attention_kernels(context.attention, model.dropout > 0);
+  const double tp_collectives =
+      context.tp > 1 ? (has_mlp ? 2.0 : 1.0) * (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
+  costs.forward.kernels = gemm_kernels + attention_count.forward + (elementwise_kernels - 1) +
+                          (fp8 ? 2 : 0) + (has_mlp ? 1 : 0) + tp_collectives + cp_forward_kernels;
+  costs.backward_input.kernels = gemm_kernels + attention_count.backward +
+                                 2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0) + (has_mlp ? 2 : 0) +
+                                 tp_collectives + cp_backward_kernels;
+  costs.backward_weight.kernels = gemm_kernels;
   if (kind == LayerKind::moe) {
     const MoeBlockCosts experts = moe_block_costs(context);
     costs.forward += experts.forward;
@@ -491,6 +539,7 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     costs.recompute_flops = costs.forward_flops;
   } else if (recompute == RecomputeGranularity::selective) {
     costs.recompute = {attention_forward_s, 0, 0};
+    costs.recompute.kernels = attention_count.forward;
     costs.recompute_flops = attention.forward;
   }
   if (context.zero3_layer_gathers) {
@@ -504,7 +553,10 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
         beside_compute_s(context, collectives.gather_s + collectives.scatter_s,
                          costs.recompute.compute_s + costs.backward_input.compute_s +
                              costs.backward_weight.compute_s);
+    costs.forward.kernels += 1;
+    costs.backward_input.kernels += 2;
   }
+  charge_host_issue(context, costs);
   return costs;
 }
 
@@ -524,7 +576,12 @@ PassCosts embedding_costs(const LayerContext& context) {
   PassCosts costs;
   costs.forward.compute_s = memory_bound_time_s(gpu, forward_bytes) + dropout_s;
   costs.backward_weight.compute_s = memory_bound_time_s(gpu, backward_bytes) + dropout_s;
+  // The lookups (and the positions' lookup and sum) forward; their scatter-adds backward.
+  costs.forward.kernels = learned ? 3 : 1;
+  costs.backward_weight.kernels = learned ? 2 : 1;
   if (context.tp > 1) {
+    costs.forward.kernels += 1;
+    costs.backward_input.kernels += context.sequence_parallel ? 1 : 0;
     // The vocab-parallel lookup ends in an all-reduce (a reduce-scatter under sequence
     // parallelism); its backward is free or an all-gather.
     const double bytes = tokens * hidden * element;
@@ -551,7 +608,10 @@ PassCosts embedding_costs(const LayerContext& context) {
             context, largest_layer_parameters_on_rank(counts, context.tp, context.ep, context.etp))
             .gather_s;
     costs.backward_weight.dp_comm_s = embedding.scatter_s;
+    costs.forward.kernels += 2;
+    costs.backward_weight.kernels += 1;
   }
+  charge_host_issue(context, costs);
   return costs;
 }
 
@@ -581,7 +641,13 @@ PassCosts lm_head_costs(const LayerContext& context) {
       elementwise_time_s(gpu, loss_backward_bytes, loss_evaluations, 2);
   costs.backward_weight.compute_s = gemm.weight_s;
   costs.forward_flops = gemm.forward_flops;
+  // The GEMM, the norm and the loss's three kernels forward; the GEMM, the norm and two backward.
+  costs.forward.kernels = 1 + 1 + 3;
+  costs.backward_input.kernels = 1 + 1 + 2;
+  costs.backward_weight.kernels = 1;
   if (context.tp > 1) {
+    costs.forward.kernels += 3 + (context.sequence_parallel ? 1 : 0);
+    costs.backward_input.kernels += 1;
     const double bytes = tokens * hidden * element;
     // Sequence parallelism gathers the hidden states before the head and reduce-scatters their
     // gradient; without it the head's input gradient is all-reduced. The loss's three small
@@ -610,7 +676,9 @@ PassCosts lm_head_costs(const LayerContext& context) {
             .gather_s;
     costs.backward_input.dp_comm_s = beside_compute_s(
         context, comm_s, costs.backward_input.compute_s + costs.backward_weight.compute_s);
+    costs.backward_input.kernels += 2;
   }
+  charge_host_issue(context, costs);
   return costs;
 }
 

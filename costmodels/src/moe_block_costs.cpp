@@ -99,6 +99,13 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   costs.backward_input.compute_s = router.input_s + local * expert.input_s + memory_backward_s;
   costs.backward_input.ep_comm_s = exchange_s;
   costs.backward_weight.compute_s = router.weight_s + local * expert.weight_s;
+  // Kernels: the router's GEMM, each local expert's two, the memory-bound kernels above and the
+  // exchanges (two all-to-alls, and an all-gather and a reduce-scatter with etp > 1). The layer
+  // charges their issue (layer_costs.h).
+  const double exchanges = 2 + (context.etp > 1 ? 2 : 0);
+  costs.forward.kernels = 1 + 2 * local + kernels + 1 + exchanges;
+  costs.backward_input.kernels = 1 + 2 * local + 2 * kernels + 2 + exchanges;
+  costs.backward_weight.kernels = 1 + 2 * local;
   // Useful FLOPs at the mean load (the imbalance only delays the busiest rank).
   costs.forward_flops = router.forward_flops + local * expert.forward_flops / tokens.imbalance;
   return costs;

@@ -589,6 +589,7 @@ std::string describe_bottleneck(const schemas::Plan& plan, const simulator::Step
                    crosses({MeshAxis::tp}))},
       {time.cp_comm_s, fmt::format("cp ring exchange{}", crosses({MeshAxis::cp}))},
       {time.ep_comm_s, "expert all-to-all"},
+      {time.host_issue_s, "the host issuing kernels"},
       {time.pp_comm_s, "pipeline sends"},
       {time.dp_comm_s,
        fmt::format("dp gradient reduction{}", crosses({MeshAxis::dp, MeshAxis::cp}))},

@@ -64,7 +64,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
        "context_parallel_attention_efficiency", "special_function_tops", "random_number_tops",
        "unaligned_gemm_efficiency", "unfused_attention_efficiency", "kernel_launch_us",
-       "compute_slowdown_under_communication"});
+       "eager_issue_us_per_kernel", "compute_slowdown_under_communication"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -94,6 +94,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   gpu.unfused_attention_efficiency =
       reader.optional_number("unfused_attention_efficiency", kFractionRange);
   gpu.kernel_launch_us = reader.optional_number("kernel_launch_us", kMicrosecondsRange);
+  gpu.eager_issue_us_per_kernel =
+      reader.optional_number("eager_issue_us_per_kernel", kMicrosecondsRange);
   gpu.compute_slowdown_under_communication =
       reader.optional_number("compute_slowdown_under_communication", {.minimum = 0, .maximum = 1})
           .value_or(0);
@@ -300,6 +302,9 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
     gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;
   }
   if (cluster.gpu.kernel_launch_us) gpu["kernel_launch_us"] = *cluster.gpu.kernel_launch_us;
+  if (cluster.gpu.eager_issue_us_per_kernel) {
+    gpu["eager_issue_us_per_kernel"] = *cluster.gpu.eager_issue_us_per_kernel;
+  }
   if (cluster.gpu.compute_slowdown_under_communication > 0) {
     gpu["compute_slowdown_under_communication"] = cluster.gpu.compute_slowdown_under_communication;
   }

@@ -53,6 +53,7 @@ SimulationResult extend(const SimulationResult& shorter, const SimulationResult&
     time.tp_comm_s = line(a.tp_comm_s, b.tp_comm_s);
     time.cp_comm_s = line(a.cp_comm_s, b.cp_comm_s);
     time.ep_comm_s = line(a.ep_comm_s, b.ep_comm_s);
+    time.host_issue_s = line(a.host_issue_s, b.host_issue_s);
     time.pp_comm_s = line(a.pp_comm_s, b.pp_comm_s);
     time.dp_comm_s = line(a.dp_comm_s, b.dp_comm_s);
     time.optimizer_s = line(a.optimizer_s, b.optimizer_s);
@@ -70,11 +71,11 @@ SimulationResult extend(const SimulationResult& shorter, const SimulationResult&
 }
 
 nlohmann::json breakdown_to_json(const TimeBreakdown& time) {
-  return {{"compute_s", time.compute_s}, {"recompute_s", time.recompute_s},
-          {"tp_comm_s", time.tp_comm_s}, {"cp_comm_s", time.cp_comm_s},
-          {"ep_comm_s", time.ep_comm_s}, {"pp_comm_s", time.pp_comm_s},
-          {"dp_comm_s", time.dp_comm_s}, {"optimizer_s", time.optimizer_s},
-          {"bubble_s", time.bubble_s}};
+  return {{"compute_s", time.compute_s},     {"recompute_s", time.recompute_s},
+          {"tp_comm_s", time.tp_comm_s},     {"cp_comm_s", time.cp_comm_s},
+          {"ep_comm_s", time.ep_comm_s},     {"host_issue_s", time.host_issue_s},
+          {"pp_comm_s", time.pp_comm_s},     {"dp_comm_s", time.dp_comm_s},
+          {"optimizer_s", time.optimizer_s}, {"bubble_s", time.bubble_s}};
 }
 
 }  // namespace
@@ -99,6 +100,7 @@ StepMetrics step_metrics(const schemas::Plan& plan, const costmodels::PlanCosts&
     metrics.breakdown.tp_comm_s += time.tp_comm_s / ranks;
     metrics.breakdown.cp_comm_s += time.cp_comm_s / ranks;
     metrics.breakdown.ep_comm_s += time.ep_comm_s / ranks;
+    metrics.breakdown.host_issue_s += time.host_issue_s / ranks;
     metrics.breakdown.pp_comm_s += time.pp_comm_s / ranks;
     metrics.breakdown.dp_comm_s += time.dp_comm_s / ranks;
     metrics.breakdown.optimizer_s += time.optimizer_s / ranks;

@@ -231,6 +231,7 @@ class Engine {
         rank.time.cp_comm_s += pass.cp_comm_s;
         rank.time.ep_comm_s += pass.ep_comm_s;
         rank.time.dp_comm_s += pass.dp_comm_s;
+        rank.time.host_issue_s += pass.host_wait_s();
         const double start = rank.compute_free;
         change_memory(rank, start, stage->activations.stored);
         rank.in_flight_peak = std::max(rank.in_flight_peak, ++rank.in_flight);
@@ -252,6 +253,7 @@ class Engine {
           rank.time.cp_comm_s += passes.backward_input.cp_comm_s;
           rank.time.ep_comm_s += passes.backward_input.ep_comm_s;
           rank.time.dp_comm_s += passes.backward_input.dp_comm_s;
+          rank.time.host_issue_s += passes.backward_input.host_wait_s();
           duration += passes.recompute.total_s() + passes.backward_input.total_s();
           rank.memory_peak = std::max(rank.memory_peak, rank.memory + stage->activations.working);
         }
@@ -259,6 +261,7 @@ class Engine {
           rank.time.compute_s += passes.backward_weight.compute_s;
           rank.time.tp_comm_s += passes.backward_weight.tp_comm_s;
           rank.time.dp_comm_s += passes.backward_weight.dp_comm_s;
+          rank.time.host_issue_s += passes.backward_weight.host_wait_s();
           duration += passes.backward_weight.total_s();
         }
         const double start = rank.compute_free;
@@ -495,8 +498,8 @@ class Engine {
 }  // namespace
 
 double TimeBreakdown::sum() const {
-  return compute_s + recompute_s + tp_comm_s + cp_comm_s + ep_comm_s + pp_comm_s + dp_comm_s +
-         optimizer_s + bubble_s;
+  return compute_s + recompute_s + tp_comm_s + cp_comm_s + ep_comm_s + host_issue_s + pp_comm_s +
+         dp_comm_s + optimizer_s + bubble_s;
 }
 
 SimulationResult simulate(const schemas::Plan& plan, const schedule::PipelineSchedule& schedule,

@@ -150,6 +150,11 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       breakdown.add_row({"ep communication", format_seconds(time.ep_comm_s),
                          format_percent(time.ep_comm_s / metrics.step_time_s)});
     }
+    // Only stacks that issue kernels eagerly wait for their host (layer_costs.h).
+    if (std::string_view(name) == "cp communication" && time.host_issue_s > 0) {
+      breakdown.add_row({"waiting for the host", format_seconds(time.host_issue_s),
+                         format_percent(time.host_issue_s / metrics.step_time_s)});
+    }
   }
   out += breakdown.render();
   out += "memory per pipeline rank (peak):\n";

@@ -42,6 +42,12 @@ struct FrameworkBehaviour {
   // Megatron-Core's DDP fills buckets parameter by parameter, which the cost models price as an
   // even split of a stage's parameters into buckets of the size.
   bool gradient_buckets_close_at_units = false;
+  // Kernels and collectives are issued one by one from an eager PyTorch training loop (Python
+  // layer code, the dispatcher, autograd), which costs the host the cluster's
+  // eager_issue_us_per_kernel each: a pass whose kernels are shorter than that waits for the host
+  // (layer_costs.h, PassTime::host_issue_s). Every PyTorch stack here runs eagerly by default;
+  // Strata's executor issues from C++, where a launch costs the GPU profile's kernel_launch_us.
+  bool issues_kernels_eagerly = false;
 };
 
 FrameworkBehaviour framework_behaviour(schemas::TrainingFramework framework);

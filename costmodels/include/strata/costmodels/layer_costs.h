@@ -21,6 +21,11 @@
 //                    cp·K,V of the whole sequence, the backward gathers them again and
 //                    reduce-scatters their gradients, none of it overlapped.
 //   recompute        full: the whole forward again; selective: the attention core's forward.
+//   host issue       every kernel and collective above is counted (PassTime::kernels); a stack
+//                    that issues them eagerly from Python (framework_behaviour.h) spends the
+//                    cluster's eager_issue_us_per_kernel of host time on each, and a pass lasts
+//                    the longer of its device time and that issue time: small layers at small
+//                    micro-batches (and large tp) wait for the host, not for the GPU.
 //
 // Latent attention (MLA) replaces QKV by its down projections (whole on every tp rank, on the
 // gathered tokens) and up projections (split over tp), with query/key heads of qk_head_dim and
@@ -30,6 +35,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -44,7 +50,15 @@ struct PassTime {
   double cp_comm_s = 0;  // the part ring attention does not hide
   double dp_comm_s = 0;  // per-layer ZeRO-3 gathers and reduce-scatters the compute does not hide
   double ep_comm_s = 0;  // token dispatch and combine of MoE layers (all-to-all, etp gathers)
-  double total_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s + ep_comm_s; }
+  double kernels = 0;    // kernels and collectives the pass issues
+  double host_issue_s = 0;  // the host's time to issue them (eager stacks only, else 0)
+  // The device's time: kernels and the collectives they wait for.
+  double device_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s + ep_comm_s; }
+  // The host issues a pass's kernels while the device runs the ones already issued, so a pass
+  // takes the longer of the two.
+  double total_s() const { return std::max(device_s(), host_issue_s); }
+  // What the device waits for the host beyond its own work.
+  double host_wait_s() const { return total_s() - device_s(); }
   PassTime& operator+=(const PassTime& other);
   PassTime scaled(double factor) const;
 };
@@ -110,6 +124,9 @@ struct LayerContext {
   GroupSpan etp_span;
   double expert_load_imbalance = 1.0;
   bool ep_comm_overlap = false;  // the exchanges run beside another micro-batch's compute
+  // Host seconds to issue one kernel (the cluster's eager_issue_us_per_kernel where the plan's
+  // stack issues eagerly; 0: the host never bounds a pass).
+  double eager_issue_s_per_kernel = 0;
 
   double local_tokens() const;      // micro_batch · seq / cp
   double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism

@@ -63,6 +63,12 @@ struct GpuProfile {
   // The shortest a kernel can take, in µs: launching it (the host's launch rate, the framework's
   // dispatch). Small models at small micro-batches run kernels shorter than this (absent: none).
   std::optional<double> kernel_launch_us;
+  // Host time, in µs, an eager PyTorch training loop spends issuing one kernel or collective on
+  // this machine: Python layer code, the dispatcher, autograd and the launch, averaged over a
+  // whole step (bench/gpu/small_kernel_probe.py measures it). The stacks that issue eagerly
+  // (costmodels/framework_behaviour.h) pay it: a pass takes the longer of its kernels' device
+  // time and their issue. Absent: the host is never the bound.
+  std::optional<double> eager_issue_us_per_kernel;
   // Compute runs this fraction slower while a collective overlaps it (NCCL takes SMs and HBM).
   double compute_slowdown_under_communication = 0;
   bool operator==(const GpuProfile&) const = default;

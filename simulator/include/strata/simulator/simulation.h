@@ -41,6 +41,9 @@ struct TimeBreakdown {
   double tp_comm_s = 0;
   double cp_comm_s = 0;  // what ring attention could not hide
   double ep_comm_s = 0;  // MoE token dispatch and combine not hidden by compute
+  // The device idle while an eager stack's host issues the kernels (PassTime::host_wait_s):
+  // passes whose kernels run faster than the host launches them.
+  double host_issue_s = 0;
   double pp_comm_s = 0;  // waiting for an activation or gradient still on the wire
   double dp_comm_s = 0;  // gradient reduction (and ZeRO gathers) not hidden by compute,
                          // incl. the slowdown of compute it overlaps
