@@ -55,28 +55,29 @@ TEST(KendallTau, CountsConcordantAndDiscordantPairs) {
   EXPECT_DOUBLE_EQ(kendall_tau({1, 2, 3, 4}, {1, 3, 2, 4}), 4.0 / 6.0);
 }
 
-// Llama-3.1 8B on four DGX H100 nodes (32 GPUs), global batch 256 × 4,096 tokens: every layout
-// of tp, pp and micro-batch size with and without sequence parallelism and ZeRO-1 that the plan
-// rules accept.
-std::vector<schemas::Plan> sweep(const schemas::ClusterConfig& cluster) {
-  const schemas::ModelConfig model = schemas::model_preset("llama3.1-8b");
+// Every layout of tp 1–8, pp 1–4, the given micro-batch sizes, sequence parallelism (where
+// `sequence_parallel_too`) and ZeRO 0/1 on `cluster` that the plan rules accept, the rest of the
+// plan from `base`.
+std::vector<schemas::Plan> layout_sweep(const schemas::ModelConfig& model,
+                                        const schemas::ClusterConfig& cluster,
+                                        const schemas::PlanKnobs& base,
+                                        const std::vector<std::int64_t>& micro_batches,
+                                        bool sequence_parallel_too) {
   std::vector<schemas::Plan> plans;
   for (std::int64_t tp : {1, 2, 4, 8}) {
     for (std::int64_t pp : {1, 2, 4}) {
-      for (std::int64_t micro : {1, 2, 4}) {
+      for (std::int64_t micro : micro_batches) {
         for (bool sequence_parallel : {false, true}) {
           for (std::int64_t zero : {0, 1}) {
-            if (sequence_parallel && tp == 1) continue;
-            schemas::PlanKnobs knobs;
+            if (sequence_parallel && (tp == 1 || !sequence_parallel_too)) continue;
+            if (tp * pp > cluster.world_size()) continue;
+            schemas::PlanKnobs knobs = base;
             knobs.mesh.tp = tp;
             knobs.mesh.pp = pp;
             knobs.mesh.dp = cluster.world_size() / (tp * pp);
-            knobs.seq_length = 4096;
             knobs.micro_batch_size = micro;
-            knobs.global_batch_size = 256;
             knobs.sequence_parallel = sequence_parallel;
             knobs.zero_stage = zero;
-            knobs.recompute = schemas::RecomputeGranularity::selective;
             try {
               plans.push_back(schemas::build_plan(model, cluster, knobs, "sweep"));
             } catch (const schemas::InputError&) {
@@ -88,6 +89,16 @@ std::vector<schemas::Plan> sweep(const schemas::ClusterConfig& cluster) {
     }
   }
   return plans;
+}
+
+// Llama-3.1 8B on four DGX H100 nodes (32 GPUs), global batch 256 × 4,096 tokens, selective
+// recomputation, with and without sequence parallelism.
+std::vector<schemas::Plan> sweep(const schemas::ClusterConfig& cluster) {
+  schemas::PlanKnobs base;
+  base.seq_length = 4096;
+  base.global_batch_size = 256;
+  base.recompute = schemas::RecomputeGranularity::selective;
+  return layout_sweep(schemas::model_preset("llama3.1-8b"), cluster, base, {1, 2, 4}, true);
 }
 
 // The cluster with each calibration number scaled by a draw around 1.
@@ -179,32 +190,12 @@ TEST(RankingStability, TheOrderOfConfigurationsSurvivesPerturbedCalibration) {
 // are bound by the host issuing kernels (tp 8 at micro-batch 1 above all), the rest by the GPU.
 std::vector<schemas::Plan> small_model_sweep(const schemas::ModelConfig& model,
                                              const schemas::ClusterConfig& cluster) {
-  std::vector<schemas::Plan> plans;
-  for (std::int64_t tp : {1, 2, 4, 8}) {
-    for (std::int64_t pp : {1, 2, 4}) {
-      for (std::int64_t micro : {1, 2, 4, 8}) {
-        for (std::int64_t zero : {0, 1}) {
-          if (tp * pp > cluster.world_size()) continue;
-          schemas::PlanKnobs knobs;
-          knobs.mesh.tp = tp;
-          knobs.mesh.pp = pp;
-          knobs.mesh.dp = cluster.world_size() / (tp * pp);
-          knobs.seq_length = 1024;
-          knobs.micro_batch_size = micro;
-          knobs.global_batch_size = 64;
-          knobs.zero_stage = zero;
-          knobs.framework = schemas::TrainingFramework::megatron_deepspeed;
-          knobs.attention = schemas::AttentionKernel::unfused;
-          try {
-            plans.push_back(schemas::build_plan(model, cluster, knobs, "small sweep"));
-          } catch (const schemas::InputError&) {
-            // A layout the rules refuse is not a candidate.
-          }
-        }
-      }
-    }
-  }
-  return plans;
+  schemas::PlanKnobs base;
+  base.seq_length = 1024;
+  base.global_batch_size = 64;
+  base.framework = schemas::TrainingFramework::megatron_deepspeed;
+  base.attention = schemas::AttentionKernel::unfused;
+  return layout_sweep(model, cluster, base, {1, 2, 4, 8}, false);
 }
 
 TEST(RankingStability, SmallModelsOnOneNodeKeepTheirOrderWhereTheHostBounds) {
