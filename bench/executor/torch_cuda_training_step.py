@@ -18,6 +18,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def causal_attention(q, k, v):
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # Older PyTorch (bench/gpu/small_kernel_probe.py's dry run on a machine without a GPU): the
+    # unfused softmax attention.
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
+
+
 class Block(nn.Module):
     def __init__(self, hidden, heads):
         super().__init__()
@@ -34,7 +44,7 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.attention_norm(x)).split(hidden, dim=2)
         shape = (batch, seq, self.heads, hidden // self.heads)
         q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = causal_attention(q, k, v)
         x = x + self.attention_output(y.transpose(1, 2).reshape(batch, seq, hidden))
         return x + self.mlp_output(F.gelu(self.fc(self.mlp_norm(x)), approximate="tanh"))
 

@@ -23,14 +23,20 @@ counts, to check the script itself on a machine without a GPU.
 """
 import argparse
 import json
+import pathlib
 import platform
 import statistics
+import sys
 import time
 import traceback
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The GPT of the training-step benchmark (nanoGPT's layers), trained eagerly here.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "executor"))
+from torch_cuda_training_step import Gpt  # noqa: E402
 
 
 def synchronize(device):
@@ -184,55 +190,6 @@ def probe_gemm(device, quick):
                                     "tp": tp, "device_us": seconds * 1e6,
                                     "tflop_per_s": flops / seconds / 1e12})
     return results
-
-
-def causal_attention(q, k, v):
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    # Older PyTorch (the dry run on a machine without a GPU): the unfused softmax attention.
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-    mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1) @ v
-
-
-class Block(nn.Module):
-    def __init__(self, hidden, heads):
-        super().__init__()
-        self.heads = heads
-        self.attention_norm = nn.LayerNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.attention_output = nn.Linear(hidden, hidden)
-        self.mlp_norm = nn.LayerNorm(hidden)
-        self.fc = nn.Linear(hidden, 4 * hidden)
-        self.mlp_output = nn.Linear(4 * hidden, hidden)
-
-    def forward(self, x):
-        batch, seq, hidden = x.shape
-        q, k, v = self.qkv(self.attention_norm(x)).split(hidden, dim=2)
-        shape = (batch, seq, self.heads, hidden // self.heads)
-        q, k, v = (t.view(shape).transpose(1, 2) for t in (q, k, v))
-        y = causal_attention(q, k, v)
-        x = x + self.attention_output(y.transpose(1, 2).reshape(batch, seq, hidden))
-        return x + self.mlp_output(F.gelu(self.fc(self.mlp_norm(x)), approximate="tanh"))
-
-
-class Gpt(nn.Module):
-    def __init__(self, layers, hidden, heads, vocab, sequence):
-        super().__init__()
-        self.word = nn.Embedding(vocab, hidden)
-        self.position = nn.Embedding(sequence, hidden)
-        self.blocks = nn.ModuleList(Block(hidden, heads) for _ in range(layers))
-        self.final_norm = nn.LayerNorm(hidden)
-        self.head = nn.Linear(hidden, vocab, bias=False)
-        self.head.weight = self.word.weight
-
-    def forward(self, inputs, targets):
-        positions = torch.arange(inputs.shape[1], device=inputs.device)
-        x = self.word(inputs) + self.position(positions)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.final_norm(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
 def device_kernel_summary(device, step):
