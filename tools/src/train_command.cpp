@@ -90,9 +90,9 @@ executor::TrainingOptions training_options_of(const TrainOptions& options,
   training.overwrite_checkpoints = options.overwrite_checkpoints;
   if (options.init_llmc) training.init_llmc = *options.init_llmc;
   training.device = chosen.device;
-  training.gpu_collectives = options.collectives == "nccl"  ? executor::GpuCollectives::nccl
-                             : options.collectives == "mpi" ? executor::GpuCollectives::mpi
-                                                            : executor::GpuCollectives::automatic;
+  // The flag's check admits only the table's names.
+  training.gpu_collectives =
+      *schemas::value_of(options.collectives, executor::kGpuCollectivesNames);
   training.plan_directory = chosen.directory.empty() ? "." : chosen.directory;
   if (options.trace) training.trace_step = options.trace_step.value_or(options.steps);
   return training;

@@ -5,6 +5,7 @@
 #include "cli_checks.h"
 #include "commands.h"
 #include "stall_timeout_option.h"
+#include "strata/executor/train/trainer.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
 
@@ -260,7 +261,7 @@ void add_device_flags(CLI::App* command, TrainOptions& options, CLI::Option* pla
                    "What carries device tensors between cuda ranks: auto (NCCL where the job has "
                    "several ranks, each with its own GPU; else MPI through host memory), nccl, or "
                    "mpi")
-      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->check(CLI::IsMember(choices_of(executor::kGpuCollectivesNames)))
       ->option_text("auto|nccl|mpi");
   command
       ->add_option("--precision", options.precision,

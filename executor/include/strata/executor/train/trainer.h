@@ -13,6 +13,7 @@
 // a step is the mean over all of its tokens.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include "strata/executor/optim/learning_rate_schedule.h"
 #include "strata/executor/pipeline/pipeline_runtime.h"
 #include "strata/executor/zero/sharded_optimizer.h"
+#include "strata/schemas/enum_names.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
@@ -49,7 +51,12 @@ struct PlanSwitch {
   double predicted_transfer_s = -1;
 };
 
+// What carries device tensors between CUDA ranks (TrainingOptions::gpu_collectives).
 enum class GpuCollectives { automatic, nccl, mpi };
+inline constexpr std::array<schemas::EnumName<GpuCollectives>, 3> kGpuCollectivesNames{
+    {{GpuCollectives::automatic, "auto"},
+     {GpuCollectives::nccl, "nccl"},
+     {GpuCollectives::mpi, "mpi"}}};
 
 struct TrainingOptions {
   std::int64_t steps = 1;  // total optimizer steps, counted from step 0 (a resumed run included)
