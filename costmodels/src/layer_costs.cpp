@@ -413,12 +413,15 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       has_mlp ? elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1) : 0.0;
   const double activation_backward_s =
       has_mlp ? elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2) : 0.0;
-  const double memory_forward_s =
-      memory_bound_time_s(gpu, memory_bytes, elementwise_kernels - 1 + (fp8 ? 2 : 0)) +
-      activation_forward_s + dropout_s;
+  // The memory-bound kernels besides the activation, and with it (what the host issues).
+  const double memory_forward_kernels = elementwise_kernels - 1 + (fp8 ? 2 : 0);
+  const double memory_backward_kernels = 2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0);
+  const double activation_forward_kernels = has_mlp ? 1 : 0;
+  const double activation_backward_kernels = has_mlp ? 2 : 0;
+  const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes, memory_forward_kernels) +
+                                  activation_forward_s + dropout_s;
   const double memory_backward_s =
-      memory_bound_time_s(gpu, memory_backward_bytes,
-                          2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0)) +
+      memory_bound_time_s(gpu, memory_backward_bytes, memory_backward_kernels) +
       activation_backward_s + dropout_s;
 
   // The blocks whose input sequence parallelism gathers and whose output it reduce-scatters:
@@ -512,11 +515,10 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const AttentionKernels attention_count = attention_kernels(context.attention, model.dropout > 0);
   const double tp_collectives =
       context.tp > 1 ? (has_mlp ? 2.0 : 1.0) * (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
-  costs.forward.kernels = gemm_kernels + attention_count.forward + (elementwise_kernels - 1) +
-                          (fp8 ? 2 : 0) + (has_mlp ? 1 : 0) + tp_collectives + cp_forward_kernels;
-  costs.backward_input.kernels = gemm_kernels + attention_count.backward +
-                                 2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0) + (has_mlp ? 2 : 0) +
-                                 tp_collectives + cp_backward_kernels;
+  costs.forward.kernels = gemm_kernels + attention_count.forward + memory_forward_kernels +
+                          activation_forward_kernels + tp_collectives + cp_forward_kernels;
+  costs.backward_input.kernels = gemm_kernels + attention_count.backward + memory_backward_kernels +
+                                 activation_backward_kernels + tp_collectives + cp_backward_kernels;
   costs.backward_weight.kernels = gemm_kernels;
   if (kind == LayerKind::moe) {
     const MoeBlockCosts experts = moe_block_costs(context);
@@ -633,17 +635,20 @@ PassCosts lm_head_costs(const LayerContext& context) {
   const double loss_backward_bytes = tokens * vocab * (2 * 4 + element);
   // One exponential per logit forward (the sum of exponentials) and backward (the softmax).
   const double loss_evaluations = tokens * vocab;
+  constexpr double kLossForwardKernels = 3;
+  constexpr double kLossBackwardKernels = 2;
   PassCosts costs;
-  costs.forward.compute_s = gemm.forward_s + memory_bound_time_s(gpu, norm_bytes, 1) +
-                            elementwise_time_s(gpu, loss_forward_bytes, loss_evaluations, 3);
+  costs.forward.compute_s =
+      gemm.forward_s + memory_bound_time_s(gpu, norm_bytes, 1) +
+      elementwise_time_s(gpu, loss_forward_bytes, loss_evaluations, kLossForwardKernels);
   costs.backward_input.compute_s =
       gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes, 1) +
-      elementwise_time_s(gpu, loss_backward_bytes, loss_evaluations, 2);
+      elementwise_time_s(gpu, loss_backward_bytes, loss_evaluations, kLossBackwardKernels);
   costs.backward_weight.compute_s = gemm.weight_s;
   costs.forward_flops = gemm.forward_flops;
-  // The GEMM, the norm and the loss's three kernels forward; the GEMM, the norm and two backward.
-  costs.forward.kernels = 1 + 1 + 3;
-  costs.backward_input.kernels = 1 + 1 + 2;
+  // The kernels issued: the GEMM, the norm and the loss's each way.
+  costs.forward.kernels = 1 + 1 + kLossForwardKernels;
+  costs.backward_input.kernels = 1 + 1 + kLossBackwardKernels;
   costs.backward_weight.kernels = 1;
   if (context.tp > 1) {
     costs.forward.kernels += 3 + (context.sequence_parallel ? 1 : 0);

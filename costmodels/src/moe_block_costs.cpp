@@ -71,13 +71,16 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   }
   // Kernels: router GEMM aside, scores, top-k, balancing loss; permute, un-permute, the sorts.
   const double kernels = 3 + 2 + (across_ranks ? 2 : 0);
+  constexpr double kActivationForwardKernels = 1;
+  constexpr double kActivationBackwardKernels = 2;
   const double memory_forward_s =
       memory_bound_time_s(gpu, routing_bytes + permute_bytes + cast_forward_bytes, kernels) +
-      elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1);
+      elementwise_time_s(gpu, activation_bytes, activation_evaluations, kActivationForwardKernels);
   const double memory_backward_s =
       memory_bound_time_s(gpu, 2 * (routing_bytes + permute_bytes) + cast_backward_bytes,
                           2 * kernels) +
-      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2);
+      elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations,
+                         kActivationBackwardKernels);
 
   // Dispatch and combine: the busiest rank receives `computed / etp` copies of h elements by
   // all-to-all, and with etp > 1 gathers its etp group's (and reduce-scatters after the experts).
@@ -103,8 +106,9 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   // exchanges (two all-to-alls, and an all-gather and a reduce-scatter with etp > 1). The layer
   // charges their issue (layer_costs.h).
   const double exchanges = 2 + (context.etp > 1 ? 2 : 0);
-  costs.forward.kernels = 1 + 2 * local + kernels + 1 + exchanges;
-  costs.backward_input.kernels = 1 + 2 * local + 2 * kernels + 2 + exchanges;
+  costs.forward.kernels = 1 + 2 * local + kernels + kActivationForwardKernels + exchanges;
+  costs.backward_input.kernels =
+      1 + 2 * local + 2 * kernels + kActivationBackwardKernels + exchanges;
   costs.backward_weight.kernels = 1 + 2 * local;
   // Useful FLOPs at the mean load (the imbalance only delays the busiest rank).
   costs.forward_flops = router.forward_flops + local * expert.forward_flops / tokens.imbalance;
