@@ -23,8 +23,9 @@ AttentionTime attention_time(const schemas::GpuProfile& gpu, schemas::Dtype dtyp
                              schemas::AttentionKernel kernel, const AttentionShape& shape) {
   const AttentionFlops useful = causal_attention_flops(shape);
   if (useful.forward <= 0) return {};
-  // Attention runs in 16 bits even in fp8 training (Transformer Engine's default).
-  const schemas::Dtype kernel_dtype = dtype == schemas::Dtype::fp8 ? schemas::Dtype::bf16 : dtype;
+  // Attention runs in 16 bits even when the GEMMs are quantised (Transformer Engine's default).
+  const schemas::Dtype kernel_dtype =
+      schemas::quantises_gemms(dtype) ? schemas::Dtype::bf16 : dtype;
   const double peak = peak_tflops(gpu, kernel_dtype) * 1e12;
   if (kernel == schemas::AttentionKernel::unfused) {
     const double efficiency =

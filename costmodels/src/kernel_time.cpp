@@ -39,7 +39,7 @@ double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype) {
 double gemm_flops(double m, double n, double k) { return 2.0 * m * n * k; }
 
 bool gemm_dimensions_aligned(schemas::Dtype dtype, double m, double n, double k) {
-  const double elements = 16.0 / static_cast<double>(schemas::dtype_bytes(dtype));
+  const double elements = 128.0 / schemas::dtype_bits(dtype);  // 16 bytes of elements
   return std::fmod(m, elements) == 0 && std::fmod(n, elements) == 0 && std::fmod(k, elements) == 0;
 }
 
@@ -56,10 +56,13 @@ double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double 
   const double alignment = gpu.unaligned_gemm_efficiency && !gemm_dimensions_aligned(dtype, m, n, k)
                                ? *gpu.unaligned_gemm_efficiency
                                : 1.0;
+  const auto dtype_factor = gpu.gemm_dtype_efficiency.find(dtype);
+  const double dtype_efficiency =
+      dtype_factor == gpu.gemm_dtype_efficiency.end() ? 1.0 : dtype_factor->second;
   const double compute_s = flops / (peak_tflops(gpu, dtype) * 1e12 *
                                     interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) *
-                                    alignment * wave_utilisation);
-  const double bytes = (m * k + k * n + m * n) * static_cast<double>(schemas::dtype_bytes(dtype));
+                                    dtype_efficiency * alignment * wave_utilisation);
+  const double bytes = (m * k + k * n + m * n) * schemas::dtype_bytes(dtype);
   return std::max({compute_s, memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
 }
 

@@ -114,24 +114,29 @@ double beside_compute_s(const LayerContext& context, double comm_s, double compu
   return std::max(0.0, comm_s - compute_s) + slowdown * std::min(comm_s, compute_s);
 }
 
-// Bytes the casts to fp8 move in one layer pass (Transformer Engine). Every fp8 GEMM needs its
-// input in fp8 and, for the weight gradient, transposed in fp8: a cast-transpose kernel reads the
-// 16-bit tensor once and writes both (2 + 1 + 1 bytes per element). The inputs of the qkv and fc1
-// GEMMs come out of the preceding norm already in fp8 (LayerNormLinear), which leaves only the
-// transposed copy (1 byte); those of the output projection and fc2 are cast on their own. In the
-// backward each GEMM's output gradient is cast-transposed the same way (4 bytes per element).
-// Weights are cast once per step, not per micro-batch (plan_costs.cpp).
-struct FloatEightCastBytes {
+// Bytes the casts to the GEMMs' low-precision format move in one layer pass (Transformer
+// Engine). Every quantised GEMM needs its input in that format and, for the weight gradient,
+// transposed: a cast-transpose kernel reads the 16-bit tensor once and writes both, `q` bytes
+// each with the block scales (2 + 2q per element: 4 for fp8, 4.06 for mxfp8, whose 1×32 blocks
+// run along the reduction dimension and so are quantised again for the transpose, 3.1 for nvfp4,
+// whose columnwise copy takes its random Hadamard transform in the same kernel). The inputs of
+// the qkv and fc1 GEMMs come out of the preceding norm already quantised (LayerNormLinear), which
+// leaves only the transposed copy (q bytes); those of the output projection and fc2 are cast on
+// their own. In the backward each GEMM's output gradient is cast-transposed the same way. Weights
+// are cast once per step, not per micro-batch (plan_costs.cpp).
+struct QuantisingCastBytes {
   double forward = 0;
   double backward = 0;
 };
-FloatEightCastBytes fp8_cast_bytes(const LayerContext& context, LayerKind kind) {
+QuantisingCastBytes quantising_cast_bytes(const LayerContext& context, LayerKind kind) {
   const double tokens = context.local_tokens();
   const LocalLayerDims d = local_layer_dims(context, kind);
-  FloatEightCastBytes bytes;
-  bytes.forward =
-      (d.ffn > 0 ? 2.0 : 1.0) * tokens * d.hidden + 4.0 * tokens * (d.heads * d.value_dim + d.ffn);
-  bytes.backward = 4.0 * tokens *
+  const double written = schemas::dtype_bytes(context.precision);
+  const double cast_transpose = 2.0 + 2.0 * written;
+  QuantisingCastBytes bytes;
+  bytes.forward = (d.ffn > 0 ? 2.0 : 1.0) * written * tokens * d.hidden +
+                  cast_transpose * tokens * (d.heads * d.value_dim + d.ffn);
+  bytes.backward = cast_transpose * tokens *
                    ((d.heads + d.kv_heads) * d.head_dim + d.kv_heads * d.value_dim + d.hidden +
                     (d.ffn > 0 ? d.gate * d.ffn + d.hidden : 0.0));
   return bytes;
@@ -395,16 +400,16 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   // Latent attention's norms of its q and kv latents.
   memory_bytes += 2 * element * tokens * dims.latent;
   double memory_backward_bytes = 2 * memory_bytes;
-  if (context.precision == Dtype::fp8) {
-    const FloatEightCastBytes casts = fp8_cast_bytes(context, kind);
+  if (schemas::quantises_gemms(context.precision)) {
+    const QuantisingCastBytes casts = quantising_cast_bytes(context, kind);
     memory_bytes += casts.forward;
     memory_backward_bytes += casts.backward;
   }
   // Their kernels: two norms, two residual adds (bias and dropout fused in), the activation,
-  // rotary; the backward has about two for each; fp8 adds the casts that no norm fuses.
+  // rotary; the backward has about two for each; quantised GEMMs add the casts no norm fuses.
   const bool rope = model.position_embedding == schemas::PositionEmbedding::rope;
   const double elementwise_kernels = (rope ? 6 : 5) - (has_mlp ? 0 : 1) + (model.mla ? 2 : 0);
-  const bool fp8 = context.precision == Dtype::fp8;
+  const bool fp8 = schemas::quantises_gemms(context.precision);
   // Dropout on both residual branches draws a keep decision per element in the forward and
   // again in the backward (the executor regenerates the mask rather than storing it).
   const double dropout_s =
@@ -624,9 +629,10 @@ PassCosts lm_head_costs(const LayerContext& context) {
   const double tokens = context.local_tokens();
   const double vocab = static_cast<double>(model.vocab_size) / static_cast<double>(context.tp);
   const double element = context.activation_bytes();
-  // Under fp8 the LM head stays in 16 bits: Transformer Engine replaces only the transformer
-  // layers' linears, and Megatron's output layer is a plain bf16 GEMM.
-  const Dtype head_dtype = context.precision == Dtype::fp8 ? Dtype::bf16 : context.precision;
+  // Under fp8, mxfp8 and nvfp4 the LM head stays in 16 bits: Transformer Engine replaces only the
+  // transformer layers' linears, and Megatron's output layer is a plain bf16 GEMM.
+  const Dtype head_dtype =
+      schemas::quantises_gemms(context.precision) ? Dtype::bf16 : context.precision;
   const GemmPassTimes gemm = gemm_pass_times(context, head_dtype, {{tokens, vocab, hidden}});
   // Final norm, then Megatron's vocab-parallel cross-entropy in fp32: cast, max, exp-sum,
   // normalise forward; softmax minus one-hot, cast back, backward.

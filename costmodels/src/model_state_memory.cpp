@@ -11,6 +11,8 @@ ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision) {
       return {2, 2, 12};
     case schemas::Dtype::bf16:
     case schemas::Dtype::fp8:
+    case schemas::Dtype::mxfp8:
+    case schemas::Dtype::nvfp4:
       return {2, 4, 12};
   }
   return {};

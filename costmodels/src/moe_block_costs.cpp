@@ -39,7 +39,8 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   // The router: its GEMM in 16 bits (Transformer Engine leaves it out of fp8), then scores,
   // top-k and the balancing terms over Tn × E fp32 values (about three passes forward, twice
   // that backward).
-  const schemas::Dtype router_dtype = dtype == schemas::Dtype::fp8 ? schemas::Dtype::bf16 : dtype;
+  const schemas::Dtype router_dtype =
+      schemas::quantises_gemms(dtype) ? schemas::Dtype::bf16 : dtype;
   const GemmPassTimes router =
       gemm_pass_times(context, router_dtype, {{tokens.block_tokens, experts, hidden}});
   const double routing_bytes = 3 * 4.0 * tokens.block_tokens * experts;
@@ -63,11 +64,12 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   const double activation_evaluations = tokens.computed * tokens.expert_width;
   double cast_forward_bytes = 0;
   double cast_backward_bytes = 0;
-  if (dtype == schemas::Dtype::fp8) {
-    // Each expert GEMM's input cast to fp8 and fp8ᵀ (read 2, write 1 + 1), and in the backward
-    // its output gradient.
-    cast_forward_bytes = 4.0 * tokens.computed * (hidden + tokens.expert_width);
-    cast_backward_bytes = 4.0 * tokens.computed * (gate * tokens.expert_width + hidden);
+  if (schemas::quantises_gemms(dtype)) {
+    // Each expert GEMM's input cast to the low-precision format and its transpose (read 2, write
+    // q + q with the block scales; layer_costs.cpp), and in the backward its output gradient.
+    const double cast_transpose = 2.0 + 2.0 * schemas::dtype_bytes(dtype);
+    cast_forward_bytes = cast_transpose * tokens.computed * (hidden + tokens.expert_width);
+    cast_backward_bytes = cast_transpose * tokens.computed * (gate * tokens.expert_width + hidden);
   }
   // Kernels: router GEMM aside, scores, top-k, balancing loss; permute, un-permute, the sorts.
   const double kernels = 3 + 2 + (across_ranks ? 2 : 0);

@@ -187,7 +187,7 @@ class CommunicatorTemporaries {
 // in mixed precision, writes the 16-bit working copy (w; in fp32 the master is the weight); the
 // step's start zeroes the gradient buffers the backward accumulates into (the whole stage's below
 // ZeRO-2, the shard from ZeRO-1 on) — then ZeRO-1/2's all-gather of the weights (in
-// `weight_bytes` each) and fp8's weight casts.
+// `weight_bytes` each) and the weight casts of quantised GEMMs.
 double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_span, double shards,
                              double weight_bytes, double parameters, double linear_weights,
                              double layers) {
@@ -207,16 +207,19 @@ double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_s
     step_s +=
         collective_time_s(cluster, shard_span, Collective::all_gather, parameters * weight_bytes);
   }
-  if (plan.precision == schemas::Dtype::fp8 && linear_weights > 0) {
-    // Transformer Engine casts each layer linear's weight to fp8 and fp8ᵀ once per step (the
-    // first micro-batch's forward; later ones reuse it): read 2 bytes, write 1 + 1.
-    step_s += memory_bound_time_s(cluster.gpu, 4.0 * linear_weights, 4 * layers);
+  if (schemas::quantises_gemms(plan.precision) && linear_weights > 0) {
+    // Transformer Engine casts each layer linear's weight to the GEMMs' format and its transpose
+    // once per step (the first micro-batch's forward; later ones reuse it): read 2 bytes, write
+    // q + q with the block scales.
+    const double cast_transpose = 2.0 + 2.0 * schemas::dtype_bytes(plan.precision);
+    step_s += memory_bound_time_s(cluster.gpu, cast_transpose * linear_weights, 4 * layers);
   }
   return step_s;
 }
 
-// The layers' linear weights of a stage on one rank (what fp8 casts each step): attention and
-// the MLP split over tp, a MoE layer's shared experts over tp and its routed experts over ep·etp.
+// The layers' linear weights of a stage on one rank (what quantised GEMMs cast each step):
+// attention and the MLP split over tp, a MoE layer's shared experts over tp and its routed experts
+// over ep·etp.
 double stage_linear_weights(const schemas::Plan& plan, const ParameterBreakdown& counts,
                             const schemas::PipelineStage& stage, double expert_parameters) {
   const double tp = static_cast<double>(plan.mesh.tp);
@@ -438,7 +441,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   struct RankHoldings {
     double dense_parameters = 0;
     double expert_parameters = 0;
-    double linear_weights = 0;  // fp8 plans only: what the step casts
+    double linear_weights = 0;  // quantised GEMMs only: what the step casts
     double layers = 0;
   };
   std::vector<RankHoldings> rank_holdings(static_cast<std::size_t>(pp));
@@ -545,7 +548,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     RankHoldings& holdings = rank_holdings[rank_of_stage];
     holdings.dense_parameters += held.dense;
     holdings.expert_parameters += held.expert;
-    if (plan.precision == schemas::Dtype::fp8) {
+    if (schemas::quantises_gemms(plan.precision)) {
       holdings.linear_weights += stage_linear_weights(plan, counts, stage, held.expert);
     }
     holdings.layers += static_cast<double>(stage.num_layers);

@@ -236,6 +236,17 @@ std::string megatron_arguments(const schemas::Plan& plan) {
       flags.push_back("--bf16");
       flags.push_back("--fp8-format hybrid");
       break;
+    case schemas::Dtype::mxfp8:
+      // Blackwell's block scaling: e4m3 throughout (MX scales keep gradients in range).
+      flags.push_back("--bf16");
+      flags.push_back("--fp8-format e4m3");
+      flags.push_back("--fp8-recipe mxfp8");
+      break;
+    case schemas::Dtype::nvfp4:
+      flags.push_back("--bf16");
+      flags.push_back("--fp4-format e2m1");
+      flags.push_back("--fp4-recipe nvfp4");
+      break;
     default:
       break;
   }

@@ -1,6 +1,7 @@
 #include "strata/schemas/cluster_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 
@@ -64,13 +65,15 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
        "context_parallel_attention_efficiency", "special_function_tops", "random_number_tops",
        "unaligned_gemm_efficiency", "unfused_attention_efficiency", "kernel_launch_us",
-       "eager_issue_us_per_kernel", "compute_slowdown_under_communication"});
+       "eager_issue_us_per_kernel", "compute_slowdown_under_communication",
+       "gemm_dtype_efficiency"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
   gpu.memory_bytes = reader.integer("memory_bytes", {1, kMaxBytes});
+  const std::vector<std::string_view> dtype_names = names_of(kDtypeNames);
   const ObjectReader peaks(reader.object("peak_dense_tflops"), reader.at("peak_dense_tflops"),
-                           {"fp32", "tf32", "fp16", "bf16", "fp8"});
+                           dtype_names);
   for (const auto& [dtype, name] : kDtypeNames) {
     if (auto tflops = peaks.optional_number(name, kTflopsRange)) {
       gpu.peak_dense_tflops[dtype] = *tflops;
@@ -78,9 +81,19 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   }
   if (gpu.peak_dense_tflops.empty()) {
     reader.at("peak_dense_tflops")
-        .fail("give the peak of at least one dtype (fp32, tf32, fp16, bf16, fp8)");
+        .fail(
+            fmt::format("give the peak of at least one dtype ({})", fmt::join(dtype_names, ", ")));
   }
   gpu.hbm_bandwidth_gb_per_s = reader.number("hbm_bandwidth_gb_per_s", kMemoryGbPerSRange);
+  if (reader.has("gemm_dtype_efficiency")) {
+    const ObjectReader factors(reader.object("gemm_dtype_efficiency"),
+                               reader.at("gemm_dtype_efficiency"), dtype_names);
+    for (const auto& [dtype, name] : kDtypeNames) {
+      if (auto fraction = factors.optional_number(name, kFractionRange)) {
+        gpu.gemm_dtype_efficiency[dtype] = *fraction;
+      }
+    }
+  }
   gpu.gemm_efficiency_by_flops = parse_efficiency_curve(reader, "gemm_efficiency", "flops");
   gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
   gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
@@ -171,7 +184,7 @@ MeasuredSources parse_sources(const nlohmann::json& value, const JsonLocation& l
 }  // namespace
 
 Dtype default_training_precision(const GpuProfile& gpu) {
-  // fp8 is never a default: it needs scaling recipes a plan must ask for explicitly.
+  // fp8, mxfp8 and nvfp4 are never a default: a plan asks for their recipes explicitly.
   for (const Dtype preferred : {Dtype::bf16, Dtype::fp16, Dtype::tf32, Dtype::fp32}) {
     if (gpu.peak_dense_tflops.contains(preferred)) {
       return preferred;
@@ -278,6 +291,13 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (!cluster.gpu.hbm_efficiency_by_bytes.empty()) {
     gpu["hbm_efficiency"] = efficiency_curve_to_json(cluster.gpu.hbm_efficiency_by_bytes, "bytes");
+  }
+  if (!cluster.gpu.gemm_dtype_efficiency.empty()) {
+    nlohmann::json factors = nlohmann::json::object();
+    for (const auto& [dtype, fraction] : cluster.gpu.gemm_dtype_efficiency) {
+      factors[std::string(name_of(dtype, kDtypeNames))] = fraction;
+    }
+    gpu["gemm_dtype_efficiency"] = factors;
   }
   if (cluster.gpu.streaming_multiprocessors) {
     gpu["streaming_multiprocessors"] = *cluster.gpu.streaming_multiprocessors;

@@ -1,8 +1,10 @@
 #include "strata/simulator/published_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <sstream>
 
@@ -223,14 +225,22 @@ schemas::ClusterConfig published_run_cluster(const std::string& gpu, std::int64_
                                              std::int64_t gpus_per_node,
                                              std::optional<double> inter_node_gbps_per_gpu,
                                              const JsonLocation& location) {
+  // The GPU names rows use, and the preset whose nodes hold them.
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kGpuPresets{{
+      {"a100-sxm4-80gb", "dgx-a100-80gb"},
+      {"a100-sxm4-40gb", "dgx-a100-40gb"},
+      {"h100-sxm5-80gb", "dgx-h100"},
+      {"b200-sxm-180gb", "dgx-b200"},
+      {"gb200-186gb", "gb200-nvl72"},
+  }};
   std::string preset;
-  if (gpu == "a100-sxm4-80gb") preset = "dgx-a100-80gb";
-  if (gpu == "a100-sxm4-40gb") preset = "dgx-a100-40gb";
-  if (gpu == "h100-sxm5-80gb") preset = "dgx-h100";
+  std::vector<std::string_view> names;
+  for (const auto& [name, preset_name] : kGpuPresets) {
+    if (gpu == name) preset = preset_name;
+    names.push_back(name);
+  }
   if (preset.empty()) {
-    (location / "gpu")
-        .fail(fmt::format("\"{}\" is not one of a100-sxm4-80gb, a100-sxm4-40gb, h100-sxm5-80gb",
-                          gpu));
+    (location / "gpu").fail(fmt::format("\"{}\" is not one of {}", gpu, fmt::join(names, ", ")));
   }
   const schemas::ClusterConfig node = schemas::cluster_preset(preset);
   if (gpus_per_node > node.gpus_per_node) {

@@ -169,6 +169,75 @@ TEST(LayerCosts, Fp8RunsTheLayerGemmsInFp8AndPaysForTheCasts) {
                    lm_head_costs(bf16_context).forward.compute_s);
 }
 
+// Block-scaled formats on a B200 (the same layer): the GEMMs run at the format's peak times the
+// GPU's gemm_dtype_efficiency, and each cast writes q bytes per element with the scales (q =
+// 1 + 1/32 for mxfp8, 1/2 + 1/16 for nvfp4), so a cast-transpose moves 2 + 2q:
+//   mxfp8 forward  2 × 2048 × 12288 × 1.03125 + 2048 × 7680 × 4.0625 = 115,802,112 bytes,
+//         backward 2048 × 35328 × 4.0625 = 293,928,960 bytes;
+//   nvfp4 forward  2 × 2048 × 12288 × 0.5625 + 2048 × 7680 × 3.125 = 77,463,552 bytes,
+//         backward 2048 × 35328 × 3.125 = 226,099,200 bytes.
+// Attention and the LM head stay in bf16. (HBM at its full 8,000 GB/s, no launch floor.)
+TEST(LayerCosts, BlockScaledFormatsPayTheirScalesAndTheirGemmEfficiency) {
+  const auto b200_plan = [](schemas::Dtype precision) {
+    schemas::PlanKnobs knobs;
+    knobs.mesh.tp = 8;
+    knobs.seq_length = 2048;
+    knobs.global_batch_size = 1;
+    knobs.sequence_parallel = true;
+    knobs.precision = precision;
+    schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt3-175b"),
+                                             schemas::cluster_preset("dgx-b200"), knobs, "test");
+    // Bytes add only above the launch floor, which 8 TB/s would otherwise reach here.
+    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
+    plan.cluster.gpu.kernel_launch_us.reset();
+    return plan;
+  };
+  const schemas::Plan bf16_plan = b200_plan(schemas::Dtype::bf16);
+  const PassCosts bf16 =
+      transformer_layer_costs(layer_context(bf16_plan), schemas::RecomputeGranularity::none);
+  const double shapes[4][3] = {
+      {2048, 4608, 12288}, {2048, 12288, 1536}, {2048, 6144, 12288}, {2048, 12288, 6144}};
+  struct Case {
+    schemas::Dtype dtype;
+    double forward_bytes;
+    double backward_bytes;
+  };
+  for (const Case& c : {Case{schemas::Dtype::mxfp8, 115802112.0, 293928960.0},
+                        Case{schemas::Dtype::nvfp4, 77463552.0, 226099200.0}}) {
+    const schemas::Plan plan = b200_plan(c.dtype);
+    const schemas::GpuProfile& gpu = plan.cluster.gpu;
+    ASSERT_TRUE(gpu.gemm_dtype_efficiency.contains(c.dtype));
+    const LayerContext context = layer_context(plan);
+    const PassCosts costs = transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+    double forward_gemms = 0;
+    double input_gemms = 0;
+    for (const auto& shape : shapes) {
+      forward_gemms += gemm_time_s(gpu, c.dtype, shape[0], shape[1], shape[2]) -
+                       gemm_time_s(gpu, schemas::Dtype::bf16, shape[0], shape[1], shape[2]);
+      input_gemms += gemm_time_s(gpu, c.dtype, shape[0], shape[2], shape[1]) -
+                     gemm_time_s(gpu, schemas::Dtype::bf16, shape[0], shape[2], shape[1]);
+    }
+    EXPECT_NEAR(costs.forward.compute_s - bf16.forward.compute_s,
+                forward_gemms + c.forward_bytes / 8000e9, 1e-12);
+    EXPECT_NEAR(costs.backward_input.compute_s - bf16.backward_input.compute_s,
+                input_gemms + c.backward_bytes / 8000e9, 1e-12);
+    EXPECT_DOUBLE_EQ(lm_head_costs(context).forward.compute_s,
+                     lm_head_costs(layer_context(bf16_plan)).forward.compute_s);
+  }
+  // A large GEMM is compute-bound: its time is the FLOPs over the peak, the curve and the factor
+  // (148 × 4 tiles of 128 × 128 fill four whole waves of the B200's 148 SMs).
+  const schemas::GpuProfile& gpu = bf16_plan.cluster.gpu;
+  const double flops = 2.0 * 18944 * 512 * 65536;
+  for (schemas::Dtype dtype : {schemas::Dtype::fp8, schemas::Dtype::mxfp8, schemas::Dtype::nvfp4}) {
+    const double factor =
+        gpu.gemm_dtype_efficiency.contains(dtype) ? gpu.gemm_dtype_efficiency.at(dtype) : 1.0;
+    EXPECT_NEAR(gemm_time_s(gpu, dtype, 18944, 512, 65536),
+                flops / (gpu.peak_dense_tflops.at(dtype) * 1e12 *
+                         gpu.gemm_efficiency_by_flops.back().fraction * factor),
+                1e-12);
+  }
+}
+
 TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {
   schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
   gpu.gemm_efficiency_by_flops.clear();

@@ -25,7 +25,8 @@ TEST(Presets, ListTheModelsAndClustersTheIssueNames) {
   }
   const std::vector<std::string_view> clusters = cluster_preset_names();
   for (std::string_view name :
-       {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "cpu-local"}) {
+       {"dgx-a100-40gb", "dgx-a100-80gb", "dgx-h100", "dgx-h200", "dgx-b200", "gb200-nvl72",
+        "amd-mi300x", "amd-mi355x", "cpu-local"}) {
     EXPECT_THAT(clusters, Contains(name));
   }
 }
@@ -88,8 +89,8 @@ TEST(Presets, UnknownNamesAndBadNodeCountsAreExplained) {
   EXPECT_EQ(error_of([] { cluster_preset("dgx-h100:two"); }),
             "cluster preset: \"dgx-h100:two\": the node count after ':' must be an integer from 1 "
             "to 65536");
-  EXPECT_EQ(error_of([] { cluster_preset("dgx-b200"); }),
-            "cluster preset: no cluster preset named \"dgx-b200\"; did you mean \"dgx-h200\"?");
+  EXPECT_EQ(error_of([] { cluster_preset("dgx-b300"); }),
+            "cluster preset: no cluster preset named \"dgx-b300\"; did you mean \"dgx-b200\"?");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -435,6 +436,31 @@ TEST(CliValidateSim, SimulatesMixtureOfExpertsRowsAndWritesTheirPlans) {
         << id;
   }
   std::filesystem::remove_all(directory);
+}
+
+// The dense Megatron-Bridge rows on B200, GB200 NVL72 and H100 in fp8, mxfp8 and nvfp4 (the rows
+// the Blackwell presets were calibrated on): each becomes a plan in its precision on its machine,
+// and the calibration holds them within 6% each, 4% on average (schemas/presets/README.md).
+TEST(CliValidateSim, BlackwellRowsInEveryPrecisionStayWithinTheirCalibration) {
+  const CommandResult run = strata("validate-sim --format json " +
+                                   fixture("validation/megatron_bridge_runs.jsonl").string());
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json report = nlohmann::json::parse(run.out);
+  std::set<std::string> precisions;
+  double blackwell_error = 0;
+  int blackwell_rows = 0;
+  for (const nlohmann::json& row : report.at("runs")) {
+    const std::string id = row.at("id").get<std::string>();
+    precisions.insert(id.substr(id.rfind('-') + 1));
+    if (id.find("h100") != std::string::npos) continue;
+    const double error = std::abs(row.at("error").get<double>());
+    EXPECT_LT(error, 0.06) << id;
+    blackwell_error += error;
+    ++blackwell_rows;
+  }
+  EXPECT_EQ(blackwell_rows, 10);
+  EXPECT_LT(blackwell_error / blackwell_rows, 0.04);
+  EXPECT_EQ(precisions, (std::set<std::string>{"fp8", "mxfp8", "nvfp4"}));
 }
 
 TEST(CliSimulate, ExpertParallelKnobs) {

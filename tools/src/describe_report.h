@@ -29,6 +29,7 @@ struct Component {
 std::vector<Component> components_of(const costmodels::ParameterBreakdown& count);
 
 // The precisions whose model-state bytes are reported.
+// (mxfp8 and nvfp4 keep the same state as fp8: bf16 weights, fp32 gradients and Adam.)
 inline constexpr std::array<schemas::Dtype, 4> kReportedPrecisions{
     schemas::Dtype::fp32, schemas::Dtype::fp16, schemas::Dtype::bf16, schemas::Dtype::fp8};
 

@@ -1,6 +1,7 @@
 #include "precision_choice.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "strata/schemas/input_error.h"
 
@@ -11,7 +12,8 @@ schemas::Dtype precision_named(const std::string& name) {
   if (!dtype) {
     throw schemas::InputError(
         "--precision", "",
-        fmt::format("unknown precision {} (fp32, tf32, fp16, bf16 or fp8)", name));
+        fmt::format("unknown precision {} ({})", name,
+                    fmt::join(schemas::names_of(schemas::kDtypeNames), ", ")));
   }
   return *dtype;
 }

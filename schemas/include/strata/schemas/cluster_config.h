@@ -53,6 +53,10 @@ struct GpuProfile {
   // backward rather than stored), in units of 10^12: where a CPU spends dropout's time. Absent:
   // free, as on a GPU, where generating them hides under the kernel's memory traffic.
   std::optional<double> random_number_tops;
+  // GEMMs in a dtype reach this fraction of the GEMM curve's efficiency (the curve is fitted to
+  // 16-bit and per-tensor fp8 GEMMs): block-scaled formats load and apply their scales, and their
+  // kernels are younger. Absent for a dtype: 1.
+  std::map<Dtype, double> gemm_dtype_efficiency;
   // A GEMM with a dimension that is not a multiple of 16 bytes of elements (an unpadded
   // vocabulary of 50,257) misses the tensor-core kernels' vectorised loads: its efficiency is the
   // curve's times this (costmodels/kernel_time.h). Absent: 1. Measured by strata profile.

@@ -1,5 +1,12 @@
 // Dtype: the number formats a model is trained or stored in, with their file spellings and sizes.
 // Used by the model, cluster and plan formats and by the cost models.
+//
+// Three of them are training recipes as much as formats: the GEMMs of the transformer layers run
+// in them while everything else (attention, norms, the LM head, the optimizer) stays in bf16, as
+// Transformer Engine does. fp8 scales a whole tensor by one factor (delayed or current scaling);
+// mxfp8 is OCP's microscaling fp8, one power-of-two (E8M0) scale per 32 elements, which Blackwell's
+// tensor cores apply in hardware; nvfp4 is NVIDIA's 4-bit E2M1 with one E4M3 scale per 16
+// elements and a per-tensor fp32 scale on top.
 #pragma once
 
 #include <array>
@@ -9,27 +16,58 @@
 
 namespace strata::schemas {
 
-enum class Dtype { fp32, tf32, fp16, bf16, fp8 };
+enum class Dtype { fp32, tf32, fp16, bf16, fp8, mxfp8, nvfp4 };
 
-inline constexpr std::array<EnumName<Dtype>, 5> kDtypeNames{{{Dtype::fp32, "fp32"},
+inline constexpr std::array<EnumName<Dtype>, 7> kDtypeNames{{{Dtype::fp32, "fp32"},
                                                              {Dtype::tf32, "tf32"},
                                                              {Dtype::fp16, "fp16"},
                                                              {Dtype::bf16, "bf16"},
-                                                             {Dtype::fp8, "fp8"}}};
+                                                             {Dtype::fp8, "fp8"},
+                                                             {Dtype::mxfp8, "mxfp8"},
+                                                             {Dtype::nvfp4, "nvfp4"}}};
 
-// Storage size of one element (tf32 is stored in 32 bits; it is a tensor-core math mode).
-constexpr std::int64_t dtype_bytes(Dtype dtype) {
+// Storage bits of one element, scales aside (tf32 is stored in 32 bits; it is a tensor-core math
+// mode).
+constexpr int dtype_bits(Dtype dtype) {
   switch (dtype) {
     case Dtype::fp32:
     case Dtype::tf32:
-      return 4;
+      return 32;
     case Dtype::fp16:
     case Dtype::bf16:
-      return 2;
+      return 16;
     case Dtype::fp8:
-      return 1;
+    case Dtype::mxfp8:
+      return 8;
+    case Dtype::nvfp4:
+      return 4;
   }
   return 0;
+}
+
+// Bytes of scale per element a block-scaled format carries beside its data: mxfp8 one byte per
+// 32, nvfp4 one byte per 16 (its per-tensor fp32 scale is negligible); none for the others.
+constexpr double dtype_scale_bytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::mxfp8:
+      return 1.0 / 32;
+    case Dtype::nvfp4:
+      return 1.0 / 16;
+    default:
+      return 0.0;
+  }
+}
+
+// Bytes one element occupies in memory, its block scales included (nvfp4: half a byte and a
+// sixteenth).
+constexpr double dtype_bytes(Dtype dtype) {
+  return dtype_bits(dtype) / 8.0 + dtype_scale_bytes(dtype);
+}
+
+// Whether the layers' GEMMs run in a scaled low-precision format with bf16 around them (the
+// recipes above); such a plan keeps bf16 weights, gradients and activations between kernels.
+constexpr bool quantises_gemms(Dtype dtype) {
+  return dtype == Dtype::fp8 || dtype == Dtype::mxfp8 || dtype == Dtype::nvfp4;
 }
 
 }  // namespace strata::schemas

@@ -41,7 +41,8 @@ struct PublishedRun {
 };
 
 // The machine a row names, as a cluster preset of its size with the row's inter-node bandwidth:
-// a100-sxm4-80gb → dgx-a100-80gb, a100-sxm4-40gb → dgx-a100-40gb, h100-sxm5-80gb → dgx-h100.
+// a100-sxm4-80gb → dgx-a100-80gb, a100-sxm4-40gb → dgx-a100-40gb, h100-sxm5-80gb → dgx-h100,
+// b200-sxm-180gb → dgx-b200, gb200-186gb → gb200-nvl72 (a "node" there is an NVL72 rack).
 schemas::ClusterConfig published_run_cluster(const std::string& gpu, std::int64_t num_gpus,
                                              std::int64_t gpus_per_node,
                                              std::optional<double> inter_node_gbps_per_gpu,
