@@ -15,6 +15,10 @@ skipped.
                           [--python-path DIR | --without-python] [FILE.md ...]
 
 Exits 1 and prints each example whose output differs (expected beside got), 0 when all match.
+With --update, an example whose output differs is rewritten in its file with what the command
+printed, keeping the example's shape: its lines that still match stay as written (with their
+"…"), a "…" line still stands for the lines it skipped, and a line ending in "; …" keeps that
+ending. Read the diff before committing it: the new numbers must be ones you expect.
 """
 import argparse
 import os
@@ -28,7 +32,8 @@ ELLIPSIS = "…"
 
 
 def examples(markdown):
-    """Yields (line number, command, expected lines) for each console block's commands."""
+    """Yields (line number, command, expected lines, index of the first expected line) for each
+    console block's commands."""
     lines = markdown.splitlines()
     i = 0
     while i < len(lines):
@@ -36,21 +41,22 @@ def examples(markdown):
             i += 1
             continue
         i += 1
-        command, start, expected = None, 0, []
+        command, start, expected, output = None, 0, [], 0
         while i < len(lines) and lines[i].strip() != "```":
             line = lines[i]
             if line.startswith("$ "):
                 if command is not None:
-                    yield start, command, expected
+                    yield start, command, expected, output
                 start, command, expected = i + 1, line[2:], []
                 while command.endswith("\\") and i + 1 < len(lines):
                     i += 1
                     command = command[:-1] + " " + lines[i].strip()
+                output = i + 1
             elif command is not None:
                 expected.append(line)
             i += 1
         if command is not None:
-            yield start, command, expected
+            yield start, command, expected, output
         i += 1
 
 
@@ -86,7 +92,39 @@ def matches(expected, got):
     return match(0, 0)
 
 
-def run_file(path, scratch, python_path, without_python):
+def updated(expected, got):
+    """The expected lines rewritten to the got ones, keeping the example's shape (see --update)."""
+    expected = [line.rstrip() for line in expected]
+    got = [line.rstrip() for line in got]
+    while expected and expected[-1] == "":
+        expected.pop()
+    while got and got[-1] == "":
+        got.pop()
+    skips = [i for i, line in enumerate(expected) if line.strip() in (ELLIPSIS, "...")]
+    if len(skips) > 1:
+        return None  # too many ways to align: edit this one by hand
+    if skips:
+        head, tail = expected[:skips[0]], expected[skips[0] + 1:]
+        if len(head) + len(tail) > len(got):
+            return None
+        pairs = list(zip(head, got[:len(head)])) + [(expected[skips[0]], None)] + \
+            list(zip(tail, got[len(got) - len(tail):]))
+    else:
+        if len(expected) != len(got):
+            return got
+        pairs = list(zip(expected, got))
+    lines = []
+    for want, have in pairs:
+        if have is None or line_pattern(want).match(have):
+            lines.append(want)
+        elif want.endswith("; " + ELLIPSIS) and "; " in have:
+            lines.append(have[:have.rfind("; ")] + "; " + ELLIPSIS)
+        else:
+            lines.append(have)
+    return lines
+
+
+def run_file(path, scratch, python_path, without_python, update=False):
     failures = 0
     count = 0
     directory = scratch / path.stem
@@ -99,7 +137,8 @@ def run_file(path, scratch, python_path, without_python):
                         "OMPI_MCA_rmaps_base_oversubscribe": "1", "COLUMNS": "200"})
     if python_path:
         environment["PYTHONPATH"] = str(python_path.resolve())
-    for line_number, command, expected in examples(path.read_text()):
+    rewrites = []  # (first line index of the expected output, its length, the new lines)
+    for line_number, command, expected, output in examples(path.read_text()):
         if without_python and "import strata" in command:
             print(f"{path.name}:{line_number}: skipped (no Python module in this build)")
             continue
@@ -109,10 +148,22 @@ def run_file(path, scratch, python_path, without_python):
         got = (result.stdout + result.stderr).splitlines()
         if not matches(expected, got):
             failures += 1
+            new_lines = updated(expected, got) if update else None
+            if new_lines is not None:
+                blank_tail = 0  # the blank lines that close the output stay
+                while blank_tail < len(expected) and expected[-1 - blank_tail].strip() == "":
+                    blank_tail += 1
+                rewrites.append((output, len(expected), new_lines + [""] * blank_tail))
             print(f"{path.name}:{line_number}: $ {command}\n  expected:")
             print("\n".join("    " + line for line in expected))
             print(f"  got (exit {result.returncode}):")
             print("\n".join("    " + line for line in got))
+    if rewrites:
+        lines = path.read_text().split("\n")
+        for start, length, new_lines in sorted(rewrites, reverse=True):
+            lines[start:start + length] = new_lines
+        path.write_text("\n".join(lines))
+        print(f"{path.name}: rewrote {len(rewrites)} example(s)")
     return count, failures
 
 
@@ -124,6 +175,8 @@ def main():
                         default=pathlib.Path(os.environ.get("TEST_TMPDIR", "docs-scratch")))
     parser.add_argument("--python-path", type=pathlib.Path)
     parser.add_argument("--without-python", action="store_true")
+    parser.add_argument("--update", action="store_true",
+                        help="rewrite each example whose output differs with what it printed")
     parser.add_argument("files", nargs="*", type=pathlib.Path)
     arguments = parser.parse_args()
     files = arguments.files or [arguments.source_dir / "README.md",
@@ -138,7 +191,7 @@ def main():
     total = failed = 0
     for path in files:
         count, failures = run_file(path, scratch, arguments.python_path,
-                                   arguments.without_python)
+                                   arguments.without_python, arguments.update)
         total += count
         failed += failures
         print(f"{path.name}: {count - failures} of {count} examples match")
