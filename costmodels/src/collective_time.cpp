@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "strata/costmodels/kernel_time.h"
 #include "strata/schemas/mesh_ranks.h"
@@ -44,19 +46,46 @@ schemas::TierCollective measured_kind(Collective collective) {
   return schemas::TierCollective::all_gather;
 }
 
+// A protocol's bus bandwidth on a tier: the tier's times the protocol's fraction, at most its cap.
+double protocol_bandwidth_bytes_per_s(const schemas::TierProtocol& protocol, double bus) {
+  const double bandwidth = bus * protocol.bandwidth_fraction;
+  return protocol.max_bus_gb_per_s ? std::min(bandwidth, *protocol.max_bus_gb_per_s * 1e9)
+                                   : bandwidth;
+}
+
 // One level of a collective over n members on one tier. `volume_fraction` is the nccl-tests
-// factor (2(n−1)/n for all-reduce), `ring_steps` the steps a ring takes.
+// factor (2(n−1)/n for all-reduce), `ring_steps` the steps a ring takes, `tree_rounds` the
+// passes over a tree's ⌈log₂ n⌉ levels (2 for an all-reduce: up and down). Without protocols each
+// step pays the tier's latency and the cheaper of ring and tree wins; with them each protocol
+// prices both (trees for all-reduces only: NCCL has none for all-gather, reduce-scatter or
+// broadcast) and the cheapest (protocol, algorithm) wins, as NCCL's tuner picks. NCCL's tree is
+// a chain inside a node (`inside_node`: n − 1 hops each way) and a binary tree between nodes.
 double level_time_s(const schemas::NetworkTier& tier, schemas::TierCollective collective,
                     std::int64_t n, double bytes, double volume_fraction, double ring_steps,
-                    double tree_rounds) {
+                    double tree_rounds, bool all_reduce, bool inside_node) {
   if (n <= 1 || bytes <= 0) return 0;
-  const double latency_s = tier.latency_us * 1e-6;
-  const double transfer_s =
-      volume_fraction * bytes / bus_bandwidth_bytes_per_s(tier, collective, bytes);
-  const double ring_s = ring_steps * latency_s + transfer_s;
-  const double tree_s =
-      tree_rounds * std::ceil(std::log2(static_cast<double>(n))) * latency_s + transfer_s;
-  return std::min(ring_s, tree_s);
+  const double bus = bus_bandwidth_bytes_per_s(tier, collective, bytes);
+  const double tree_levels = std::ceil(std::log2(static_cast<double>(n)));
+  if (tier.protocols.empty()) {
+    const double latency_s = tier.latency_us * 1e-6;
+    const double transfer_s = volume_fraction * bytes / bus;
+    const double ring_s = ring_steps * latency_s + transfer_s;
+    const double tree_s = tree_rounds * tree_levels * latency_s + transfer_s;
+    return std::min(ring_s, tree_s);
+  }
+  double best_s = std::numeric_limits<double>::infinity();
+  for (const schemas::TierProtocol& protocol : tier.protocols) {
+    const double transfer_s =
+        volume_fraction * bytes / protocol_bandwidth_bytes_per_s(protocol, bus);
+    const double base_s = protocol.base_latency_us * 1e-6;
+    best_s =
+        std::min(best_s, base_s + ring_steps * protocol.ring_hop_latency_us * 1e-6 + transfer_s);
+    if (all_reduce) {
+      const double hops = tree_rounds * (inside_node ? static_cast<double>(n - 1) : tree_levels);
+      best_s = std::min(best_s, base_s + hops * protocol.tree_hop_latency_us * 1e-6 + transfer_s);
+    }
+  }
+  return best_s;
 }
 
 }  // namespace
@@ -94,22 +123,44 @@ namespace {
 // group spanning tiers enters and leaves each domain once per channel; NCCL gives each of the
 // k members of a domain its own channel, so the domain's boundary carries the (n−1)/n·S of every
 // ring link over k NICs. Rings are pipelined: the slowest tier sets the pace, and every one of
-// the n−1 steps pays the slowest tier's latency.
+// the n−1 steps pays the slowest tier's latency (its protocol's hop latency where it lists
+// protocols, after the protocol's base latency once).
 double multi_tier_ring_time_s(const schemas::ClusterConfig& cluster, const GroupSpan& span,
                               schemas::TierCollective collective, double bytes) {
   const double n = static_cast<double>(span.size);
-  double slowest_s = 0;
-  double latency_s = 0;
-  double members_inside = 1;  // members per domain of the tier being crossed
-  for (const TierSpan& level : span.levels) {
-    const schemas::NetworkTier& tier = cluster.network_tiers[static_cast<std::size_t>(level.tier)];
-    const double per_link_bytes = (n - 1) / n * bytes / members_inside;
-    slowest_s = std::max(slowest_s, per_link_bytes / bus_bandwidth_bytes_per_s(
-                                                         tier, collective, bytes / members_inside));
-    latency_s = std::max(latency_s, tier.latency_us * 1e-6);
-    members_inside *= static_cast<double>(level.fan_out);
+  const schemas::NetworkTier& outermost =
+      cluster.network_tiers[static_cast<std::size_t>(span.levels.back().tier)];
+  // One ring runs one protocol end to end: the outermost tier's protocols (the one whose latency
+  // dominates) are tried, each tier priced by its protocol of that name (or plainly, if it lists
+  // none of that name). Without protocols there, one plain ring.
+  std::vector<const schemas::TierProtocol*> choices;
+  for (const schemas::TierProtocol& protocol : outermost.protocols) choices.push_back(&protocol);
+  if (choices.empty()) choices.push_back(nullptr);
+  double best_s = std::numeric_limits<double>::infinity();
+  for (const schemas::TierProtocol* choice : choices) {
+    double slowest_s = 0;
+    double hop_s = 0;
+    double members_inside = 1;  // members per domain of the tier being crossed
+    for (const TierSpan& level : span.levels) {
+      const schemas::NetworkTier& tier =
+          cluster.network_tiers[static_cast<std::size_t>(level.tier)];
+      const schemas::TierProtocol* protocol = nullptr;
+      for (const schemas::TierProtocol& candidate : tier.protocols) {
+        if (choice != nullptr && candidate.name == choice->name) protocol = &candidate;
+      }
+      const double per_link_bytes = (n - 1) / n * bytes / members_inside;
+      const double bus = bus_bandwidth_bytes_per_s(tier, collective, bytes / members_inside);
+      const double bandwidth =
+          protocol != nullptr ? protocol_bandwidth_bytes_per_s(*protocol, bus) : bus;
+      slowest_s = std::max(slowest_s, per_link_bytes / bandwidth);
+      hop_s = std::max(
+          hop_s, (protocol != nullptr ? protocol->ring_hop_latency_us : tier.latency_us) * 1e-6);
+      members_inside *= static_cast<double>(level.fan_out);
+    }
+    const double base_s = choice != nullptr ? choice->base_latency_us * 1e-6 : 0.0;
+    best_s = std::min(best_s, base_s + (n - 1) * hop_s + slowest_s);
   }
-  return (n - 1) * latency_s + slowest_s;
+  return best_s;
 }
 
 // All-to-all sends each member S/n to every other member at once (NCCL's grouped sends and
@@ -153,28 +204,31 @@ double collective_time_s(const schemas::ClusterConfig& cluster, const GroupSpan&
     const std::int64_t n = span.levels[i].fan_out;
     const double fraction = static_cast<double>(n - 1) / static_cast<double>(n);
     const bool outermost = i + 1 == span.levels.size();
+    const bool inside_node = tier.scope_gpus <= cluster.gpus_per_node;
     const schemas::TierCollective kind = measured_kind(collective);
     switch (collective) {
       case Collective::all_reduce:
       case Collective::all_reduce_non_blocking:
         // Inner levels: reduce-scatter on the way out and all-gather on the way back; the
         // outermost level all-reduces its shard.
-        total_s += outermost
-                       ? level_time_s(tier, kind, n, level_bytes, 2 * fraction,
-                                      2.0 * static_cast<double>(n - 1), 2)
-                       : level_time_s(tier, schemas::TierCollective::reduce_scatter, n, level_bytes,
-                                      fraction, static_cast<double>(n - 1), 1) +
-                             level_time_s(tier, schemas::TierCollective::all_gather, n, level_bytes,
-                                          fraction, static_cast<double>(n - 1), 1);
+        total_s +=
+            outermost
+                ? level_time_s(tier, kind, n, level_bytes, 2 * fraction,
+                               2.0 * static_cast<double>(n - 1), 2, true, inside_node)
+                : level_time_s(tier, schemas::TierCollective::reduce_scatter, n, level_bytes,
+                               fraction, static_cast<double>(n - 1), 1, false, inside_node) +
+                      level_time_s(tier, schemas::TierCollective::all_gather, n, level_bytes,
+                                   fraction, static_cast<double>(n - 1), 1, false, inside_node);
         break;
       case Collective::all_gather:
       case Collective::reduce_scatter:
       case Collective::all_to_all:  // returned above
-        total_s +=
-            level_time_s(tier, kind, n, level_bytes, fraction, static_cast<double>(n - 1), 1);
+        total_s += level_time_s(tier, kind, n, level_bytes, fraction, static_cast<double>(n - 1), 1,
+                                false, inside_node);
         break;
       case Collective::broadcast:
-        total_s += level_time_s(tier, kind, n, level_bytes, 1.0, static_cast<double>(n - 1), 1);
+        total_s += level_time_s(tier, kind, n, level_bytes, 1.0, static_cast<double>(n - 1), 1,
+                                false, inside_node);
         break;
     }
     // Broadcast forwards the whole buffer at every level; the others hand each outer level one

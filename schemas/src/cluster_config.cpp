@@ -118,7 +118,7 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
 NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location) {
   const ObjectReader reader(value, location,
                             {"name", "scope_gpus", "bandwidth_gb_per_s", "latency_us", "efficiency",
-                             "efficiency_by_message", "efficiency_by_collective"});
+                             "efficiency_by_message", "efficiency_by_collective", "protocols"});
   NetworkTier tier;
   tier.name = reader.string("name");
   tier.scope_gpus = reader.integer("scope_gpus", {1, kMaxNodes * kMaxGpusPerNode});
@@ -134,6 +134,29 @@ NetworkTier parse_tier(const nlohmann::json& value, const JsonLocation& location
     for (const auto& [collective, name] : kTierCollectiveNames) {
       std::vector<EfficiencyPoint> curve = parse_efficiency_curve(curves, name, "bytes");
       if (!curve.empty()) tier.efficiency_by_collective[collective] = std::move(curve);
+    }
+  }
+  if (reader.has("protocols")) {
+    const nlohmann::json& protocols = reader.array("protocols", 1);
+    const JsonLocation at = reader.at("protocols");
+    for (std::size_t i = 0; i < protocols.size(); ++i) {
+      const ObjectReader protocol(
+          protocols[i], at / i,
+          {"name", "base_latency_us", "ring_hop_latency_us", "tree_hop_latency_us",
+           "bandwidth_fraction", "max_bus_gb_per_s"});
+      TierProtocol parsed;
+      parsed.name = protocol.string("name");
+      for (const TierProtocol& earlier : tier.protocols) {
+        if (earlier.name == parsed.name) {
+          protocol.at("name").fail(fmt::format("\"{}\" is listed twice", parsed.name));
+        }
+      }
+      parsed.base_latency_us = protocol.number("base_latency_us", kMicrosecondsRange);
+      parsed.ring_hop_latency_us = protocol.number("ring_hop_latency_us", kMicrosecondsRange);
+      parsed.tree_hop_latency_us = protocol.number("tree_hop_latency_us", kMicrosecondsRange);
+      parsed.bandwidth_fraction = protocol.number("bandwidth_fraction", kFractionRange);
+      parsed.max_bus_gb_per_s = protocol.optional_number("max_bus_gb_per_s", kLinkGbPerSRange);
+      tier.protocols.push_back(std::move(parsed));
     }
   }
   return tier;
@@ -342,6 +365,15 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
     for (const auto& [collective, curve] : tier.efficiency_by_collective) {
       entry["efficiency_by_collective"][std::string(name_of(collective, kTierCollectiveNames))] =
           efficiency_curve_to_json(curve, "bytes");
+    }
+    for (const TierProtocol& protocol : tier.protocols) {
+      nlohmann::json written = {{"name", protocol.name},
+                                {"base_latency_us", protocol.base_latency_us},
+                                {"ring_hop_latency_us", protocol.ring_hop_latency_us},
+                                {"tree_hop_latency_us", protocol.tree_hop_latency_us},
+                                {"bandwidth_fraction", protocol.bandwidth_fraction}};
+      if (protocol.max_bus_gb_per_s) written["max_bus_gb_per_s"] = *protocol.max_bus_gb_per_s;
+      entry["protocols"].push_back(written);
     }
     tiers.push_back(entry);
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "strata/schemas/presets.h"
 
 namespace strata::costmodels {
@@ -12,8 +14,8 @@ namespace {
 schemas::ClusterConfig two_tier_cluster(std::int64_t nodes) {
   schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-a100-80gb");
   cluster.nodes = nodes;
-  cluster.network_tiers = {{"nvlink", 8, 300, 0, 1, {}, {}},
-                           {"fabric", 8 * nodes, 25, 0, 1, {}, {}}};
+  cluster.network_tiers = {{"nvlink", 8, 300, 0, 1, {}, {}, {}},
+                           {"fabric", 8 * nodes, 25, 0, 1, {}, {}, {}}};
   return cluster;
 }
 
@@ -40,6 +42,49 @@ TEST(CollectiveTime, LatencyPicksTheCheaperAlgorithm) {
   const GroupSpan span = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
   EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, kGiB), 6.2634e-3 + 18e-6,
               1e-7);
+}
+
+// NCCL's three protocols on an 8-GPU NVLink node at 300 GB/s (its tuner's constants for NVLink:
+// base latency once, hop latency per ring step or tree hop; LL carries half the bandwidth, at
+// most 87.7 GB/s; LL128 0.92 of it). Inside a node NCCL's tree is a chain, 2 × 7 hops.
+//   all-reduce of 256 KiB: volume 2·7/8·262,144 = 458,752 B
+//     LL      ring 6.6 + 14 × 0.6 = 15.0 µs, tree 6.6 + 14 × 0.6 = 15.0 µs; + 458,752 / 87.7e9
+//             = 5.2309 µs → 20.2309 µs (the cheapest)
+//     LL128   ring 14 + 14 × 1.9 = 40.6, tree 14 + 14 × 1.25 = 31.5; + 1.6621 → 33.16 µs
+//     Simple  ring 8.4 + 14 × 3.4 = 56.0, tree 8.4 + 14 × 4 = 64.4; + 1.5292 → 57.53 µs
+//   all-reduce of 64 MiB: volume 117,440,512 B; Simple's ring 56 µs + 391.468 µs = 447.468 µs
+//     beats LL128's tree (31.5 + 425.509) = 457.009 µs and LL (15 + 1,339.12) µs
+//   all-gather of 1 MiB (no tree): volume 7/8 · 1,048,576 = 917,504 B; LL 6.6 + 7 × 0.6 + 10.4618
+//     = 21.2618 µs; LL128 14 + 13.3 + 3.3243 = 30.62; Simple 8.4 + 23.8 + 3.0583 = 35.26
+TEST(CollectiveTime, ProtocolsTradeLatencyForBandwidthAsNcclsTunerDoes) {
+  schemas::ClusterConfig cluster = two_tier_cluster(1);
+  cluster.network_tiers[0].protocols = {{"ll", 6.6, 0.6, 0.6, 0.5, 87.7},
+                                        {"ll128", 14.0, 1.9, 1.25, 0.92, std::nullopt},
+                                        {"simple", 8.4, 3.4, 4.0, 1.0, std::nullopt}};
+  const GroupSpan span = group_span(cluster, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, 262144),
+              15.0e-6 + 458752 / 87.7e9, 1e-12);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, 64 * 1048576.0),
+              56.0e-6 + 117440512 / 300e9, 1e-12);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_gather, 1048576),
+              10.8e-6 + 917504 / 87.7e9, 1e-12);
+  // Without protocols the same tier pays its latency per step: here none, so only bandwidth.
+  cluster.network_tiers[0].protocols.clear();
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_gather, 1048576), 917504 / 300e9,
+              1e-12);
+}
+
+// Between nodes NCCL's tree is binary: an all-reduce over 8 nodes of one GPU each (fabric at
+// 25 GB/s, Simple only: base 8.4 µs, 14 µs per ring step or tree hop) takes the tree's
+// 2 × ⌈log₂ 8⌉ = 6 hops (8.4 + 84 µs) rather than the ring's 14 (8.4 + 196 µs), plus the volume
+// 2·7/8·1 MiB over 25 GB/s = 73.4003 µs.
+TEST(CollectiveTime, BetweenNodesTheTreeIsBinary) {
+  schemas::ClusterConfig cluster = two_tier_cluster(8);
+  cluster.network_tiers[1].protocols = {{"simple", 8.4, 14.0, 14.0, 1.0, std::nullopt}};
+  const GroupSpan span = group_span(cluster, {0, 8, 16, 24, 32, 40, 48, 56});
+  ASSERT_EQ(span.levels.size(), 1u);
+  EXPECT_NEAR(collective_time_s(cluster, span, Collective::all_reduce, 1048576),
+              92.4e-6 + 1.75 * 1048576 / 25e9, 1e-12);
 }
 
 // 16 GPUs on two nodes: reduce-scatter and all-gather inside each node (2 × 7/8 × S / 300 GB/s)

@@ -159,6 +159,7 @@ TEST(PlanCosts, GradientBucketsArePricedAsTheNonBlockingAllReduceTheyAre) {
                                            schemas::cluster_preset("dgx-h100:1"), knobs, "test");
   schemas::NetworkTier& node = plan.cluster.network_tiers[0];
   node.latency_us = 0;
+  node.protocols.clear();
   node.efficiency_by_collective = {{schemas::TierCollective::all_reduce, {{1.0, 1.0}}}};
   const std::vector<double> blocking = plan_costs(plan).stages[0].gradient_buckets_s;
   node.efficiency_by_collective[schemas::TierCollective::all_reduce_non_blocking] = {{1.0, 0.5}};

@@ -114,7 +114,7 @@ TierMeasurements measurements_on(const schemas::NetworkTier& known, std::vector<
 // libnbc is slower than its blocking all-reduce): the fit gives each collective its own curve,
 // so every measured time comes back, the slow reduce-scatter's as well as the fast all-gather's.
 TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
-  schemas::NetworkTier known{"shared-memory", 2, 30, 1.0, 1.0, {}, {}};
+  schemas::NetworkTier known{"shared-memory", 2, 30, 1.0, 1.0, {}, {}, {}};
   known.efficiency_by_collective = {
       {schemas::TierCollective::reduce_scatter, {{1e3, 0.25}}},
       {schemas::TierCollective::send_receive, {{1e3, 0.6}}},
@@ -160,7 +160,7 @@ TEST(ProfileFit, ATierGivesBackItsLatencyBandwidthAndTimes) {
 // all-reduce of four takes a tree's 2·2 where a ring would take 6). Fitted per shape, the two
 // shapes' 4,096-byte messages are not mistaken for two sizes of one line.
 TEST(ProfileFit, OneTierExplainsEveryGroupShapeItWasMeasuredIn) {
-  const schemas::NetworkTier known{"shared-memory", 4, 30, 1.0, 1.0, {}, {}};
+  const schemas::NetworkTier known{"shared-memory", 4, 30, 1.0, 1.0, {}, {}, {}};
   EXPECT_EQ(measured_group_sizes(4), (std::vector<int>{2, 4}));
   const TierMeasurements measured =
       measurements_on(known, measured_group_sizes(4), {4096.0, 65536.0, 1048576.0, 16777216.0},
@@ -185,7 +185,7 @@ TEST(ProfileFit, OneTierExplainsEveryGroupShapeItWasMeasuredIn) {
 TEST(ProfileFit, TheLatencysSpreadIsWhatTheTimesNoiseMakesOfItsIntercept) {
   const auto latency_spread = [](double latency_us, double bandwidth_gb_per_s) {
     const schemas::NetworkTier known{
-        "shared-memory", 2, bandwidth_gb_per_s, latency_us, 1.0, {}, {}};
+        "shared-memory", 2, bandwidth_gb_per_s, latency_us, 1.0, {}, {}, {}};
     const TierMeasurements measured =
         measurements_on(known, {2}, {4096.0, 65536.0, 1048576.0},
                         {MeasuredCollective::all_reduce, MeasuredCollective::all_gather,

@@ -124,6 +124,12 @@ schemas::ClusterConfig perturbed(schemas::ClusterConfig cluster, std::mt19937_64
     tier.bandwidth_gb_per_s *= factor(0.10);
     tier.efficiency = std::min(1.0, tier.efficiency * factor(0.10));
     tier.latency_us *= factor(0.30);
+    for (schemas::TierProtocol& protocol : tier.protocols) {
+      protocol.base_latency_us *= factor(0.30);
+      protocol.ring_hop_latency_us *= factor(0.30);
+      protocol.tree_hop_latency_us *= factor(0.30);
+      protocol.bandwidth_fraction = std::min(1.0, protocol.bandwidth_fraction * factor(0.10));
+    }
   }
   return cluster;
 }

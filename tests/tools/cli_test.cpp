@@ -176,7 +176,9 @@ TEST(Cli, PresetsListAndShow) {
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
   // 22 dense published models, 5 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
   EXPECT_EQ(listing.at("models").size(), 30u);
-  EXPECT_EQ(listing.at("clusters").size(), 5u);
+  // A100 40/80 GB, H100, H200, B200, GB200 NVL72, MI300X, MI355X and the local CPU.
+  EXPECT_EQ(listing.at("clusters").size(), 9u);
+  EXPECT_THAT(table.out, HasSubstr("nvfp4=9000"));
 
   const CommandResult shown = strata("presets --show dgx-h100:4");
   ASSERT_EQ(shown.exit_code, 0) << shown.err;

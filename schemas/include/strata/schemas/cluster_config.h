@@ -120,6 +120,22 @@ inline constexpr std::array<EnumName<CommunicatorOperation>, 5> kCommunicatorOpe
 
 // A level of the interconnect, from the inside out: tier 0 is e.g. the NVLink domain, tier 1 the
 // inter-node fabric. A tier connects groups of `scope_gpus` consecutive ranks; tiers nest.
+// One of the communication library's wire protocols on a tier (NCCL's LL, LL128 and Simple):
+// each trades start-up latency for bandwidth, and the library picks, per call, the protocol and
+// algorithm (ring or tree) that finish first. A collective with a protocol costs its base latency
+// once, its hop latency per ring step (or per tree level), and its volume over the tier's bus
+// bandwidth times the protocol's fraction, at most `max_bus_gb_per_s` (LL's flags halve what a
+// link carries and cap it).
+struct TierProtocol {
+  std::string name;
+  double base_latency_us = 0;
+  double ring_hop_latency_us = 0;
+  double tree_hop_latency_us = 0;
+  double bandwidth_fraction = 1;
+  std::optional<double> max_bus_gb_per_s;
+  bool operator==(const TierProtocol&) const = default;
+};
+
 struct NetworkTier {
   std::string name;
   std::int64_t scope_gpus = 0;
@@ -132,6 +148,9 @@ struct NetworkTier {
   // its all-gather per byte of bus volume — one curve per collective replaces the tier's curve
   // for it. Absent for a collective: the tier's curve (NCCL's ring/tree conventions hold).
   std::map<TierCollective, std::vector<EfficiencyPoint>> efficiency_by_collective;
+  // The protocols collectives may use here (costmodels/collective_time.h). Absent: every step of
+  // a ring or tree pays `latency_us`, at the tier's bandwidth, as one protocol would.
+  std::vector<TierProtocol> protocols;
   bool operator==(const NetworkTier&) const = default;
 };
 
