@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace strata::costmodels {
 namespace {
@@ -43,6 +44,26 @@ bool gemm_dimensions_aligned(schemas::Dtype dtype, double m, double n, double k)
   return std::fmod(m, elements) == 0 && std::fmod(n, elements) == 0 && std::fmod(k, elements) == 0;
 }
 
+namespace {
+
+// The tile model's compute time (kernel_time.h): the better orientation of the tiles, their waves
+// over the SMs, each tile's FLOPs with its prologue and epilogue at the SM's share of the peak.
+double tiled_gemm_compute_s(const schemas::GpuProfile& gpu, const schemas::GemmTileModel& tiles,
+                            double rate_per_s, double m, double n, double k) {
+  const double sms = static_cast<double>(*gpu.streaming_multiprocessors);
+  const double tile_s =
+      2 * tiles.rows * tiles.columns * (k + tiles.k_overhead) / (rate_per_s / sms);
+  double best_waves = 0;
+  for (const auto& [along_m, along_n] :
+       {std::pair{tiles.rows, tiles.columns}, std::pair{tiles.columns, tiles.rows}}) {
+    const double waves = std::ceil(std::ceil(m / along_m) * std::ceil(n / along_n) / sms);
+    best_waves = best_waves == 0 ? waves : std::min(best_waves, waves);
+  }
+  return tiles.fixed_us * 1e-6 + best_waves * tile_s;
+}
+
+}  // namespace
+
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
@@ -59,10 +80,16 @@ double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double 
   const auto dtype_factor = gpu.gemm_dtype_efficiency.find(dtype);
   const double dtype_efficiency =
       dtype_factor == gpu.gemm_dtype_efficiency.end() ? 1.0 : dtype_factor->second;
+  const double bytes = (m * k + k * n + m * n) * schemas::dtype_bytes(dtype);
+  if (gpu.gemm_tiles && gpu.streaming_multiprocessors) {
+    const double rate_per_s =
+        peak_tflops(gpu, dtype) * 1e12 * gpu.gemm_tiles->efficiency * dtype_efficiency * alignment;
+    return std::max({tiled_gemm_compute_s(gpu, *gpu.gemm_tiles, rate_per_s, m, n, k),
+                     memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
+  }
   const double compute_s = flops / (peak_tflops(gpu, dtype) * 1e12 *
                                     interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) *
                                     dtype_efficiency * alignment * wave_utilisation);
-  const double bytes = (m * k + k * n + m * n) * schemas::dtype_bytes(dtype);
   return std::max({compute_s, memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
 }
 

@@ -65,8 +65,8 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
        "gemm_efficiency", "hbm_efficiency", "streaming_multiprocessors", "attention_efficiency",
        "context_parallel_attention_efficiency", "special_function_tops", "random_number_tops",
        "unaligned_gemm_efficiency", "unfused_attention_efficiency", "kernel_launch_us",
-       "eager_issue_us_per_kernel", "compute_slowdown_under_communication",
-       "gemm_dtype_efficiency"});
+       "eager_issue_us_per_kernel", "compute_slowdown_under_communication", "gemm_dtype_efficiency",
+       "gemm_tiles"});
   GpuProfile gpu;
   gpu.name = reader.string("name");
   gpu.description = reader.optional_string("description");
@@ -97,6 +97,21 @@ GpuProfile parse_gpu(const nlohmann::json& value, const JsonLocation& location) 
   gpu.gemm_efficiency_by_flops = parse_efficiency_curve(reader, "gemm_efficiency", "flops");
   gpu.hbm_efficiency_by_bytes = parse_efficiency_curve(reader, "hbm_efficiency", "bytes");
   gpu.streaming_multiprocessors = reader.optional_integer("streaming_multiprocessors", {1, 4096});
+  if (reader.has("gemm_tiles")) {
+    const ObjectReader tiles(reader.object("gemm_tiles"), reader.at("gemm_tiles"),
+                             {"rows", "columns", "k_overhead", "fixed_us", "efficiency"});
+    constexpr NumberRange kTileEdge{.minimum = 1, .maximum = 4096};
+    gpu.gemm_tiles =
+        GemmTileModel{.rows = tiles.number("rows", kTileEdge),
+                      .columns = tiles.number("columns", kTileEdge),
+                      .k_overhead = tiles.number("k_overhead", {.minimum = 0, .maximum = 1e6}),
+                      .fixed_us = tiles.number("fixed_us", kMicrosecondsRange),
+                      .efficiency = tiles.number("efficiency", kFractionRange)};
+    if (!gpu.streaming_multiprocessors) {
+      reader.at("gemm_tiles")
+          .fail("tiles run in waves over the SMs: give streaming_multiprocessors");
+    }
+  }
   gpu.attention_efficiency = reader.optional_number("attention_efficiency", kFractionRange);
   gpu.context_parallel_attention_efficiency =
       reader.optional_number("context_parallel_attention_efficiency", kFractionRange);
@@ -324,6 +339,14 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   }
   if (cluster.gpu.streaming_multiprocessors) {
     gpu["streaming_multiprocessors"] = *cluster.gpu.streaming_multiprocessors;
+  }
+  if (cluster.gpu.gemm_tiles) {
+    const GemmTileModel& tiles = *cluster.gpu.gemm_tiles;
+    gpu["gemm_tiles"] = {{"rows", tiles.rows},
+                         {"columns", tiles.columns},
+                         {"k_overhead", tiles.k_overhead},
+                         {"fixed_us", tiles.fixed_us},
+                         {"efficiency", tiles.efficiency}};
   }
   if (cluster.gpu.attention_efficiency) {
     gpu["attention_efficiency"] = *cluster.gpu.attention_efficiency;

@@ -1,12 +1,16 @@
 // The GEMM model (kernel_time.h) against 384 bf16 GEMMs measured on an H100: the transformer
 // layer's four GEMMs at hidden 1,024–4,096, tp 1–8 and 512–16,384 tokens, each replayed from a
 // CUDA graph so that the small ones are timed on the device, not the host
-// (bench/gpu/small_kernel_probe.py, 2026-11-28; bench/gpu/results/). Issue 37 asks for GEMM
-// efficiency from the shape rather than from a curve indexed by FLOPs: the bounds below are what
-// the model reaches today, per group of shapes, so that a change to it shows where it gains or
-// loses against measurement.
+// (bench/gpu/small_kernel_probe.py, 2026-11-28; bench/gpu/results/). The H100 preset prices GEMMs
+// by their output tiles (GpuProfile::gemm_tiles): the tile, its k overhead and the fixed time
+// come from these GEMMs, the efficiency from training steps, which reach less than a GEMM alone.
+// So the model is checked twice: at the preset's efficiency its error must be one bias shared by
+// all sizes (the shape is right, the level is a training step's), and at the efficiency these
+// GEMMs reach alone it must match them. The FLOPs curve it replaced was off by 53% typically,
+// and by +95% under 1e10 FLOPs against +16% above 1e11.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -29,11 +33,10 @@ struct MeasuredGemm {
   double log_ratio() const { return std::log(predicted_s / measured_s); }
 };
 
-std::vector<MeasuredGemm> measured_gemms() {
+std::vector<MeasuredGemm> measured_gemms(const schemas::GpuProfile& gpu) {
   std::ifstream in(std::string(STRATA_SOURCE_DIR) +
                    "/bench/gpu/results/h100_small_kernel_probe_2026-11-28.json");
   const nlohmann::json probe = nlohmann::json::parse(in);
-  const schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
   std::vector<MeasuredGemm> gemms;
   for (const nlohmann::json& row : probe.at("gemm")) {
     MeasuredGemm gemm{.m = row.at("m").get<double>(),
@@ -60,7 +63,9 @@ double mean_bias(const std::vector<MeasuredGemm>& gemms) {
 }
 
 TEST(GemmShapes, TheModelAgainstGemmsMeasuredOnAnH100) {
-  const std::vector<MeasuredGemm> gemms = measured_gemms();
+  const schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
+  ASSERT_TRUE(gpu.gemm_tiles.has_value());
+  const std::vector<MeasuredGemm> gemms = measured_gemms(gpu);
   ASSERT_EQ(gemms.size(), 384u);
   std::map<std::string, std::vector<MeasuredGemm>> groups;
   for (const MeasuredGemm& gemm : gemms) {
@@ -78,9 +83,37 @@ TEST(GemmShapes, TheModelAgainstGemmsMeasuredOnAnH100) {
     std::printf("%-26s %6zu %13.1f%% %+11.1f%%\n", name.c_str(), members.size(),
                 100 * typical_error(members), 100 * mean_bias(members));
   }
-  // Today's model: bounds a little above what it reaches (see BENCHMARKS.md, "GEMM shapes").
-  EXPECT_LE(typical_error(gemms), 0.60);
-  EXPECT_LE(typical_error(groups.at("c: 1e11 FLOPs and more")), 0.20);
+  // One bias for every size: the groups' biases within 8 points of one another (the curve's
+  // spanned 80), and no prediction off by more than the bias explains.
+  double lowest_bias = 1e9;
+  double highest_bias = -1e9;
+  for (const auto& [name, members] : groups) {
+    lowest_bias = std::min(lowest_bias, mean_bias(members));
+    highest_bias = std::max(highest_bias, mean_bias(members));
+  }
+  EXPECT_LE(highest_bias - lowest_bias, 0.08);
+  EXPECT_LE(typical_error(gemms), 0.22);
+
+  // At the efficiency these GEMMs reach alone (0.80), the tiles match them.
+  schemas::GpuProfile alone = gpu;
+  alone.gemm_tiles->efficiency = 0.80;
+  const std::vector<MeasuredGemm> isolated = measured_gemms(alone);
+  std::printf("at efficiency 0.80: typical error %.1f%%, mean bias %+.1f%%\n",
+              100 * typical_error(isolated), 100 * mean_bias(isolated));
+  EXPECT_LE(typical_error(isolated), 0.09);
+  EXPECT_LE(std::abs(mean_bias(isolated)), 0.03);
+}
+
+// A tile by hand: 1,024 × 4,096 × 1,024 in bf16 on 132 SMs. Tiles of 64 × 128 along (m, n) give
+// 16 × 32 = 512 (4 waves); along (n, m) 8 × 64 = 512 too. Each tile is 2 · 64 · 128 · (1,024 +
+// 256) FLOPs at 0.68 × 989.4 TFLOP/s / 132 SMs: 4.1111 µs; 4 waves + 2 µs = 18.444 µs.
+TEST(GemmShapes, ATileModelGemmByHand) {
+  const schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
+  const double tile_s = 2.0 * 64 * 128 * (1024 + 256) / (0.68 * 989.4e12 / 132);
+  EXPECT_NEAR(gemm_time_s(gpu, schemas::Dtype::bf16, 1024, 4096, 1024), 2e-6 + 4 * tile_s, 1e-12);
+  // 133 SMs' worth of tiles take a second wave: m = 64 · 133 rows of one tile column.
+  EXPECT_NEAR(gemm_time_s(gpu, schemas::Dtype::bf16, 64 * 133, 128, 1024), 2e-6 + 2 * tile_s,
+              1e-12);
 }
 
 }  // namespace

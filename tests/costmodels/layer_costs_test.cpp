@@ -238,8 +238,10 @@ TEST(LayerCosts, BlockScaledFormatsPayTheirScalesAndTheirGemmEfficiency) {
   }
 }
 
+// The FLOPs curve's path (a GPU without gemm_tiles, as the A100 and Blackwell presets are).
 TEST(KernelTime, WaveQuantizationChargesTheLastPartialWave) {
   schemas::GpuProfile gpu = schemas::cluster_preset("dgx-h100").gpu;
+  gpu.gemm_tiles.reset();
   gpu.gemm_efficiency_by_flops.clear();
   gpu.streaming_multiprocessors = 132;
   // 11 × 12 = 132 tiles of 128×128 fill one wave; 11 × 13 = 143 need two, the second 11/132

@@ -27,7 +27,12 @@ double peak_tflops(const schemas::GpuProfile& gpu, schemas::Dtype dtype);
 // where wave_utilisation = tiles / (waves · SMs) with 128×128 output tiles (cuBLAS's common
 // choice for large bf16 GEMMs): 132 SMs and 133 tiles take two waves, so half the second is idle,
 // and alignment is the GPU's unaligned_gemm_efficiency where a dimension is not a multiple of 16
-// bytes of elements (gemm_dimensions_aligned), else 1.
+// bytes of elements (gemm_dimensions_aligned), else 1. A GPU with `gemm_tiles` prices the
+// compute by its output tiles instead of the curve:
+//   fixed_us + waves · 2·rows·columns·(k + k_overhead) / (peak · efficiency · factors / SMs)
+// with waves = ⌈tiles / SMs⌉ for the orientation of rows × columns tiles that needs fewer, and
+// the same dtype and alignment factors — a small GEMM is slow because it fills few SMs and its
+// tiles' prologues and epilogues weigh against a short k, not because of its FLOP count.
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k);
 double gemm_flops(double m, double n, double k);

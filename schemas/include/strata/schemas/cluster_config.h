@@ -28,6 +28,21 @@ struct EfficiencyPoint {
 };
 
 // One GPU. Units: bytes (B), TFLOP/s = 1e12 FLOP/s, GB/s = 1e9 B/s.
+// GEMMs priced by their output tiles (costmodels/kernel_time.h) rather than by a curve indexed by
+// FLOPs: the output is cut into rows × columns tiles (whichever orientation takes fewer waves),
+// the tiles run on the SMs in waves, each costs 2·rows·columns·(k + k_overhead) FLOPs at
+// `efficiency` of one SM's share of the peak — k_overhead is the tile's prologue and epilogue in
+// units of reduction depth — and the kernel `fixed_us` on top. Measured GEMMs in isolation fix
+// the shape (tile, k_overhead, fixed_us); `efficiency` is what they reach inside a training step.
+struct GemmTileModel {
+  double rows = 0;
+  double columns = 0;
+  double k_overhead = 0;
+  double fixed_us = 0;
+  double efficiency = 0;
+  bool operator==(const GemmTileModel&) const = default;
+};
+
 struct GpuProfile {
   std::string name;
   std::optional<std::string> description;  // where the numbers come from
@@ -35,7 +50,10 @@ struct GpuProfile {
   std::map<Dtype, double> peak_dense_tflops;  // tensor-core peak without sparsity, per dtype
   double hbm_bandwidth_gb_per_s = 0;
   std::vector<EfficiencyPoint> gemm_efficiency_by_flops;  // achieved fraction of peak
-  std::vector<EfficiencyPoint> hbm_efficiency_by_bytes;   // achieved fraction of HBM bandwidth
+  // Where present, GEMMs are priced by tiles and the FLOPs curve is not used for them (it still
+  // prices unfused attention where no efficiency of its own is given). Needs the SM count.
+  std::optional<GemmTileModel> gemm_tiles;
+  std::vector<EfficiencyPoint> hbm_efficiency_by_bytes;  // achieved fraction of HBM bandwidth
   // GEMM tiles are spread over the SMs in waves; a partial last wave costs a whole one. Absent:
   // no wave quantization.
   std::optional<std::int64_t> streaming_multiprocessors;
