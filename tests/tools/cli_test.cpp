@@ -528,6 +528,27 @@ TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {
 namespace strata::tools {
 namespace {
 
+// Block-scaled precisions plan where the tensor cores have them and export their recipe to
+// Megatron-LM; on Hopper the plan is refused with the one line that names the missing peak.
+TEST(CliPlan, BlockScaledPrecisionsPlanOnBlackwellAndExportTheirRecipes) {
+  const std::string llama = "plan --model llama3.1-8b --global-batch 64 --framework nemo ";
+  const CommandResult nvfp4 =
+      strata(llama + "--cluster dgx-b200 --precision nvfp4 --emit megatron");
+  ASSERT_EQ(nvfp4.exit_code, 0) << nvfp4.err;
+  EXPECT_THAT(nvfp4.out, HasSubstr("8192 tokens, nvfp4"));
+  EXPECT_THAT(nvfp4.out, HasSubstr("--fp4-format e2m1"));
+  EXPECT_THAT(nvfp4.out, HasSubstr("--fp4-recipe nvfp4"));
+  const CommandResult mxfp8 =
+      strata(llama + "--cluster gb200-nvl72:1x8 --precision mxfp8 --emit megatron");
+  ASSERT_EQ(mxfp8.exit_code, 0) << mxfp8.err;
+  EXPECT_THAT(mxfp8.out, HasSubstr("--fp8-recipe mxfp8"));
+  const CommandResult hopper = strata(llama + "--cluster dgx-h100 --precision mxfp8");
+  EXPECT_EQ(hopper.exit_code, 1);
+  EXPECT_EQ(lines(hopper.err), 1u) << hopper.err;
+  EXPECT_THAT(hopper.err, HasSubstr("/precision: \"mxfp8\": the cluster's GPU (H100-SXM5-80GB) "
+                                    "has no mxfp8 peak"));
+}
+
 TEST(CliPlan, WritesPlansThatSimulateAsTheyAre) {
   const std::filesystem::path out = std::filesystem::path(::testing::TempDir()) /
                                     ("strata-plan-" + std::to_string(::getpid())) / "best.json";

@@ -35,7 +35,7 @@ CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
                    "Sequence length for attention FLOPs (default: the model's max_seq_length)")
       ->check(whole_number_from(1, schemas::kMaxSeqLength));
   command->add_option("--precision", options.precision, "Training precision for the GPU count")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}))
+      ->check(CLI::IsMember(choices_of(schemas::kDtypeNames)))
       ->capture_default_str();
   add_format_option(command, options.format);
   return command;

@@ -175,7 +175,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
   command
       ->add_option("--precision", options.precision,
                    "Training dtype (default: bf16, or the best the cluster's GPU has)")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"}));
+      ->check(CLI::IsMember(choices_of(schemas::kDtypeNames)));
   command
       ->add_option("--framework", options.framework,
                    "Training stack the plans are for: its pipeline sends and gradient reduction "

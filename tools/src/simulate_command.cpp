@@ -272,7 +272,7 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
   knob(command
            ->add_option("--precision", options.precision,
                         "Training dtype (default: bf16, or the best the cluster's GPU has)")
-           ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16", "fp8"})));
+           ->check(CLI::IsMember(choices_of(schemas::kDtypeNames))));
   command
       ->add_option("--mode", options.mode,
                    "symmetric: one rank per pipeline stage (fast); full: every rank")
