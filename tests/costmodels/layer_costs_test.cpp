@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "strata/costmodels/activation_memory.h"
@@ -16,7 +17,8 @@ namespace strata::costmodels {
 namespace {
 
 schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel,
-                        schemas::Dtype precision = schemas::Dtype::fp16) {
+                        schemas::Dtype precision = schemas::Dtype::fp16,
+                        const std::string& cluster = "dgx-a100-80gb") {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = tp;
   knobs.mesh.dp = 8 / tp;
@@ -25,8 +27,8 @@ schemas::Plan gpt3_plan(std::int64_t tp, bool sequence_parallel,
   knobs.global_batch_size = 8 / tp;
   knobs.sequence_parallel = sequence_parallel;
   knobs.precision = precision;
-  return schemas::build_plan(schemas::model_preset("gpt3-175b"),
-                             schemas::cluster_preset("dgx-a100-80gb"), knobs, "test");
+  return schemas::build_plan(schemas::model_preset("gpt3-175b"), schemas::cluster_preset(cluster),
+                             knobs, "test");
 }
 
 // One GPT-3 175B layer (h = 12288, 96 heads of 128) on 2048 tokens, forward:
@@ -129,18 +131,17 @@ TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
 //   backward  the cast-transposes of the four output gradients, 2048 × (4608 + 12288 + 6144 +
 //             12288) × 4 bytes: 289,406,976 bytes.
 // The LM head stays a 16-bit GEMM.
+// One GPT-3 175B layer at tp 8 with sequence parallelism over 2,048 tokens on `cluster`, in
+// `precision`, with HBM at its full bandwidth so that bytes add.
+schemas::Plan gpt3_layer_plan(const std::string& cluster, schemas::Dtype precision) {
+  schemas::Plan plan = gpt3_plan(8, true, precision, cluster);
+  plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
+  return plan;
+}
+
 TEST(LayerCosts, Fp8RunsTheLayerGemmsInFp8AndPaysForTheCasts) {
   const auto h100_plan = [](schemas::Dtype precision) {
-    schemas::PlanKnobs knobs;
-    knobs.mesh.tp = 8;
-    knobs.seq_length = 2048;
-    knobs.global_batch_size = 1;
-    knobs.sequence_parallel = true;
-    knobs.precision = precision;
-    schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt3-175b"),
-                                             schemas::cluster_preset("dgx-h100"), knobs, "test");
-    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
-    return plan;
+    return gpt3_layer_plan("dgx-h100", precision);
   };
   const schemas::Plan bf16_plan = h100_plan(schemas::Dtype::bf16);
   const schemas::Plan fp8_plan = h100_plan(schemas::Dtype::fp8);
@@ -179,16 +180,8 @@ TEST(LayerCosts, Fp8RunsTheLayerGemmsInFp8AndPaysForTheCasts) {
 // Attention and the LM head stay in bf16. (HBM at its full 8,000 GB/s, no launch floor.)
 TEST(LayerCosts, BlockScaledFormatsPayTheirScalesAndTheirGemmEfficiency) {
   const auto b200_plan = [](schemas::Dtype precision) {
-    schemas::PlanKnobs knobs;
-    knobs.mesh.tp = 8;
-    knobs.seq_length = 2048;
-    knobs.global_batch_size = 1;
-    knobs.sequence_parallel = true;
-    knobs.precision = precision;
-    schemas::Plan plan = schemas::build_plan(schemas::model_preset("gpt3-175b"),
-                                             schemas::cluster_preset("dgx-b200"), knobs, "test");
+    schemas::Plan plan = gpt3_layer_plan("dgx-b200", precision);
     // Bytes add only above the launch floor, which 8 TB/s would otherwise reach here.
-    plan.cluster.gpu.hbm_efficiency_by_bytes.clear();
     plan.cluster.gpu.kernel_launch_us.reset();
     return plan;
   };

@@ -65,14 +65,17 @@ def line_pattern(line):
     return re.compile(".*?".join(parts) + r"\Z", re.DOTALL)
 
 
+def trimmed(lines):
+    """The lines without trailing spaces, and without the blank lines that end them."""
+    lines = [line.rstrip() for line in lines]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def matches(expected, got):
     """Whether the got lines match the expected ones, with "…" lines matching any run."""
-    expected = [line.rstrip() for line in expected]
-    got = [line.rstrip() for line in got]
-    while expected and expected[-1] == "":
-        expected.pop()
-    while got and got[-1] == "":
-        got.pop()
+    expected, got = trimmed(expected), trimmed(got)
     memo = {}
 
     def match(e, g):
@@ -94,12 +97,7 @@ def matches(expected, got):
 
 def updated(expected, got):
     """The expected lines rewritten to the got ones, keeping the example's shape (see --update)."""
-    expected = [line.rstrip() for line in expected]
-    got = [line.rstrip() for line in got]
-    while expected and expected[-1] == "":
-        expected.pop()
-    while got and got[-1] == "":
-        got.pop()
+    expected, got = trimmed(expected), trimmed(got)
     skips = [i for i, line in enumerate(expected) if line.strip() in (ELLIPSIS, "...")]
     if len(skips) > 1:
         return None  # too many ways to align: edit this one by hand
