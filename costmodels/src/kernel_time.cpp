@@ -67,29 +67,30 @@ double tiled_gemm_compute_s(const schemas::GpuProfile& gpu, const schemas::GemmT
 double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double m, double n,
                    double k) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const double flops = gemm_flops(m, n, k);
-  double wave_utilisation = 1.0;
-  if (gpu.streaming_multiprocessors) {
-    const double tiles = std::ceil(m / kTileRows) * std::ceil(n / kTileColumns);
-    const double sms = static_cast<double>(*gpu.streaming_multiprocessors);
-    wave_utilisation = tiles / (std::ceil(tiles / sms) * sms);
-  }
   const double alignment = gpu.unaligned_gemm_efficiency && !gemm_dimensions_aligned(dtype, m, n, k)
                                ? *gpu.unaligned_gemm_efficiency
                                : 1.0;
   const auto dtype_factor = gpu.gemm_dtype_efficiency.find(dtype);
   const double dtype_efficiency =
       dtype_factor == gpu.gemm_dtype_efficiency.end() ? 1.0 : dtype_factor->second;
-  const double bytes = (m * k + k * n + m * n) * schemas::dtype_bytes(dtype);
+  // The peak this GEMM can reach before the shape (tiles, waves, the curve) is accounted for.
+  const double rate_per_s = peak_tflops(gpu, dtype) * 1e12 * dtype_efficiency * alignment;
+  double compute_s = 0;
   if (gpu.gemm_tiles && gpu.streaming_multiprocessors) {
-    const double rate_per_s =
-        peak_tflops(gpu, dtype) * 1e12 * gpu.gemm_tiles->efficiency * dtype_efficiency * alignment;
-    return std::max({tiled_gemm_compute_s(gpu, *gpu.gemm_tiles, rate_per_s, m, n, k),
-                     memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
+    compute_s = tiled_gemm_compute_s(gpu, *gpu.gemm_tiles, rate_per_s * gpu.gemm_tiles->efficiency,
+                                     m, n, k);
+  } else {
+    const double flops = gemm_flops(m, n, k);
+    double wave_utilisation = 1.0;
+    if (gpu.streaming_multiprocessors) {
+      const double tiles = std::ceil(m / kTileRows) * std::ceil(n / kTileColumns);
+      const double sms = static_cast<double>(*gpu.streaming_multiprocessors);
+      wave_utilisation = tiles / (std::ceil(tiles / sms) * sms);
+    }
+    compute_s = flops / (rate_per_s * interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) *
+                         wave_utilisation);
   }
-  const double compute_s = flops / (peak_tflops(gpu, dtype) * 1e12 *
-                                    interpolate_efficiency(gpu.gemm_efficiency_by_flops, flops) *
-                                    dtype_efficiency * alignment * wave_utilisation);
+  const double bytes = (m * k + k * n + m * n) * schemas::dtype_bytes(dtype);
   return std::max({compute_s, memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
 }
 
