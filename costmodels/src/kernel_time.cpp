@@ -94,6 +94,10 @@ double gemm_time_s(const schemas::GpuProfile& gpu, schemas::Dtype dtype, double 
   return std::max({compute_s, memory_bound_time_s(gpu, bytes, 0), kernel_launch_s(gpu)});
 }
 
+double cast_transpose_bytes_per_element(schemas::Dtype dtype) {
+  return 2.0 + 2.0 * schemas::dtype_bytes(dtype);
+}
+
 double kernel_launch_s(const schemas::GpuProfile& gpu, double kernels) {
   return gpu.kernel_launch_us ? kernels * *gpu.kernel_launch_us * 1e-6 : 0.0;
 }

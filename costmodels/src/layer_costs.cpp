@@ -132,7 +132,7 @@ QuantisingCastBytes quantising_cast_bytes(const LayerContext& context, LayerKind
   const double tokens = context.local_tokens();
   const LocalLayerDims d = local_layer_dims(context, kind);
   const double written = schemas::dtype_bytes(context.precision);
-  const double cast_transpose = 2.0 + 2.0 * written;
+  const double cast_transpose = cast_transpose_bytes_per_element(context.precision);
   QuantisingCastBytes bytes;
   bytes.forward = (d.ffn > 0 ? 2.0 : 1.0) * written * tokens * d.hidden +
                   cast_transpose * tokens * (d.heads * d.value_dim + d.ffn);

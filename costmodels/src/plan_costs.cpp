@@ -211,7 +211,7 @@ double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_s
     // Transformer Engine casts each layer linear's weight to the GEMMs' format and its transpose
     // once per step (the first micro-batch's forward; later ones reuse it): read 2 bytes, write
     // q + q with the block scales.
-    const double cast_transpose = 2.0 + 2.0 * schemas::dtype_bytes(plan.precision);
+    const double cast_transpose = cast_transpose_bytes_per_element(plan.precision);
     step_s += memory_bound_time_s(cluster.gpu, cast_transpose * linear_weights, 4 * layers);
   }
   return step_s;

@@ -40,6 +40,11 @@ double gemm_flops(double m, double n, double k);
 // tensor-core kernels' vectorised loads need. An unpadded vocabulary of 50,257 is not.
 bool gemm_dimensions_aligned(schemas::Dtype dtype, double m, double n, double k);
 
+// Bytes per element a Transformer Engine cast-transpose into a quantised GEMM format moves: it
+// reads the 16-bit tensor once and writes it and its transpose in `dtype`, block scales included
+// (4 for fp8, 4.0625 for mxfp8, 3.125 for nvfp4). Activations, output gradients and weights alike.
+double cast_transpose_bytes_per_element(schemas::Dtype dtype);
+
 // `kernels` kernels limited by memory traffic: bytes read plus written over the achieved HBM
 // bandwidth, and no less than the kernels' launches (kernel_launch_s). 0 kernels: bytes added to
 // another kernel (an epilogue), which launches nothing.
