@@ -411,9 +411,9 @@ TEST(CliValidateSim, ReportsEachRunAndTheErrorSummary) {
   EXPECT_THAT(bad.err, HasSubstr("bad_gpu.jsonl:1: /system/gpu: \"v100\" is not one of"));
 }
 
-// The mixture-of-experts rows (Megatron-Bridge's H100 tables): each complete row becomes a plan
-// with its expert mesh, written out by --write-plans and simulated to the same step time, with
-// the token exchange in its own part of the breakdown.
+// The mixture-of-experts rows (Megatron-Bridge's H100, B200 and GB200 tables): each complete row
+// becomes a plan with its expert mesh, written out by --write-plans and simulated to the same step
+// time, with the token exchange in its own part of the breakdown.
 TEST(CliValidateSim, SimulatesMixtureOfExpertsRowsAndWritesTheirPlans) {
   const std::filesystem::path directory = std::filesystem::path(::testing::TempDir()) /
                                           ("strata-moe-plans-" + std::to_string(::getpid()));
@@ -423,7 +423,7 @@ TEST(CliValidateSim, SimulatesMixtureOfExpertsRowsAndWritesTheirPlans) {
              fixture("validation/moe_runs.jsonl").string());
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json report = nlohmann::json::parse(run.out);
-  EXPECT_EQ(report.at("summary").at("complete_rows"), 8);
+  EXPECT_EQ(report.at("summary").at("complete_rows"), 20);
   for (const nlohmann::json& row : report.at("runs")) {
     if (!row.at("complete").get<bool>()) continue;
     const std::string id = row.at("id").get<std::string>();
