@@ -79,7 +79,8 @@ py::object describe(const Spec& model, const std::optional<Spec>& cluster,
 py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
                 std::optional<std::int64_t> seq_len, std::size_t top,
                 std::optional<std::string> precision, const std::string& framework,
-                const std::vector<std::string>& schedules) {
+                const std::vector<std::string>& schedules,
+                std::optional<std::string> gradient_dtype) {
   const schemas::ModelConfig model = model_of(model_spec);
   const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
   tools::PlanRequest options;
@@ -87,6 +88,7 @@ py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t g
   options.seq_length = seq_len;
   options.top_k = top;
   options.precision = std::move(precision);
+  options.gradient_dtype = std::move(gradient_dtype);
   options.framework = framework;
   options.schedules = schedules;
   std::string precision_note;
@@ -188,6 +190,7 @@ PYBIND11_MODULE(strata, module) {
   module.def("plan", &python::plan, py::arg("model"), py::arg("cluster"), py::arg("global_batch"),
              py::arg("seq_len") = py::none(), py::arg("top") = 5, py::arg("precision") = py::none(),
              py::arg("framework") = "strata", py::arg("schedules") = std::vector<std::string>{},
+             py::arg("gradient_dtype") = py::none(),
              "The best plans for training `model` on `cluster` at a global batch, fastest first, "
              "as plan dicts (strata plan); raises NoPlanFits with the binding constraint when "
              "none fits.");

@@ -16,8 +16,8 @@ namespace {
 // epilogue no tensor-core work hides them. (4 bytes on every weight per micro-batch: with 4,096
 // tokens the weight GEMM does 8,192 FLOPs per weight, so about 7% of it on an A100.)
 double wide_accumulator_bytes_per_weight(const LayerContext& context) {
-  const double accumulator =
-      static_cast<double>(adam_model_state_bytes(context.precision).gradients);
+  const double accumulator = static_cast<double>(
+      adam_model_state_bytes(context.precision, context.gradient_dtype_of()).gradients);
   return 2 * std::max(0.0, accumulator - context.activation_bytes());
 }
 

@@ -72,8 +72,8 @@ struct Zero3Collectives {
 };
 Zero3Collectives zero3_collectives_over(const LayerContext& context, const GroupSpan& span,
                                         double shards, double parameters) {
-  const double gradient_bytes =
-      static_cast<double>(adam_model_state_bytes(context.precision).gradients);
+  const double gradient_bytes = static_cast<double>(
+      adam_model_state_bytes(context.precision, context.gradient_dtype_of()).gradients);
   Zero3Collectives collectives{
       .gather_s = collective_time_s(*context.cluster, span, Collective::all_gather,
                                     parameters * context.activation_bytes()),
@@ -275,6 +275,7 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .model = &plan.model,
       .cluster = &plan.cluster,
       .precision = plan.precision,
+      .gradient_dtype = plan.gradient_dtype,
       .tp = plan.mesh.tp,
       .cp = plan.mesh.cp,
       .sequence_parallel = plan.sequence_parallel && plan.mesh.tp > 1,

@@ -18,4 +18,11 @@ ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision) {
   return {};
 }
 
+ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision,
+                                                   schemas::Dtype gradients) {
+  ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision);
+  bytes.gradients = schemas::dtype_bits(gradients) / 8;
+  return bytes;
+}
+
 }  // namespace strata::costmodels

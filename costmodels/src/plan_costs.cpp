@@ -56,9 +56,9 @@ RankParameters stage_parameters(const schemas::ModelConfig& model, const Paramet
   return parameters;
 }
 
-RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_stage, double shards,
-                                  double parameters) {
-  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision);
+RankStateMemory rank_state_memory(schemas::Dtype precision, schemas::Dtype gradients,
+                                  std::int64_t zero_stage, double shards, double parameters) {
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision, gradients);
   const double w = static_cast<double>(bytes.weights) * parameters;
   const double g = static_cast<double>(bytes.gradients) * parameters;
   const double o = static_cast<double>(bytes.optimizer) * parameters;
@@ -74,8 +74,9 @@ RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_st
   }
 }
 
-double gradient_bytes_per_parameter(schemas::Dtype precision) {
-  return static_cast<double>(adam_model_state_bytes(precision).gradients);
+double gradient_bytes_per_parameter(const schemas::Plan& plan) {
+  return static_cast<double>(
+      adam_model_state_bytes(plan.precision, schemas::gradient_dtype_of(plan)).gradients);
 }
 
 namespace {
@@ -192,7 +193,8 @@ double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_s
                              double weight_bytes, double parameters, double linear_weights,
                              double layers) {
   const schemas::ClusterConfig& cluster = plan.cluster;
-  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(plan.precision);
+  const ModelStateBytesPerParameter bytes =
+      adam_model_state_bytes(plan.precision, schemas::gradient_dtype_of(plan));
   const double gradient = static_cast<double>(bytes.gradients);
   const bool mixed =
       plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
@@ -399,7 +401,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                                 static_cast<double>(plan.model.hidden_size) * element /
                                 (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
   const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
-  const double gradient_bytes = gradient_bytes_per_parameter(plan.precision);
+  const double gradient_bytes = gradient_bytes_per_parameter(plan);
   const double bucket_parameters = static_cast<double>(schemas::gradient_bucket_elements(plan));
   const bool all_reduced =
       plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
@@ -557,13 +559,15 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
     const RankHoldings& holdings = rank_holdings[rank];
     RankStateMemory state =
-        rank_state_memory(plan.precision, plan.zero_stage, dp_shards, holdings.dense_parameters);
+        rank_state_memory(plan.precision, schemas::gradient_dtype_of(plan), plan.zero_stage,
+                          dp_shards, holdings.dense_parameters);
     costs.optimizer_step_s[rank] =
         optimizer_step_time_s(plan, dp_span, dp_shards, element, holdings.dense_parameters,
                               holdings.linear_weights, holdings.layers);
     if (holdings.expert_parameters > 0) {
-      const RankStateMemory experts = rank_state_memory(plan.precision, plan.zero_stage,
-                                                        expert_shards, holdings.expert_parameters);
+      const RankStateMemory experts =
+          rank_state_memory(plan.precision, schemas::gradient_dtype_of(plan), plan.zero_stage,
+                            expert_shards, holdings.expert_parameters);
       state.weights_bytes += experts.weights_bytes;
       state.gradients_bytes += experts.gradients_bytes;
       state.optimizer_bytes += experts.optimizer_bytes;

@@ -250,6 +250,12 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     default:
       break;
   }
+  // Megatron-LM accumulates bf16 gradients in fp32 and fp16 ones in fp16 unless told otherwise.
+  const schemas::Dtype gradients = schemas::gradient_dtype_of(plan);
+  if (gradients != schemas::default_gradient_dtype(plan.precision)) {
+    flags.push_back(gradients == schemas::Dtype::bf16 ? "--grad-reduce-in-bf16"
+                                                      : "--accumulate-allreduce-grads-in-fp32");
+  }
   if (plan.schedule.type == schemas::ScheduleType::zb_h1) {
     flags.push_back("# schedule zb-h1: upstream Megatron-LM runs 1F1B here; zero-bubble schedules");
     flags.push_back(

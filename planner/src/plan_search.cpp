@@ -89,10 +89,12 @@ class Evaluator {
     plan_.model = model;
     plan_.cluster = cluster;
     plan_.precision = options.precision;
+    plan_.gradient_dtype = options.gradient_dtype;
     plan_.framework = options.framework;
     plan_.batch.seq_length = options.seq_length;
     plan_.batch.global_batch_size = options.global_batch_size;
     options_precision_ = options.precision;
+    options_gradients_ = schemas::gradient_dtype_of(plan_);
   }
 
   // Sets the working plan to `knobs` with its best layer split. `peak_bytes` gets the memory
@@ -150,12 +152,12 @@ class Evaluator {
     const double gathered =
         knobs.zero == 3 && !context.zero3_layer_gathers ? context.activation_bytes() : 0.0;
     const double state_bytes = costmodels::rank_state_memory(
-                                   options_precision_, knobs.zero,
+                                   options_precision_, options_gradients_, knobs.zero,
                                    static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
                                    .total() +
                                gathered;
     const double expert_state_bytes =
-        costmodels::rank_state_memory(options_precision_, knobs.zero,
+        costmodels::rank_state_memory(options_precision_, options_gradients_, knobs.zero,
                                       static_cast<double>(plan.mesh.expert_zero_shards()), 1.0)
             .total() +
         gathered;
@@ -370,6 +372,7 @@ class Evaluator {
   double capacity_;
   costmodels::ParameterBreakdown counts_;
   schemas::Dtype options_precision_ = schemas::Dtype::bf16;
+  schemas::Dtype options_gradients_ = schemas::Dtype::fp32;
   std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
   std::map<
@@ -866,7 +869,11 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
     // them (ZeRO-3 over all): a floor, since activations and uneven stages need more.
     const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
     const double bytes =
-        static_cast<double>(costmodels::adam_model_state_bytes(options.precision).total()) *
+        static_cast<double>(
+            costmodels::adam_model_state_bytes(
+                options.precision,
+                options.gradient_dtype.value_or(schemas::default_gradient_dtype(options.precision)))
+                .total()) *
         static_cast<double>(counts.total());
     const double gpus = std::ceil(bytes / capacity);
     const double nodes = std::ceil(gpus / static_cast<double>(cluster.gpus_per_node));

@@ -62,6 +62,13 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
     return ExecutorRefusal{"/precision", fmt::format("the executor trains in fp32 or bf16, not {}",
                                                      name_of(plan.precision, kDtypeNames))};
   }
+  if (gradient_dtype_of(plan) != Dtype::fp32) {
+    return ExecutorRefusal{
+        "/gradient_dtype",
+        fmt::format("\"{}\": the executor accumulates and reduces gradients in fp32 (16-bit "
+                    "gradients are for simulating stacks that reduce in them): remove the field",
+                    name_of(gradient_dtype_of(plan), kDtypeNames))};
+  }
   if (std::optional<ExecutorRefusal> refusal = executor_model_refusal(plan.model)) {
     refusal->json_path = "/model" + refusal->json_path;
     return refusal;

@@ -415,6 +415,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
                              "schedule",
                              "pipeline",
                              "precision",
+                             "gradient_dtype",
                              "predicted"});
   check_document_header(reader, DocumentKind::plan, kPlanSchemaVersion);
   Plan plan;
@@ -485,6 +486,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   }
 
   plan.precision = reader.choice("precision", kDtypeNames);
+  plan.gradient_dtype = reader.optional_choice("gradient_dtype", kDtypeNames);
   if (reader.has("predicted")) {
     plan.predicted = parse_predicted(ObjectReader(
         reader.object("predicted"), reader.at("predicted"),
@@ -572,6 +574,17 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
                           name_of(plan.precision, kDtypeNames), plan.cluster.gpu.name,
                           name_of(plan.precision, kDtypeNames)));
   }
+  if (plan.gradient_dtype && !allows_gradient_dtype(plan.precision, *plan.gradient_dtype)) {
+    (location / "gradient_dtype")
+        .fail(fmt::format("\"{}\" with precision {}: gradients are {}{}",
+                          name_of(*plan.gradient_dtype, kDtypeNames),
+                          name_of(plan.precision, kDtypeNames),
+                          name_of(default_gradient_dtype(plan.precision), kDtypeNames),
+                          plan.precision == Dtype::bf16 || quantises_gemms(plan.precision)
+                              ? " (the default) or bf16"
+                          : plan.precision == Dtype::fp16 ? " (the default) or fp32"
+                                                          : ""));
+  }
   if (plan.predicted) {
     const std::size_t ranks = plan.predicted->peak_memory_bytes_per_pipeline_rank.size();
     if (static_cast<std::int64_t>(ranks) != plan.mesh.pp) {
@@ -649,6 +662,7 @@ nlohmann::json plan_to_json(const Plan& plan) {
   }
   if (plan.expert_load_imbalance) document["expert_load_imbalance"] = *plan.expert_load_imbalance;
   if (plan.ep_comm_overlap) document["ep_comm_overlap"] = true;
+  if (plan.gradient_dtype) document["gradient_dtype"] = name_of(*plan.gradient_dtype, kDtypeNames);
   if (plan.framework != TrainingFramework::strata) {
     document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);
   }

@@ -25,6 +25,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.zero_stage = knobs.zero_stage;
   plan.gradient_bucket_elements = knobs.gradient_bucket_elements;
   plan.overlap_grad_reduce = knobs.overlap_grad_reduce;
+  plan.gradient_dtype = knobs.gradient_dtype;
   plan.tp_comm_overlap = knobs.tp_comm_overlap;
   plan.framework = knobs.framework;
   plan.attention = knobs.attention;

@@ -185,16 +185,17 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
 }
 
 RunSoftware row_software(const nlohmann::json& value, const JsonLocation& location) {
-  const RowReader row(
-      value, location,
-      {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce", "ep_comm_overlap"},
-      false);
+  const RowReader row(value, location,
+                      {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce",
+                       "ep_comm_overlap", "gradient_dtype"},
+                      false);
   RunSoftware software;
   software.framework = row.choice("framework", schemas::kTrainingFrameworkNames);
   software.attention = row.choice("attention", schemas::kAttentionKernelNames);
   software.tp_comm_overlap = row.boolean("tp_comm_overlap");
   software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
   software.ep_comm_overlap = row.boolean("ep_comm_overlap");
+  software.gradient_dtype = row.choice("gradient_dtype", schemas::kDtypeNames);
   return software;
 }
 
@@ -309,6 +310,18 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
       run_knobs.ep_comm_overlap = run.software.ep_comm_overlap.value_or(false) &&
                                   run_knobs.mesh.ep * run_knobs.mesh.etp > 1;
       run_knobs.attention = run.software.attention.value_or(schemas::AttentionKernel::flash);
+      if (run.software.gradient_dtype &&
+          !schemas::allows_gradient_dtype(run_knobs.precision, *run.software.gradient_dtype)) {
+        (location / "software" / "gradient_dtype")
+            .fail(fmt::format(
+                "{} with precision {}: gradients are the precision's default ({}), bf16 under "
+                "bf16 and the quantised precisions, or fp32 under fp16",
+                schemas::name_of(*run.software.gradient_dtype, schemas::kDtypeNames),
+                schemas::name_of(run_knobs.precision, schemas::kDtypeNames),
+                schemas::name_of(schemas::default_gradient_dtype(run_knobs.precision),
+                                 schemas::kDtypeNames)));
+      }
+      run_knobs.gradient_dtype = run.software.gradient_dtype;
       run_knobs.framework =
           run.software.framework.value_or(schemas::TrainingFramework::megatron_lm);
       run.plan = schemas::build_plan(*model, cluster, run_knobs, source);

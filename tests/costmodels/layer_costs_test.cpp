@@ -84,6 +84,12 @@ TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
       memory_bound_time_s(gpu, 4.0 * 12288 * 6144) + memory_bound_time_s(gpu, 4.0 * 6144 * 12288);
   EXPECT_NEAR(bf16.backward_weight.compute_s - fp16.backward_weight.compute_s, extra_s, 1e-12);
   EXPECT_GT(extra_s, 0.05 * fp16.backward_weight.compute_s);  // not lost in rounding
+  // Gradients accumulated in bf16 (the plan's gradient_dtype) are as narrow as fp16's.
+  schemas::Plan bf16_gradients_plan = bf16_plan;
+  bf16_gradients_plan.gradient_dtype = schemas::Dtype::bf16;
+  const PassCosts bf16_gradients = transformer_layer_costs(layer_context(bf16_gradients_plan),
+                                                           schemas::RecomputeGranularity::none);
+  EXPECT_DOUBLE_EQ(bf16_gradients.backward_weight.compute_s, fp16.backward_weight.compute_s);
 }
 
 // tp_comm_overlap: each of the forward's four GEMMs at tp = 8 with sequence parallelism is

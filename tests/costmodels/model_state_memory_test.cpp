@@ -24,6 +24,24 @@ TEST(ModelStateMemory, Bf16KeepsFp32GradientsAsMegatronDoes) {
   }
 }
 
+// Gradients reduced in bf16 (Megatron-Core's grad_reduce_in_fp32 = false, the plan's
+// gradient_dtype) halve the gradient buffer and leave the fp32 master and moments as they are:
+// 2 + 2 + 12 = 16. fp16 with fp32 gradients goes the other way: 2 + 4 + 12.
+TEST(ModelStateMemory, AGradientDtypeSetsTheGradientBytesOnly) {
+  for (schemas::Dtype dtype : {schemas::Dtype::bf16, schemas::Dtype::fp8, schemas::Dtype::mxfp8}) {
+    const ModelStateBytesPerParameter bytes = adam_model_state_bytes(dtype, schemas::Dtype::bf16);
+    EXPECT_EQ(bytes, (ModelStateBytesPerParameter{2, 2, 12}));
+    EXPECT_EQ(adam_model_state_bytes(dtype, schemas::default_gradient_dtype(dtype)),
+              adam_model_state_bytes(dtype));
+  }
+  EXPECT_EQ(adam_model_state_bytes(schemas::Dtype::fp16, schemas::Dtype::fp32),
+            (ModelStateBytesPerParameter{2, 4, 12}));
+  EXPECT_TRUE(schemas::allows_gradient_dtype(schemas::Dtype::nvfp4, schemas::Dtype::bf16));
+  EXPECT_FALSE(schemas::allows_gradient_dtype(schemas::Dtype::fp32, schemas::Dtype::bf16));
+  EXPECT_FALSE(schemas::allows_gradient_dtype(schemas::Dtype::fp16, schemas::Dtype::bf16));
+  EXPECT_FALSE(schemas::allows_gradient_dtype(schemas::Dtype::bf16, schemas::Dtype::fp8));
+}
+
 TEST(ModelStateMemory, Fp32AdamHasNoMasterCopy) {
   const ModelStateBytesPerParameter bytes = adam_model_state_bytes(schemas::Dtype::fp32);
   EXPECT_EQ(bytes.weights + bytes.gradients, 8);

@@ -119,6 +119,26 @@ TEST(PlanCosts, DeepSpeedAllReducesFp32GradientsUnderZeroOne) {
   }
 }
 
+// Gradients in bf16 (the plan's gradient_dtype; Megatron-Bridge's recipes) are half the fp32
+// default's bytes: in the rank's gradient buffer and in every bucket's reduce-scatter (40M
+// parameters × 2 bytes over the same dp group); weights and optimizer state do not change.
+TEST(PlanCosts, Bf16GradientsHalveTheBufferAndTheReduction) {
+  const schemas::Plan fp32_gradients = zero1_plan(TrainingFramework::megatron_lm);
+  schemas::Plan bf16_gradients = fp32_gradients;
+  bf16_gradients.gradient_dtype = schemas::Dtype::bf16;
+  const PlanCosts wide = plan_costs(fp32_gradients);
+  const PlanCosts narrow = plan_costs(bf16_gradients);
+  EXPECT_DOUBLE_EQ(narrow.rank_states[0].gradients_bytes, wide.rank_states[0].gradients_bytes / 2);
+  EXPECT_EQ(narrow.rank_states[0].weights_bytes, wide.rank_states[0].weights_bytes);
+  EXPECT_EQ(narrow.rank_states[0].optimizer_bytes, wide.rank_states[0].optimizer_bytes);
+  const GroupSpan dp_span = group_span(
+      fp32_gradients.cluster,
+      first_group_ranks(fp32_gradients.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
+  EXPECT_DOUBLE_EQ(narrow.stages[0].gradient_buckets_s[0],
+                   collective_time_s(fp32_gradients.cluster, dp_span, Collective::reduce_scatter,
+                                     40e6 * 2));
+}
+
 // fp8 casts each layer linear's weight to fp8 and fp8ᵀ once per step (read 2 bytes, write 1 + 1):
 // GPT-2 774M on one H100, 36 layers of 12·1280² + 9·1280 linear weights and biases, HBM at its
 // full 3,350 GB/s. The optimizer step is otherwise the same as bf16's (same state bytes).
@@ -322,7 +342,7 @@ TEST(PlanCosts, HybridShardingReducesInTheShardGroupAndAllReducesShardsAcrossRep
               1e-9 * hybrid.rank_states[0].optimizer_bytes);
   EXPECT_EQ(hybrid.rank_states[0].weights_bytes, full.rank_states[0].weights_bytes);
 
-  const double gradient_bytes = gradient_bytes_per_parameter(schemas::Dtype::bf16);
+  const double gradient_bytes = gradient_bytes_per_parameter(hybrid_plan);
   const double parameters = hybrid.stages[0].parameters;
   const GroupSpan node = group_span(cluster, schemas::zero_shard_group_of(hybrid_plan.mesh, 0));
   const GroupSpan replicas =

@@ -346,6 +346,12 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   EXPECT_NE(megatron_arguments(plan).find("--overlap-param-gather"), std::string::npos);
   plan.overlap_grad_reduce = false;
   EXPECT_EQ(megatron_arguments(plan).find("--overlap-"), std::string::npos);
+  // bf16 gradients are Megatron-LM's --grad-reduce-in-bf16; its bf16 default (fp32) needs no flag.
+  EXPECT_EQ(megatron_arguments(plan).find("--grad-reduce-in-bf16"), std::string::npos);
+  plan.precision = schemas::Dtype::bf16;
+  plan.gradient_dtype = schemas::Dtype::bf16;
+  EXPECT_NE(megatron_arguments(plan).find("--grad-reduce-in-bf16"), std::string::npos);
+  plan.gradient_dtype = std::nullopt;
   plan.mesh.dp = 1;
   plan.stages = {
       {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};

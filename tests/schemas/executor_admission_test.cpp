@@ -48,6 +48,14 @@ TEST(ExecutorAdmission, RefusesWithTheFieldAndTheRule) {
   fp8.precision = Dtype::fp8;
   EXPECT_EQ(refused_at(fp8), "/precision");
 
+  // The executor's gradients are fp32 whatever the compute dtype (a bf16 plan's default).
+  Plan bf16_gradients = llama_plan();
+  bf16_gradients.precision = Dtype::bf16;
+  bf16_gradients.gradient_dtype = Dtype::bf16;
+  EXPECT_EQ(refused_at(bf16_gradients), "/gradient_dtype");
+  bf16_gradients.gradient_dtype = Dtype::fp32;
+  EXPECT_EQ(refused_at(bf16_gradients), "admitted");
+
   Plan alibi = llama_plan();
   alibi.model.position_embedding = PositionEmbedding::alibi;
   EXPECT_EQ(refused_at(alibi), "/model/position_embedding");

@@ -528,6 +528,44 @@ TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {
 namespace strata::tools {
 namespace {
 
+// Gradients reduced in bf16: simulate says so and holds half the gradient bytes; plan searches with
+// them for another stack and exports --grad-reduce-in-bf16, and refuses them for Strata's executor
+// (fp32 gradients) or under a precision that does not allow them, each in one line.
+TEST(CliPlan, Bf16GradientsAreForStacksThatReduceInThem) {
+  const std::string knobs =
+      "simulate --model llama3.1-8b --cluster dgx-h100:1 --dp 8 --global-batch 64 --zero 1 "
+      "--format json ";
+  const CommandResult fp32 = strata(knobs);
+  const CommandResult bf16 = strata(knobs + "--gradient-dtype bf16");
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.err;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  const double wide = nlohmann::json::parse(fp32.out)["stages"][0]["gradients_bytes"].get<double>();
+  const double narrow =
+      nlohmann::json::parse(bf16.out)["stages"][0]["gradients_bytes"].get<double>();
+  EXPECT_DOUBLE_EQ(narrow, wide / 2);
+  const CommandResult table = strata(
+      "simulate --model llama3.1-8b --cluster dgx-h100:1 --dp 8 --global-batch 64 "
+      "--gradient-dtype bf16");
+  EXPECT_THAT(table.out, HasSubstr("bf16 with bf16 gradients"));
+
+  const std::string plan = "plan --model llama3.1-8b --cluster dgx-h100 --global-batch 64 ";
+  const CommandResult nemo =
+      strata(plan + "--framework nemo --gradient-dtype bf16 --top 1 --emit megatron");
+  ASSERT_EQ(nemo.exit_code, 0) << nemo.err;
+  EXPECT_THAT(nemo.out, HasSubstr("--grad-reduce-in-bf16"));
+  const CommandResult strata_stack = strata(plan + "--gradient-dtype bf16");
+  EXPECT_EQ(strata_stack.exit_code, 1);
+  EXPECT_EQ(lines(strata_stack.err), 1u) << strata_stack.err;
+  EXPECT_THAT(strata_stack.err, HasSubstr("--gradient-dtype: bf16: Strata's executor accumulates "
+                                          "and reduces gradients in fp32"));
+  const CommandResult fp32_precision =
+      strata(plan + "--framework nemo --precision fp32 --gradient-dtype bf16");
+  EXPECT_EQ(fp32_precision.exit_code, 1);
+  EXPECT_EQ(lines(fp32_precision.err), 1u) << fp32_precision.err;
+  EXPECT_THAT(fp32_precision.err,
+              HasSubstr("--gradient-dtype: bf16 with precision fp32: gradients are fp32"));
+}
+
 // Block-scaled precisions plan where the tensor cores have them and export their recipe to
 // Megatron-LM; on Hopper the plan is refused with the one line that names the missing peak.
 TEST(CliPlan, BlockScaledPrecisionsPlanOnBlackwellAndExportTheirRecipes) {

@@ -76,6 +76,7 @@ struct SimulateOptions {
   std::optional<double> expert_load_imbalance;
   std::string schedule = "1f1b";
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
+  std::optional<std::string> gradient_dtype;  // absent: the precision's default
   std::string mode = "symmetric";
   std::optional<std::string> trace_path;
   OutputFormat format = OutputFormat::table;
@@ -102,6 +103,7 @@ struct PlanOptions {
   std::optional<std::int64_t> max_tp;
   std::vector<std::string> schedules;
   std::optional<std::string> precision;  // absent: the cluster GPU's default (bf16 if it has it)
+  std::optional<std::string> gradient_dtype;  // absent: the precision's default
   std::string framework = "strata";
   std::string emit;
   bool all_variants = false;

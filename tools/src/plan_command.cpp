@@ -177,6 +177,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                    "Training dtype (default: bf16, or the best the cluster's GPU has)")
       ->check(CLI::IsMember(choices_of(schemas::kDtypeNames)));
   command
+      ->add_option("--gradient-dtype", options.gradient_dtype,
+                   "What gradients accumulate and reduce in (default: fp32, fp16 under fp16; "
+                   "bf16 as Megatron's --grad-reduce-in-bf16, for --framework other than strata)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  command
       ->add_option("--framework", options.framework,
                    "Training stack the plans are for: its pipeline sends and gradient reduction "
                    "change the predictions")
@@ -334,6 +339,7 @@ int run_plan(const PlanOptions& options) {
                             .max_tp = options.max_tp,
                             .schedules = options.schedules,
                             .precision = options.precision,
+                            .gradient_dtype = options.gradient_dtype,
                             .framework = options.framework,
                             .all_variants = options.all_variants};
   if (options.phases_path) return run_phase_plan(options, model, cluster, request);

@@ -41,6 +41,17 @@ planner::SearchOptions plan_search_options(const PlanRequest& options,
     return *value;
   };
   search.framework = named(options.framework, schemas::kTrainingFrameworkNames, "--framework");
+  search.gradient_dtype = gradient_dtype_named(options.gradient_dtype, search.precision);
+  // Strata's executor accumulates in fp32 (schemas/executor_admission.h): every strata plan with
+  // other gradients would be refused, so say so rather than rank nothing.
+  if (search.gradient_dtype && search.framework == schemas::TrainingFramework::strata &&
+      *search.gradient_dtype != schemas::Dtype::fp32) {
+    throw schemas::InputError(
+        "--gradient-dtype", "",
+        fmt::format("{}: Strata's executor accumulates and reduces gradients in fp32; name the "
+                    "stack that reduces in {} with --framework",
+                    *options.gradient_dtype, *options.gradient_dtype));
+  }
   if (!options.schedules.empty()) {
     search.schedules.clear();
     for (const std::string& name : options.schedules) {

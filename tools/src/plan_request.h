@@ -23,8 +23,9 @@ struct PlanRequest {
   std::size_t top_k = 5;
   double memory_reserve = 0;
   std::optional<std::int64_t> max_tp;
-  std::vector<std::string> schedules;    // names; empty: the planner's
-  std::optional<std::string> precision;  // absent: the cluster GPU's default
+  std::vector<std::string> schedules;         // names; empty: the planner's
+  std::optional<std::string> precision;       // absent: the cluster GPU's default
+  std::optional<std::string> gradient_dtype;  // absent: the precision's default
   std::string framework = "strata";
   bool all_variants = false;
 };

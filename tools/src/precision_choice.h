@@ -23,4 +23,10 @@ schemas::Dtype precision_named(const std::string& name);
 PrecisionChoice training_precision(const std::optional<std::string>& requested,
                                    const schemas::ClusterConfig& cluster);
 
+// The gradient dtype a user names for `precision` (--gradient-dtype; absent stays absent: the
+// precision's default). A name that is not a dtype, or one the precision does not allow
+// (schemas::allows_gradient_dtype), throws schemas::InputError naming the option.
+std::optional<schemas::Dtype> gradient_dtype_named(const std::optional<std::string>& name,
+                                                   schemas::Dtype precision);
+
 }  // namespace strata::tools

@@ -94,6 +94,7 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
   knobs.precision = precision.dtype;
+  knobs.gradient_dtype = gradient_dtype_named(options.gradient_dtype, precision.dtype);
   precision_note = precision.note;
   return schemas::build_plan(model, cluster, knobs, kCommandLine);
 }
@@ -103,7 +104,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
   const schemas::Mesh& mesh = plan.mesh;
   std::string out = fmt::format(
       "{} on {} × {} ({}): tp={} cp={}{} dp={} pp={} vpp={}{}, {}, micro-batch {} × {}, seq {}, "
-      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}{}\n",
+      "recompute {}, sequence parallel {}{}, ZeRO {}{}, {}{}{}{}\n",
       plan.model.name, mesh.world_size(), plan.cluster.gpu.name, plan.cluster.name, mesh.tp,
       mesh.cp, plan.cp_comm == schemas::ContextParallelComm::all_gather ? " (all-gather)" : "",
       mesh.dp, mesh.pp, mesh.vpp,
@@ -117,6 +118,10 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
       plan.tp_comm_overlap ? " with tp communication overlapped" : "", zero_text(plan),
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
       schemas::name_of(plan.precision, schemas::kDtypeNames),
+      schemas::gradient_dtype_of(plan) == schemas::default_gradient_dtype(plan.precision)
+          ? ""
+          : fmt::format(" with {} gradients",
+                        schemas::name_of(schemas::gradient_dtype_of(plan), schemas::kDtypeNames)),
       plan.attention == schemas::AttentionKernel::unfused ? ", unfused attention" : "",
       plan.framework == schemas::TrainingFramework::strata
           ? ""
@@ -273,6 +278,11 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
            ->add_option("--precision", options.precision,
                         "Training dtype (default: bf16, or the best the cluster's GPU has)")
            ->check(CLI::IsMember(choices_of(schemas::kDtypeNames))));
+  knob(command
+           ->add_option("--gradient-dtype", options.gradient_dtype,
+                        "What gradients accumulate and reduce in (default: fp32, fp16 under fp16; "
+                        "bf16 as Megatron's --grad-reduce-in-bf16)")
+           ->check(CLI::IsMember({"fp32", "fp16", "bf16"})));
   command
       ->add_option("--mode", options.mode,
                    "symmetric: one rank per pipeline stage (fast); full: every rank")

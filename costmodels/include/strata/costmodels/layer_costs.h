@@ -87,6 +87,9 @@ struct LayerContext {
   const schemas::ModelConfig* model = nullptr;
   const schemas::ClusterConfig* cluster = nullptr;
   schemas::Dtype precision = schemas::Dtype::bf16;
+  // What weight gradients accumulate in (a plan's gradient_dtype; absent: the precision's
+  // default). Use gradient_dtype_of().
+  std::optional<schemas::Dtype> gradient_dtype;
   std::int64_t tp = 1;
   std::int64_t cp = 1;
   bool sequence_parallel = false;
@@ -128,6 +131,9 @@ struct LayerContext {
   // stack issues eagerly; 0: the host never bounds a pass).
   double eager_issue_s_per_kernel = 0;
 
+  schemas::Dtype gradient_dtype_of() const {
+    return gradient_dtype.value_or(schemas::default_gradient_dtype(precision));
+  }
   double local_tokens() const;      // micro_batch · seq / cp
   double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism
   double activation_bytes() const;  // bytes per activation element: 4 in fp32, else 2

@@ -23,6 +23,10 @@ struct ModelStateBytesPerParameter {
 // 6 + 12/dp bytes per parameter, as its documentation's table says.
 // fp8 (Transformer Engine): as bf16 — the fp8 copies of the weights are transient casts,
 // counted with activations rather than here.
+// `gradients` overrides the precision's gradient dtype (a plan's gradient_dtype): bf16 gradients
+// under bf16 are 2 + 2 + 12 = 16, Megatron-Core's grad_reduce_in_fp32 = false.
 ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision);
+ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision,
+                                                   schemas::Dtype gradients);
 
 }  // namespace strata::costmodels

@@ -106,12 +106,13 @@ RankParameters stage_parameters(const schemas::ModelConfig& model, const Paramet
 std::int64_t moe_layers_in(const schemas::ModelConfig& model, std::int64_t first_layer,
                            std::int64_t num_layers);
 
-// Model states of `parameters` under a ZeRO stage with `shards` = dp·cp ranks sharing them.
-RankStateMemory rank_state_memory(schemas::Dtype precision, std::int64_t zero_stage, double shards,
-                                  double parameters);
+// Model states of `parameters` under a ZeRO stage with `shards` = dp·cp ranks sharing them, with
+// gradients in `gradients` (schemas::gradient_dtype_of).
+RankStateMemory rank_state_memory(schemas::Dtype precision, schemas::Dtype gradients,
+                                  std::int64_t zero_stage, double shards, double parameters);
 
-// Bytes per parameter in which gradients are accumulated and reduced: fp32 for bf16 and fp8
-// (Megatron's main grads), else the training dtype.
-double gradient_bytes_per_parameter(schemas::Dtype precision);
+// Bytes per parameter in which a plan accumulates and reduces its gradients: its gradient_dtype,
+// by default fp32 for bf16 and fp8 (Megatron's main grads), else the training dtype.
+double gradient_bytes_per_parameter(const schemas::Plan& plan);
 
 }  // namespace strata::costmodels

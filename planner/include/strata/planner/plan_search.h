@@ -32,6 +32,9 @@ struct SearchOptions {
       schemas::ScheduleType::one_f_one_b, schemas::ScheduleType::interleaved_one_f_one_b,
       schemas::ScheduleType::zb_h1, schemas::ScheduleType::gpipe};
   schemas::Dtype precision = schemas::Dtype::bf16;
+  // What gradients are accumulated and reduced in (the plans' gradient_dtype); absent: the
+  // precision's default.
+  std::optional<schemas::Dtype> gradient_dtype;
   // The stack the plans are for (costmodels/framework_behaviour.h): its behaviours change the
   // predictions.
   schemas::TrainingFramework framework = schemas::TrainingFramework::strata;

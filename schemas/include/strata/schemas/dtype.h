@@ -70,4 +70,33 @@ constexpr bool quantises_gemms(Dtype dtype) {
   return dtype == Dtype::fp8 || dtype == Dtype::mxfp8 || dtype == Dtype::nvfp4;
 }
 
+// The dtype a precision accumulates and reduces its gradients in unless a plan says otherwise:
+// fp32 and tf32 in fp32; fp16 in fp16 (loss-scaled, the ZeRO paper's accounting); bf16 and the
+// quantised recipes in fp32, as Megatron-LM's main-grad buffers do (bf16's 8-bit mantissa loses
+// small updates summed over micro-batches).
+constexpr Dtype default_gradient_dtype(Dtype precision) {
+  switch (precision) {
+    case Dtype::fp16:
+      return Dtype::fp16;
+    case Dtype::fp32:
+    case Dtype::tf32:
+    case Dtype::bf16:
+    case Dtype::fp8:
+    case Dtype::mxfp8:
+    case Dtype::nvfp4:
+      return Dtype::fp32;
+  }
+  return Dtype::fp32;
+}
+
+// The gradient dtypes a precision may use: its default; bf16 for bf16 and the quantised recipes
+// (Megatron-Core's grad_reduce_in_fp32 = false, Megatron-LM's --grad-reduce-in-bf16: half the
+// gradient memory and data-parallel traffic, which NVIDIA's Megatron-Bridge performance recipes
+// use); fp32 for fp16.
+constexpr bool allows_gradient_dtype(Dtype precision, Dtype gradients) {
+  if (gradients == default_gradient_dtype(precision)) return true;
+  if (gradients == Dtype::bf16) return precision == Dtype::bf16 || quantises_gemms(precision);
+  return gradients == Dtype::fp32 && precision == Dtype::fp16;
+}
+
 }  // namespace strata::schemas

@@ -32,10 +32,10 @@ std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 
 // The first refusal for a plan, nullopt when the executor runs it: a plan for the strata framework
 // (another framework's plan is for simulating that stack), tensor-parallel collectives between the
-// GEMMs (no tp_comm_overlap), fp32 or bf16, and a model executor_model_refusal admits (under
-// "/model"). Every mesh, ZeRO stage, hybrid shard group, schedule, recomputation and pipeline split
-// that validate_plan accepts runs — for a mixture-of-experts model, on meshes of data and pipeline
-// parallelism only (ep, etp, tp and cp 1).
+// GEMMs (no tp_comm_overlap), fp32 or bf16 with fp32 gradients, and a model
+// executor_model_refusal admits (under "/model"). Every mesh, ZeRO stage, hybrid shard group,
+// schedule, recomputation and pipeline split that validate_plan accepts runs — for a
+// mixture-of-experts model, on meshes of data and pipeline parallelism only (ep, etp, tp and cp 1).
 std::optional<ExecutorRefusal> executor_refusal(const Plan& plan);
 
 }  // namespace strata::schemas

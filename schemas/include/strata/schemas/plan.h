@@ -186,10 +186,18 @@ struct Plan {
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;
   Dtype precision = Dtype::bf16;
+  // What gradients are accumulated and reduced in; absent: the precision's default
+  // (default_gradient_dtype, dtype.h). Use gradient_dtype_of(plan).
+  std::optional<Dtype> gradient_dtype;
   std::optional<PredictedMetrics> predicted;
 
   bool operator==(const Plan&) const = default;
 };
+
+// The plan's gradient dtype, its precision's default where it names none.
+inline Dtype gradient_dtype_of(const Plan& plan) {
+  return plan.gradient_dtype.value_or(default_gradient_dtype(plan.precision));
+}
 
 // Splits num_layers into `num_stages` contiguous ranges as evenly as possible (earlier stages get
 // the extra layers), with the embedding on the first stage and the LM head on the last.

@@ -26,6 +26,7 @@ struct PlanKnobs {
   RecomputeGranularity recompute = RecomputeGranularity::none;
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;
+  std::optional<Dtype> gradient_dtype;  // absent: the precision's default
   bool ep_comm_overlap = false;
   std::optional<double> expert_load_imbalance;
 };

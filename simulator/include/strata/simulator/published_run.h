@@ -28,6 +28,9 @@ struct RunSoftware {
   // Mixture of experts: the token all-to-alls overlapped with another micro-batch's compute
   // (absent: off, Megatron-Core's default).
   std::optional<bool> ep_comm_overlap;
+  // What gradients were accumulated and reduced in (absent: the precision's default, fp32 for
+  // bf16 and fp8): Megatron-Bridge's performance recipes set grad_reduce_in_fp32 = false, bf16.
+  std::optional<schemas::Dtype> gradient_dtype;
 };
 
 struct PublishedRun {
