@@ -65,14 +65,28 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       static_cast<double>(context.seq_length) / static_cast<double>(context.cp);
   const double key_tokens = static_cast<double>(context.seq_length);
 
-  const double qkv_input = element * norm_tokens * hidden;
+  // What a GEMM keeps of its input for its weight gradient: the input itself, or under a quantised
+  // recipe the low-precision copy the GEMM ran on (Transformer Engine saves the fp8, mxfp8 or nvfp4
+  // tensor it quantised, with its block scales, not the 16-bit one).
+  const bool quantised = schemas::quantises_gemms(context.precision);
+  const double saved = quantised ? schemas::dtype_bytes(context.precision) : element;
+  const double qkv_input = saved * norm_tokens * hidden;
   // Queries and keys head_dim wide, values value_dim; latent attention also keeps its latents
   // (the up projections' inputs).
   const double qkv =
       element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim + d.latent);
   const double attention_output = element * tokens * heads * d.value_dim;
-  const double fc1_input = element * norm_tokens * hidden;  // a MoE layer's router input
-  const double fc2_input = element * tokens * ffn;
+  // The output projection's input is the attention output itself in 16 bits; quantised, the
+  // projection keeps its own low-precision copy beside the output flash attention keeps.
+  const double projection_copy = quantised ? saved * tokens * heads * d.value_dim : 0.0;
+  const double projection_input = quantised ? projection_copy : attention_output;
+  // fc1's input (a MoE layer's shared experts'); a MoE layer's router, in 16 bits, keeps the same
+  // normed tokens whole.
+  const bool moe_layer = kind == LayerKind::moe;
+  const double fc1_input =
+      (moe_layer ? element * norm_tokens * hidden : 0.0) +
+      (ffn > 0 && (quantised || !moe_layer) ? saved * norm_tokens * hidden : 0.0);
+  const double fc2_input = saved * tokens * ffn;
   // Unfused: the softmax output, and with dropout its mask and output, per score.
   const double core_scores =
       kernel == AttentionKernel::unfused
@@ -80,7 +94,7 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
                 key_tokens
           : 4.0 * batch * heads * query_tokens;  // flash: the fp32 log-sum-exp per query
   const double attention_block = element * norm_tokens * hidden + qkv_input + qkv +
-                                 attention_output + mask * norm_tokens * hidden;
+                                 attention_output + projection_copy + mask * norm_tokens * hidden;
   double mlp_block = element * norm_tokens * hidden + fc1_input + element * tokens * gate * ffn +
                      fc2_input + mask * norm_tokens * hidden;
   // Output gradients of the layer's GEMMs, produced by the input-gradient pass, live until W.
@@ -99,8 +113,10 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
     const double computed = routed.computed;
     const double width = routed.expert_width;
     const double experts = static_cast<double>(model.moe->num_experts);
-    expert_weight_inputs = element * computed * (hidden + width);
-    mlp_block += element * computed * (2 * hidden + gate * width + width) +
+    // The permuted tokens and fc2's input are the expert GEMMs' inputs (kept low-precision under a
+    // quantised recipe); the activation's input and fc2's output stay 16-bit.
+    expert_weight_inputs = saved * computed * (hidden + width);
+    mlp_block += expert_weight_inputs + element * computed * (hidden + gate * width) +
                  (4.0 + 1.0) * routed.block_tokens * experts;
     output_gradients += element * computed * (gate * width + hidden);
     dispatch_buffers = 2 * element * computed * hidden;
@@ -130,7 +146,7 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       bytes.working = backward_buffers + full_layer;
       break;
   }
-  bytes.weight_inputs = std::min(bytes.stored, qkv_input + attention_output + fc1_input +
+  bytes.weight_inputs = std::min(bytes.stored, qkv_input + projection_input + fc1_input +
                                                    fc2_input + expert_weight_inputs) +
                         output_gradients;
   return bytes;

@@ -301,6 +301,29 @@ TEST(ActivationMemory, KorthikantiBytesPerLayer) {
                    106954752.0 + 98304.0);
 }
 
+// A quantised recipe keeps each GEMM's input for its weight gradient in the low-precision copy the
+// GEMM ran on (Transformer Engine). The same GPT-3 layer with sequence parallelism and flash, in
+// units of s·b·h/t = 3,145,728 elements: 16-bit keeps 34 bytes each (attention 2 + 2 + 6 + 2 + 1,
+// MLP 2 + 2 + 8 + 8 + 1); fp8 (1 byte) keeps the QKV input at 1, fc1's at 1, fc2's at 4 and adds
+// the projection's 1-byte copy beside the attention output: 34 − 1 − 1 − 4 + 1 = 29; mxfp8 adds a
+// scale byte per 32: 29 + 7 / 32 = 29.21875. Plus flash's log-sum-exp, 98,304 bytes, each time.
+TEST(ActivationMemory, QuantisedRecipesKeepTheirGemmInputsLowPrecision) {
+  using schemas::RecomputeGranularity;
+  const double unit = 2048.0 * 12288 / 8;
+  const schemas::Plan fp8_plan = gpt3_plan(8, true, schemas::Dtype::fp8, "dgx-h100");
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(layer_context(fp8_plan), RecomputeGranularity::none).stored,
+      29 * unit + 98304.0);
+  const schemas::Plan mxfp8_plan = gpt3_plan(8, true, schemas::Dtype::mxfp8, "dgx-b200");
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(layer_context(mxfp8_plan), RecomputeGranularity::none).stored,
+      29.21875 * unit + 98304.0);
+  const schemas::Plan bf16_plan = gpt3_plan(8, true, schemas::Dtype::bf16, "dgx-h100");
+  EXPECT_DOUBLE_EQ(
+      layer_activation_bytes(layer_context(bf16_plan), RecomputeGranularity::none).stored,
+      34 * unit + 98304.0);
+}
+
 // What the backward writes into and what the LM head keeps differ by stack. gpt-tiny (h = 256,
 // ffn 1024, 4 heads of 64) on 4 × 256 = 1024 tokens in fp32 (E = 4), one rank:
 //   Megatron: the four GEMMs' output gradients, E·T·(3h + h + f + h) = 4·1024·2304 = 9,437,184;

@@ -13,6 +13,12 @@
 //              fc2 input E·T·f_r, dropout mask mask·Tn·h.
 // With E = 2, dropout on, kv = heads, f = 4h, unfused attention and no sequence parallelism this
 // is Korthikanti's s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism s·b·h/t·(34 + 5as/h).
+// Under a quantised recipe (fp8, mxfp8, nvfp4) each GEMM keeps for its weight gradient the
+// low-precision copy of its input it ran on, as Transformer Engine does (q bytes per element with
+// the block scales, schemas::dtype_bytes): the QKV, fc1 and fc2 inputs and the routed experts'
+// inputs shrink to q, and the projection keeps a q-byte copy beside the 16-bit attention output
+// flash attention needs (a dense fp8 layer of Llama 3.1 405B at tp 4 with sequence parallelism
+// keeps 13% less).
 //   selective recompute drops what the attention core recomputes (scores, or for flash its
 //   output and log-sum-exp); full recompute keeps only the layer input, E·Tn·h.
 //
