@@ -447,8 +447,32 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
         pairs.insert(pairs.end(), each_s.begin() + static_cast<long>(fed) + 1, each_s.end());
       return pairs;
     };
-    tp_forward_s = overlapped_tp_comm_s(context, paired(gemms.forward_each_s), tp_bytes);
-    tp_backward_s = overlapped_tp_comm_s(context, paired(gemms.input_each_s), tp_bytes);
+    // The overlap runs each paired GEMM as tp chunks of its tokens, each chunk a GEMM of its own
+    // (Transformer Engine's userbuffers): small chunks fill fewer waves of tiles, which the
+    // overlap costs beyond the whole GEMM's time. Priced where the GPU's GEMMs are priced by
+    // their tiles (gpu.gemm_tiles); a curve indexed by FLOPs, fitted to whole GEMMs, cannot tell
+    // a chunk's lost waves from a small GEMM's and keeps the whole GEMM's time.
+    const bool by_tiles = gpu.gemm_tiles && gpu.streaming_multiprocessors;
+    const double chunks = by_tiles ? static_cast<double>(context.tp) : 1.0;
+    std::vector<GemmShape> chunk_shapes = shapes;
+    for (GemmShape& shape : chunk_shapes) shape.m /= chunks;
+    const GemmPassTimes chunked = gemm_pass_times(context, context.precision, chunk_shapes);
+    const auto scaled = [&](std::vector<double> each_s) {
+      for (double& time_s : each_s) time_s *= chunks;
+      return each_s;
+    };
+    const auto chunking_s = [&](const std::vector<double>& whole_s,
+                                const std::vector<double>& chunk_s) {
+      double extra = 0;
+      for (std::size_t i = 0; i < whole_s.size(); ++i) {
+        extra += std::max(0.0, chunks * chunk_s[i] - whole_s[i]);
+      }
+      return extra;
+    };
+    tp_forward_s = overlapped_tp_comm_s(context, paired(scaled(chunked.forward_each_s)), tp_bytes) +
+                   chunking_s(gemms.forward_each_s, chunked.forward_each_s);
+    tp_backward_s = overlapped_tp_comm_s(context, paired(scaled(chunked.input_each_s)), tp_bytes) +
+                    chunking_s(gemms.input_each_s, chunked.input_each_s);
   }
 
   double cp_forward_s = 0;

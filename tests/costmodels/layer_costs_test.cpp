@@ -96,7 +96,8 @@ TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
 // paired with one collective of the layer's 2048 × 12288 fp16 activations (all-gathers feed qkv
 // and fc1, reduce-scatters drain the projection and fc2). A pair costs max(GEMM × (1 + σ),
 // collective) + min(GEMM, collective) / 8, where σ = 0.1 is the A100 profile's slowdown of
-// compute under communication; the pass's tp time is what that adds to the GEMMs.
+// compute under communication; the pass's tp time is what that adds to the GEMMs. (The A100's
+// GEMMs are priced by a FLOPs curve, so each keeps its whole time; see the next test.)
 TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
   schemas::Plan plan = gpt3_plan(8, true);
   const PassCosts exposed =
@@ -126,6 +127,40 @@ TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
   // Here the GEMMs are longer than the collectives: what shows is mostly the GEMMs' slowdown.
   EXPECT_LT(overlapped.forward.tp_comm_s, 0.8 * exposed.forward.tp_comm_s);
   EXPECT_LT(overlapped.backward_input.tp_comm_s, 0.8 * exposed.backward_input.tp_comm_s);
+  EXPECT_DOUBLE_EQ(overlapped.forward.compute_s, exposed.forward.compute_s);
+}
+
+// Where GEMMs are priced by their tiles (the H100 preset), the overlap runs each paired GEMM as tp
+// chunks of 2048 / 8 = 256 tokens: a pair costs max(8·chunk × (1 + σ), collective) + min(8·chunk,
+// collective) / 8, and the tp time is what that adds to the whole GEMM — the chunks' lost waves
+// included. The compute stays the whole GEMMs'.
+TEST(LayerCosts, OverlappedGemmsRunInTpChunksWhereTilesPriceThem) {
+  schemas::Plan plan = gpt3_plan(8, true, schemas::Dtype::bf16, "dgx-h100");
+  const PassCosts exposed =
+      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
+  plan.tp_comm_overlap = true;
+  const LayerContext context = layer_context(plan);
+  const PassCosts overlapped =
+      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const schemas::GpuProfile& gpu = plan.cluster.gpu;
+  ASSERT_TRUE(gpu.gemm_tiles.has_value());
+  const double bytes = 2048.0 * 12288 * 2;
+  const double gather =
+      collective_time_s(plan.cluster, context.tp_span, Collective::all_gather, bytes);
+  const double scatter =
+      collective_time_s(plan.cluster, context.tp_span, Collective::reduce_scatter, bytes);
+  const double columns[4][2] = {{4608, 12288}, {12288, 1536}, {6144, 12288}, {12288, 6144}};
+  double expected = 0;
+  double chunking = 0;
+  for (int i = 0; i < 4; ++i) {
+    const double whole = gemm_time_s(gpu, plan.precision, 2048, columns[i][0], columns[i][1]);
+    const double chunked = 8 * gemm_time_s(gpu, plan.precision, 256, columns[i][0], columns[i][1]);
+    const double comm = i % 2 == 0 ? gather : scatter;
+    expected += std::max(chunked * 1.1, comm) + std::min(chunked, comm) / 8 - whole;
+    chunking += chunked - whole;
+  }
+  EXPECT_NEAR(overlapped.forward.tp_comm_s, expected, 1e-12);
+  EXPECT_GT(chunking, 0.05 * exposed.forward.tp_comm_s);  // the chunks cost something here
   EXPECT_DOUBLE_EQ(overlapped.forward.compute_s, exposed.forward.compute_s);
 }
 
