@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 
@@ -367,11 +368,16 @@ std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order) {
   return text;
 }
 
-std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages) {
+std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages,
+                                                bool embedding_as_layer, bool loss_as_layer) {
+  const std::int64_t slots = num_layers + (embedding_as_layer ? 1 : 0) + (loss_as_layer ? 1 : 0);
   std::vector<PipelineStage> stages;
   std::int64_t next_layer = 0;
   for (std::int64_t s = 0; s < num_stages; ++s) {
-    const std::int64_t layers = num_layers / num_stages + (s < num_layers % num_stages ? 1 : 0);
+    std::int64_t layers = slots / num_stages + (s < slots % num_stages ? 1 : 0);
+    if (s == 0 && embedding_as_layer) layers -= 1;
+    if (s + 1 == num_stages && loss_as_layer) layers -= 1;
+    layers = std::max<std::int64_t>(0, layers);
     stages.push_back({next_layer, layers, s == 0, s + 1 == num_stages});
     next_layer += layers;
   }

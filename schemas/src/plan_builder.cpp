@@ -36,12 +36,22 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.ep_comm_overlap = knobs.ep_comm_overlap;
   plan.expert_load_imbalance = knobs.expert_load_imbalance;
   const std::int64_t num_stages = knobs.mesh.pp * knobs.mesh.vpp;
-  if (num_stages > model.num_layers) {
+  const std::int64_t slots = model.num_layers + (knobs.embedding_in_pipeline_split ? 1 : 0) +
+                             (knobs.loss_in_pipeline_split ? 1 : 0);
+  if (num_stages > slots) {
     (location / "mesh" / "vpp")
-        .fail(
-            fmt::format("pp × vpp = {} stages exceed num_layers={}", num_stages, model.num_layers));
+        .fail(fmt::format("pp × vpp = {} stages exceed num_layers={}{}", num_stages,
+                          model.num_layers,
+                          slots > model.num_layers
+                              ? fmt::format(" and the {} the split counts as layers",
+                                            slots - model.num_layers == 2 ? "embedding and loss"
+                                            : knobs.embedding_in_pipeline_split ? "embedding"
+                                                                                : "loss")
+                              : ""));
   }
-  plan.stages = even_pipeline_stages(model.num_layers, num_stages);
+  plan.stages =
+      even_pipeline_stages(model.num_layers, num_stages, knobs.embedding_in_pipeline_split,
+                           knobs.loss_in_pipeline_split);
   validate_plan(plan, location);
   return plan;
 }

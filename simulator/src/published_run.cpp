@@ -156,7 +156,8 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   const RowReader row(
       value, location,
       {"tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch_size", "global_batch_size",
-       "sequence_parallel", "recompute", "zero_stage", "precision"},
+       "sequence_parallel", "recompute", "zero_stage", "precision",
+       "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"},
       complete);
   schemas::PlanKnobs knobs;
   const IntegerRange axis{1, schemas::kMaxMeshAxisSize};
@@ -172,6 +173,11 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   knobs.global_batch_size = row.integer("global_batch_size", batch, true).value_or(1);
   knobs.sequence_parallel = row.boolean("sequence_parallel", true).value_or(false);
   knobs.zero_stage = row.integer("zero_stage", {0, 3}, true).value_or(0);
+  // Megatron's options that count the embedding and the loss as layers of the pipeline split
+  // (absent: off, its default).
+  knobs.embedding_in_pipeline_split =
+      row.boolean("account_for_embedding_in_pipeline_split").value_or(false);
+  knobs.loss_in_pipeline_split = row.boolean("account_for_loss_in_pipeline_split").value_or(false);
   // Set from the row's software block (row_software_defaults).
   knobs.overlap_grad_reduce = false;
   knobs.recompute = row.choice("recompute", schemas::kRecomputeGranularityNames, true)

@@ -43,6 +43,25 @@ TEST(EvenPipelineStages, SplitsAsEvenlyAsPossibleWithTheExtraLayersFirst) {
   EXPECT_EQ(even_pipeline_stages(5, 1)[0], (PipelineStage{0, 5, true, true}));
 }
 
+// Megatron's account-for-embedding/loss options: Llama 3.1 405B's 126 layers and the two ends make
+// 128 slots. Over pp 16 × vp 4 = 64 chunks each holds two, the first the embedding and one layer,
+// the last one layer and the LM head; over 128 chunks the ends hold nothing but the embedding
+// and the head. With the embedding alone, 10 layers over 4 stages are 11 slots: 3, 3, 3, 2.
+TEST(EvenPipelineStages, TheEmbeddingAndTheLossCanTakeALayersSlot) {
+  const std::vector<PipelineStage> chunks = even_pipeline_stages(126, 64, true, true);
+  ASSERT_EQ(chunks.size(), 64u);
+  EXPECT_EQ(chunks[0], (PipelineStage{0, 1, true, false}));
+  EXPECT_EQ(chunks[1], (PipelineStage{1, 2, false, false}));
+  EXPECT_EQ(chunks[63], (PipelineStage{125, 1, false, true}));
+  const std::vector<PipelineStage> ends = even_pipeline_stages(126, 128, true, true);
+  EXPECT_EQ(ends[0], (PipelineStage{0, 0, true, false}));
+  EXPECT_EQ(ends[1], (PipelineStage{0, 1, false, false}));
+  EXPECT_EQ(ends[127], (PipelineStage{126, 0, false, true}));
+  const std::vector<PipelineStage> embedding = even_pipeline_stages(10, 4, true, false);
+  EXPECT_EQ(embedding[0], (PipelineStage{0, 2, true, false}));
+  EXPECT_EQ(embedding[3], (PipelineStage{8, 2, false, true}));
+}
+
 TEST(Plan, ValidFixturesParseWithDerivedMicroBatches) {
   const Plan plan = load_plan_file(fixture("plan/valid/gpt3-175b-a100-interleaved.json"));
   EXPECT_EQ(plan.batch.num_micro_batches, 192) << "1536 / (1 × dp 8)";

@@ -201,7 +201,13 @@ inline Dtype gradient_dtype_of(const Plan& plan) {
 
 // Splits num_layers into `num_stages` contiguous ranges as evenly as possible (earlier stages get
 // the extra layers), with the embedding on the first stage and the LM head on the last.
-std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages);
+// With `embedding_as_layer` and `loss_as_layer` the embedding and the LM head with its loss each
+// take a layer's slot in the split, as Megatron-LM's --account-for-embedding-in-pipeline-split and
+// --account-for-loss-in-pipeline-split do: num_layers + 2 slots split evenly, so the first and last
+// stages hold one layer fewer (none, where a stage has one slot).
+std::vector<PipelineStage> even_pipeline_stages(std::int64_t num_layers, std::int64_t num_stages,
+                                                bool embedding_as_layer = false,
+                                                bool loss_as_layer = false);
 
 // "fnv1a64:<16 hex digits>" of the canonical JSON of the embedded model and cluster. A plan whose
 // stored hash differs was edited after it was made.

@@ -27,6 +27,10 @@ struct PlanKnobs {
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;
   std::optional<Dtype> gradient_dtype;  // absent: the precision's default
+  // The embedding and the LM head with its loss each count as a layer in the even layer split
+  // (Megatron-LM's --account-for-embedding-in-pipeline-split, --account-for-loss-in-...).
+  bool embedding_in_pipeline_split = false;
+  bool loss_in_pipeline_split = false;
   bool ep_comm_overlap = false;
   std::optional<double> expert_load_imbalance;
 };
