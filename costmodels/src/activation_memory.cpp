@@ -176,6 +176,14 @@ LayerActivationBytes lm_head_activation_bytes(const LayerContext& context) {
             .weight_inputs = element * tokens * hidden + logits,
             .working = 0};
   }
+  if (context.loss_gradient_in_logits) {
+    // The fused loss leaves the logits' gradient in the 16-bit logits and keeps nothing else of
+    // the vocabulary's width (Transformer Engine's cross-entropy).
+    const double logits = element * tokens * vocab;
+    return {.stored = inputs + logits,
+            .weight_inputs = element * tokens * hidden + logits,
+            .working = 0};
+  }
   const double softmax = 4.0 * tokens * vocab;
   // While the loss runs, the 16-bit logits and their fp32 copy are live beside the kept softmax.
   return {.stored = inputs + softmax,

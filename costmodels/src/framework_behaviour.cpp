@@ -13,8 +13,11 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
               .zero1_bf16_gradients_all_reduced = true,
               .zero3_gathers_per_layer = true,
               .issues_kernels_eagerly = true};
-    case TrainingFramework::megatron_lm:
     case TrainingFramework::nemo:
+      return {.zero3_gathers_per_layer = true,
+              .issues_kernels_eagerly = true,
+              .loss_gradient_in_logits = true};
+    case TrainingFramework::megatron_lm:
     case TrainingFramework::torchtitan:
     case TrainingFramework::llm_foundry:
       return {.zero3_gathers_per_layer = true, .issues_kernels_eagerly = true};

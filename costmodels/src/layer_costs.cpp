@@ -289,6 +289,7 @@ LayerContext layer_context(const schemas::Plan& plan) {
                              framework_behaviour(plan.framework).zero3_gathers_per_layer,
       .executor_activation_buffers =
           framework_behaviour(plan.framework).executor_activation_buffers,
+      .loss_gradient_in_logits = framework_behaviour(plan.framework).loss_gradient_in_logits,
       .dp_span = {},
       .replica_span = std::nullopt,
       .zero_shards = 1,

@@ -367,6 +367,9 @@ TEST(ActivationMemory, QuantisedRecipesKeepTheirGemmInputsLowPrecision) {
 //   Strata's executor: one scratch for every layer, E·T·(2h + 5h + h + 3h + 2f) =
 //     4·1024·4864 = 19,922,944; LM head keeps its inputs, the logits (E·T·V, overwritten by
 //     their gradient) and the final norm's gradient (E·T·h): 4,194,304, nothing more at the loss.
+//   NeMo (Megatron-Bridge's fused cross-entropy): the LM head's inputs and the logits holding their
+//     gradient, 2,097,152 + E·T·V = 3,145,728 (in fp32 as many bytes as Megatron's softmax; in 16
+//     bits half), and no copy while the loss runs.
 TEST(ActivationMemory, StrataExecutorBuffersAgainstMegatrons) {
   schemas::PlanKnobs knobs;
   knobs.seq_length = 256;
@@ -392,6 +395,12 @@ TEST(ActivationMemory, StrataExecutorBuffersAgainstMegatrons) {
   EXPECT_DOUBLE_EQ(lm_head_activation_bytes(theirs).working, 2097152.0);
   EXPECT_DOUBLE_EQ(lm_head_activation_bytes(ours).stored, 4194304.0);
   EXPECT_DOUBLE_EQ(lm_head_activation_bytes(ours).working, 0.0);
+  knobs.framework = TrainingFramework::nemo;
+  const schemas::Plan nemo = schemas::build_plan(
+      schemas::model_preset("gpt-tiny"), schemas::cluster_preset("cpu-local"), knobs, "test");
+  const LayerContext fused_loss = layer_context(nemo);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(fused_loss).stored, 3145728.0);
+  EXPECT_DOUBLE_EQ(lm_head_activation_bytes(fused_loss).working, 0.0);
 }
 
 }  // namespace

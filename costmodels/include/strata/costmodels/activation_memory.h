@@ -51,7 +51,9 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
                                             LayerKind kind = LayerKind::dense);
 
 // The first stage's extra: the embedding's dropout mask. The last stage's: the final norm's and
-// LM head's inputs and the fp32 softmax the vocab-parallel cross-entropy keeps for backward.
+// LM head's inputs and the fp32 softmax the vocab-parallel cross-entropy keeps for backward — or,
+// where the stack fuses the loss (loss_gradient_in_logits), the 16-bit logits holding their
+// gradient.
 LayerActivationBytes embedding_activation_bytes(const LayerContext& context);
 LayerActivationBytes lm_head_activation_bytes(const LayerContext& context);
 

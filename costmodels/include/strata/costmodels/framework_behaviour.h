@@ -48,6 +48,11 @@ struct FrameworkBehaviour {
   // (layer_costs.h, PassTime::host_issue_s). Every PyTorch stack here runs eagerly by default;
   // Strata's executor issues from C++, where a launch costs the GPU profile's kernel_launch_us.
   bool issues_kernels_eagerly = false;
+  // The loss writes the logits' gradient into the logits in its forward, keeping no fp32 softmax:
+  // Megatron-Bridge's models fuse the cross-entropy (cross_entropy_loss_fusion, on by default)
+  // with Transformer Engine's kernel, which its performance recipes select
+  // (cross_entropy_fusion_impl "te"). Megatron-LM's default keeps the fp32 softmax.
+  bool loss_gradient_in_logits = false;
 };
 
 FrameworkBehaviour framework_behaviour(schemas::TrainingFramework framework);

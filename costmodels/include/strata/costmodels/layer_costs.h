@@ -105,6 +105,8 @@ struct LayerContext {
   // Activations in Strata's executor's buffers (costmodels/framework_behaviour.h;
   // activation_memory.h).
   bool executor_activation_buffers = false;
+  // The loss's gradient overwrites the logits (costmodels/framework_behaviour.h).
+  bool loss_gradient_in_logits = false;
   // Set only with zero3_layer_gathers: the ZeRO shard group (the dp·cp group without hybrid
   // sharding) and, under hybrid sharding, the replicas each reduced shard is all-reduced over.
   GroupSpan dp_span;
