@@ -2,7 +2,7 @@
 # Installs, from Debian's packages, what Strata needs and the machine lacks; safe to run again.
 #   ./setup.sh                 build dependencies (enough to build and run `strata`)
 #   ./setup.sh --tests         also what the tests use (python3-jsonschema, python3-torch + OpenBLAS,
-#                              python3-pytest)
+#                              python3-pytest, chromium for the report's browser test)
 #   ./setup.sh --download DIR  download, without installing, the .deb files that a machine with no
 #                              Debian registry needs to build Strata (a GPU machine with nvcc, CMake
 #                              and a compiler of its own): README "Building with CUDA"
@@ -20,7 +20,9 @@ build_packages=(
 )
 # Debian's torch calls the system BLAS: without OpenBLAS it gets netlib's reference BLAS, about
 # 25x slower, which would make the PyTorch reference test slow and the benchmark comparison unfair.
-test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread python3-pytest)
+# Headless Chromium renders `strata report`'s page in tests/tools/report_browser_test.py.
+test_packages=(python3-jsonschema python3-torch python3-numpy libopenblas0-pthread python3-pytest
+               chromium)
 
 # What scripts/build_with_downloaded_packages.sh unpacks on such a machine: the headers, CMake
 # files and libraries of the build packages (the CPU compiler, CMake and MPI are the machine's own).

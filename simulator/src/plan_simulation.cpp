@@ -1,5 +1,6 @@
 #include "strata/simulator/plan_simulation.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "strata/costmodels/kernel_time.h"
@@ -179,6 +180,14 @@ nlohmann::json simulation_to_json(const schemas::Plan& plan, const PlanSimulatio
           {"breakdown", breakdown_to_json(metrics.breakdown)},
           {"stages", stages},
           {"simulated_ranks", simulation.result.simulated_ranks}};
+}
+
+double peak_memory_bytes(const PlanSimulation& simulation) {
+  double peak = 0;
+  for (const RankMemory& memory : simulation.result.memory) {
+    peak = std::max(peak, memory.peak_bytes);
+  }
+  return peak;
 }
 
 }  // namespace strata::simulator

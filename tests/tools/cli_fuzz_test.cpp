@@ -1,12 +1,12 @@
 // The command line's contract under fuzzing: every fixture and preset, mutated (keys deleted or
 // duplicated, types swapped, extreme numbers, truncated, bytes flipped), is fed to validate,
-// describe, simulate, plan (clusters) and validate-sim; checkpoints (one rank's and a ZeRO-1 dp 2
-// layout's) with a mutated state.json — half of them re-signed with a valid CRC-32, so that the
-// forged values reach the range and layout checks behind it — to train --resume, sample and
-// reshard; and random flag combinations to every subcommand. Each case must end with exit 0, 1 or 2
-// — no crash, sanitizer report, hang or internal error —, a failure must be exactly one `strata:`
-// line on stderr (success: nothing there), and a success prints no inf or NaN (every prediction
-// finite).
+// describe, simulate, report (plans), plan (clusters) and validate-sim; checkpoints (one rank's and
+// a ZeRO-1 dp 2 layout's) with a mutated state.json — half of them re-signed with a valid CRC-32,
+// so that the forged values reach the range and layout checks behind it — to train --resume, sample
+// and reshard; and random flag combinations to every subcommand. Each case must end with exit 0, 1
+// or 2 — no crash, sanitizer report, hang or internal error —, a failure must be exactly one
+// `strata:` line on stderr (success: nothing there), and a success prints no inf or NaN (every
+// prediction finite).
 //
 // Cases run `strata`'s run_cli in forked children (no exec: thousands fit in a minute), seeded
 // (STRATA_FUZZ_SEED) and bounded by a case count and a time budget (STRATA_FUZZ_SECONDS); the
@@ -313,7 +313,10 @@ std::vector<std::vector<std::string>> commands_for(const std::string& kind,
     commands.push_back({"plan", "--model", "gpt-tiny", "--cluster", file, "--global-batch", "8",
                         "--top", "3", "--quiet"});
   }
-  if (kind == "plan") commands.push_back({"simulate", "--plan", file});
+  if (kind == "plan") {
+    commands.push_back({"simulate", "--plan", file});
+    commands.push_back({"report", "--plan", file, "--out", "report.html"});
+  }
   return commands;
 }
 

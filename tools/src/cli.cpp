@@ -65,6 +65,8 @@ int run_cli(int argc, char** argv) {
   CLI::App* sample_command = add_sample_command(app, sample);
   ProfileOptions profile;
   CLI::App* profile_command = add_profile_command(app, profile);
+  ReportOptions report;
+  CLI::App* report_command = add_report_command(app, report);
 
   // CLI11 reports `strata plna` as "A subcommand is required": name the word and the nearest one.
   if (argc > 1 && argv[1][0] != '-') {
@@ -109,6 +111,7 @@ int run_cli(int argc, char** argv) {
     if (train_command->parsed()) return run_train(train);
     if (reshard_command->parsed()) return run_reshard(reshard);
     if (sample_command->parsed()) return run_sample(sample);
+    if (report_command->parsed()) return run_report(report);
     if (profile_command->parsed()) {
       std::string command_line = "strata";
       for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];

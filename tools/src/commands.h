@@ -111,10 +111,23 @@ struct PlanOptions {
   // A phases file: one plan per phase (a plan set); or K diverse strategies for one phase.
   std::optional<std::filesystem::path> phases_path;
   std::optional<std::size_t> strategies;
+  // An HTML report of the plans found: the first in full, the others compared with it.
+  std::optional<std::filesystem::path> report_path;
   OutputFormat format = OutputFormat::table;
 };
 CLI::App* add_plan_command(CLI::App& app, PlanOptions& options);
 int run_plan(const PlanOptions& options);
+
+struct ReportOptions {
+  std::string plan;                      // a plan file or a plan set
+  std::optional<std::string> plan_id;    // a plan set's plan to show in full (default: its first)
+  std::vector<std::string> compare;      // more plan files or plan sets, compared with it
+  std::optional<std::string> train_log;  // what `strata train` logged running the plan
+  std::string mode = "symmetric";        // the timeline's ranks: one per stage, or every rank
+  std::filesystem::path out_path;
+};
+CLI::App* add_report_command(CLI::App& app, ReportOptions& options);
+int run_report(const ReportOptions& options);
 
 struct DataOptions {
   std::string text_path;

@@ -16,6 +16,7 @@
 #include "phase_planning.h"
 #include "plan_request.h"
 #include "precision_choice.h"
+#include "report_page.h"
 #include "strata/planner/megatron_arguments.h"
 #include "strata/planner/plan_search.h"
 #include "strata/schemas/document_loader.h"
@@ -56,13 +57,6 @@ std::string split_text(const schemas::Plan& plan) {
     s = run;
   }
   return fmt::format("{}", fmt::join(parts, ", "));
-}
-
-std::string recompute_text(const schemas::Plan& plan) {
-  const std::string name(
-      schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames));
-  if (plan.recompute.full_layers_per_stage.empty()) return name;
-  return fmt::format("full {}", fmt::join(plan.recompute.full_layers_per_stage, "/"));
 }
 
 nlohmann::json layout_json(const schemas::Plan& plan) {
@@ -204,8 +198,11 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                        "K fast plans of different meshes for one phase, with the predicted "
                        "switch between each pair; --out writes a plan set")
           ->check(whole_number_from(1, 16));
+  command->add_option("--report", options.report_path,
+                      "Also write an HTML report: the first plan in full, the others compared "
+                      "with it (strata report)");
   phases->excludes(strategies);
-  for (const char* name : {"--global-batch", "--seq-len", "--emit", "--all-variants"}) {
+  for (const char* name : {"--global-batch", "--seq-len", "--emit", "--all-variants", "--report"}) {
     phases->excludes(command->get_option(name));
   }
   strategies->excludes(command->get_option("--all-variants"));
@@ -379,6 +376,15 @@ int run_plan(const PlanOptions& options) {
                                    schemas::plan_to_json(result.best[i].plan));
     }
   }
+  if (options.report_path && !result.best.empty()) {
+    Report report;
+    for (std::size_t i = 0; i < result.best.size(); ++i) {
+      // The planner's plans name no custom schedule file: no directory to resolve one in.
+      report.plans.push_back(simulate_for_report(fmt::format("#{}", i + 1), result.best[i].plan, {},
+                                                 i == 0, simulator::SimulationMode::symmetric));
+    }
+    write_report(*options.report_path, report);
+  }
   const nlohmann::json statistics = {{"candidates_enumerated", stats.enumerated},
                                      {"pruned_by_rules", stats.pruned_by_rules},
                                      {"pruned_by_executor", stats.pruned_by_executor},
@@ -524,6 +530,9 @@ int run_plan(const PlanOptions& options) {
     } else if (options.out_path && !result.best.empty()) {
       std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
                                result.best.size() == 1 ? "" : "s", options.out_path->string());
+    }
+    if (options.report_path && !result.best.empty()) {
+      std::cout << fmt::format("wrote report {}\n", options.report_path->string());
     }
     if (!options.emit.empty() && !result.best.empty()) {
       try {

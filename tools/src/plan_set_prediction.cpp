@@ -29,14 +29,6 @@ std::vector<std::size_t> run_order(const schemas::PlanSet& set) {
   return order;
 }
 
-double peak_bytes(const simulator::PlanSimulation& simulation) {
-  double peak = 0;
-  for (const simulator::RankMemory& memory : simulation.result.memory) {
-    peak = std::max(peak, memory.peak_bytes);
-  }
-  return peak;
-}
-
 }  // namespace
 
 const schemas::PlanSetEntry& plan_of_set(const schemas::PlanSet& set, const std::string& id,
@@ -195,7 +187,8 @@ std::string render_plan_set_prediction(const schemas::PlanSet& set,
                 std::to_string(plan.batch.global_batch_size), std::to_string(plan.batch.seq_length),
                 format_seconds(simulation.metrics.step_time_s),
                 group_thousands(static_cast<std::int64_t>(simulation.metrics.tokens_per_s)),
-                format_percent(simulation.metrics.mfu), format_bytes(peak_bytes(simulation)),
+                format_percent(simulation.metrics.mfu),
+                format_bytes(simulator::peak_memory_bytes(simulation)),
                 format_bytes(simulation.result.memory.front().capacity_bytes)});
     plans.add_row(row);
   }

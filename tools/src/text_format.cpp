@@ -1,6 +1,7 @@
 #include "text_format.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -30,6 +31,13 @@ std::string format_percent(double fraction) { return fmt::format("{:.2f}%", 100.
 
 std::string format_seconds(double seconds) {
   return seconds >= 1 ? fmt::format("{:.3f} s", seconds) : fmt::format("{:.2f} ms", seconds * 1e3);
+}
+
+std::string recompute_text(const schemas::Plan& plan) {
+  const std::string name(
+      schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames));
+  if (plan.recompute.full_layers_per_stage.empty()) return name;
+  return fmt::format("full {}", fmt::join(plan.recompute.full_layers_per_stage, "/"));
 }
 
 std::string format_bytes(double bytes) {

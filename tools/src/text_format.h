@@ -22,6 +22,8 @@ std::string zero_text(const schemas::Plan& plan);
 // The cp size, with " (gather)" when cp attention all-gathers its keys and values instead of
 // passing them around the ring.
 std::string cp_text(const schemas::Plan& plan);
+// The recomputation: "none", "selective", "full", or "full 3/2" with full layers per stage.
+std::string recompute_text(const schemas::Plan& plan);
 
 // A table with a header row; columns are left-aligned unless named in `right_aligned`.
 class TextTable {
