@@ -47,6 +47,10 @@ import traceback
 import torch
 import torch.nn.functional as F
 
+# The device-side helpers of the small-kernel probe beside this file: synchronisation, a CUDA
+# graph's replay time, and a profiled step's kernel count and time.
+from small_kernel_probe import device_kernel_summary, graph_replay_seconds, synchronize
+
 # name: hidden, routed experts, experts per token, expert FFN width, score function, ep values
 # (the ep of each model's Megatron-Bridge rows: the simulator's fixture
 # tests/fixtures/validation/moe_runs.jsonl).
@@ -57,11 +61,6 @@ MODELS = {
     "deepseek-v3": (7168, 256, 8, 2048, "sigmoid", (8, 64)),
 }
 TINY = {"tiny-moe": (64, 16, 2, 32, "softmax", (2,))}
-
-
-def synchronize(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 class MoeBlock(torch.nn.Module):
@@ -153,45 +152,6 @@ def make_step(blocks, tokens, hidden, device, dtype):
     return step
 
 
-def graph_step_seconds(step, steps):
-    """Device seconds of one step replayed from a CUDA graph; None where capture fails."""
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        graph.replay()
-        torch.cuda.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(steps):
-            graph.replay()
-        stop.record()
-        torch.cuda.synchronize()
-        return start.elapsed_time(stop) / 1e3 / steps
-    except Exception:
-        return None
-
-
-def kernel_summary(device, step):
-    from torch.profiler import ProfilerActivity, profile
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as profiler:
-        step()
-        synchronize(device)
-    kernels, kernel_us = 0, 0.0
-    for event in profiler.events():
-        if str(getattr(event, "device_type", "")).endswith("CUDA"):
-            kernels += 1
-            kernel_us += event.time_range.elapsed_us()
-    return kernels, kernel_us
-
-
 def measure(device, dtype, name, shape, ep, micro_batch, sequence, routing, kernel, layers, steps):
     hidden, experts, top_k, width, score, _ = shape
     tokens = micro_batch * sequence
@@ -210,10 +170,13 @@ def measure(device, dtype, name, shape, ep, micro_batch, sequence, routing, kern
         synchronize(device)
         wall.append(time.perf_counter() - start)
         issue.append(issued - start)
-    kernels, kernel_us = kernel_summary(device, step)
+    kernels, kernel_us = device_kernel_summary(device, step)
     graph_s = None
     if device == "cuda" and routing == "token-drop":
-        graph_s = graph_step_seconds(step, steps)
+        try:  # one step per graph, replayed `steps` times
+            graph_s = graph_replay_seconds(device, step, 1, steps)
+        except Exception:  # a step that cannot be captured keeps no floor
+            graph_s = None
     record = {"model": name, "hidden": hidden, "experts": experts, "top_k": top_k,
               "expert_width": width, "ep": ep, "local_experts": experts // ep,
               "micro_batch": micro_batch, "sequence": sequence, "tokens": tokens,
