@@ -92,6 +92,31 @@ TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
   EXPECT_DOUBLE_EQ(bf16_gradients.backward_weight.compute_s, fp16.backward_weight.compute_s);
 }
 
+// A GPT-3 175B layer at tp = 8 with sequence parallelism priced without and with
+// tp_comm_overlap, and its two tp collectives of the 2048 × 12288 16-bit activations.
+struct TpOverlapCase {
+  schemas::Plan plan;
+  PassCosts exposed;
+  PassCosts overlapped;
+  double gather = 0;
+  double scatter = 0;
+};
+
+TpOverlapCase tp_overlap_case(schemas::Plan plan) {
+  TpOverlapCase result;
+  result.exposed =
+      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
+  plan.tp_comm_overlap = true;
+  const LayerContext context = layer_context(plan);
+  result.overlapped = transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const double bytes = 2048.0 * 12288 * 2;
+  result.gather = collective_time_s(plan.cluster, context.tp_span, Collective::all_gather, bytes);
+  result.scatter =
+      collective_time_s(plan.cluster, context.tp_span, Collective::reduce_scatter, bytes);
+  result.plan = std::move(plan);
+  return result;
+}
+
 // tp_comm_overlap: each of the forward's four GEMMs at tp = 8 with sequence parallelism is
 // paired with one collective of the layer's 2048 × 12288 fp16 activations (all-gathers feed qkv
 // and fc1, reduce-scatters drain the projection and fc2). A pair costs max(GEMM × (1 + σ),
@@ -99,19 +124,8 @@ TEST(LayerCosts, Fp32GradientAccumulatorsSlowOnlyTheWeightGradient) {
 // compute under communication; the pass's tp time is what that adds to the GEMMs. (The A100's
 // GEMMs are priced by a FLOPs curve, so each keeps its whole time; see the next test.)
 TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
-  schemas::Plan plan = gpt3_plan(8, true);
-  const PassCosts exposed =
-      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
-  plan.tp_comm_overlap = true;
-  const LayerContext context = layer_context(plan);
-  const PassCosts overlapped =
-      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const auto [plan, exposed, overlapped, gather, scatter] = tp_overlap_case(gpt3_plan(8, true));
   const schemas::GpuProfile& gpu = plan.cluster.gpu;
-  const double bytes = 2048.0 * 12288 * 2;
-  const double gather =
-      collective_time_s(plan.cluster, context.tp_span, Collective::all_gather, bytes);
-  const double scatter =
-      collective_time_s(plan.cluster, context.tp_span, Collective::reduce_scatter, bytes);
   const double gemms[4] = {
       gemm_time_s(gpu, plan.precision, 2048, 4608, 12288),   // qkv: 3 × 12288 / 8 columns
       gemm_time_s(gpu, plan.precision, 2048, 12288, 1536),   // projection
@@ -135,20 +149,10 @@ TEST(LayerCosts, OverlappedTpCommunicationShowsOnlyWhatTheGemmsDoNotCover) {
 // collective) / 8, and the tp time is what that adds to the whole GEMM — the chunks' lost waves
 // included. The compute stays the whole GEMMs'.
 TEST(LayerCosts, OverlappedGemmsRunInTpChunksWhereTilesPriceThem) {
-  schemas::Plan plan = gpt3_plan(8, true, schemas::Dtype::bf16, "dgx-h100");
-  const PassCosts exposed =
-      transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none);
-  plan.tp_comm_overlap = true;
-  const LayerContext context = layer_context(plan);
-  const PassCosts overlapped =
-      transformer_layer_costs(context, schemas::RecomputeGranularity::none);
+  const auto [plan, exposed, overlapped, gather, scatter] =
+      tp_overlap_case(gpt3_plan(8, true, schemas::Dtype::bf16, "dgx-h100"));
   const schemas::GpuProfile& gpu = plan.cluster.gpu;
   ASSERT_TRUE(gpu.gemm_tiles.has_value());
-  const double bytes = 2048.0 * 12288 * 2;
-  const double gather =
-      collective_time_s(plan.cluster, context.tp_span, Collective::all_gather, bytes);
-  const double scatter =
-      collective_time_s(plan.cluster, context.tp_span, Collective::reduce_scatter, bytes);
   const double columns[4][2] = {{4608, 12288}, {12288, 1536}, {6144, 12288}, {12288, 6144}};
   double expected = 0;
   double chunking = 0;
