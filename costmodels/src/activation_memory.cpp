@@ -103,6 +103,7 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       element * norm_tokens * hidden + element * tokens * gate * ffn +
       element * norm_tokens * hidden;
   double expert_weight_inputs = 0;
+  double expert_fc2_inputs = 0;
   double dispatch_buffers = 0;
   if (kind == LayerKind::moe) {
     // The routed experts keep their permuted input tokens, the activation's input, fc2's input
@@ -115,7 +116,8 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
     const double experts = static_cast<double>(model.moe->num_experts);
     // The permuted tokens and fc2's input are the expert GEMMs' inputs (kept low-precision under a
     // quantised recipe); the activation's input and fc2's output stay 16-bit.
-    expert_weight_inputs = saved * computed * (hidden + width);
+    expert_fc2_inputs = saved * computed * width;
+    expert_weight_inputs = saved * computed * hidden + expert_fc2_inputs;
     mlp_block += expert_weight_inputs + element * computed * (hidden + gate * width) +
                  (4.0 + 1.0) * routed.block_tokens * experts;
     output_gradients += element * computed * (gate * width + hidden);
@@ -133,14 +135,34 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       bytes.stored = full_layer;
       bytes.working = backward_buffers;
       break;
-    case schemas::RecomputeGranularity::selective:
-      // The attention core is recomputed from Q, K, V: its scores (unfused) or its output and
-      // log-sum-exp (flash) are not kept.
-      bytes.stored = kernel == AttentionKernel::unfused
-                         ? full_layer - core_scores
-                         : full_layer - core_scores - attention_output;
-      bytes.working = backward_buffers + (full_layer - bytes.stored);
+    case schemas::RecomputeGranularity::selective: {
+      // Each recomputed module keeps only its input, which another part keeps anyway.
+      using schemas::RecomputeModule;
+      double dropped = 0;
+      if (context.recomputes(RecomputeModule::core_attn)) {
+        // From Q, K, V: its scores (unfused) or its output and log-sum-exp (flash).
+        dropped +=
+            kernel == AttentionKernel::unfused ? core_scores : core_scores + attention_output;
+      }
+      if (context.recomputes(RecomputeModule::mla_up_proj) && model.mla) {
+        // The queries, keys and values, from the latents kept.
+        dropped += element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim);
+      }
+      if (context.recomputes(RecomputeModule::mlp) && kind == LayerKind::dense && ffn > 0) {
+        // fc1's input and output and fc2's input, from the MLP's input (the residual kept).
+        dropped += fc1_input + element * tokens * gate * ffn + fc2_input;
+      }
+      if (moe_layer && context.recomputes(RecomputeModule::layernorm)) {
+        // The pre-MLP norm's output the router keeps.
+        dropped += element * norm_tokens * hidden;
+      }
+      if (moe_layer && context.recomputes(RecomputeModule::moe_act)) {
+        dropped += expert_fc2_inputs;  // the activation's output, fc2's input
+      }
+      bytes.stored = full_layer - dropped;
+      bytes.working = backward_buffers + dropped;
       break;
+    }
     case schemas::RecomputeGranularity::full:
       bytes.stored = element * norm_tokens * hidden;
       bytes.working = backward_buffers + full_layer;

@@ -335,6 +335,14 @@ LayerContext layer_context(const schemas::Plan& plan) {
       context.replica_span = group_span(plan.cluster, schemas::zero_replica_group_of(plan.mesh, 0));
     }
   }
+  // What a layer costed as selectively recomputed recomputes (whatever the plan's granularity:
+  // the costs' caller chooses each layer's).
+  if (!plan.recompute.modules.empty()) {
+    context.recompute_modules = 0;
+    for (schemas::RecomputeModule module : plan.recompute.modules) {
+      context.recompute_modules |= 1u << static_cast<unsigned>(module);
+    }
+  }
   if (framework_behaviour(plan.framework).issues_kernels_eagerly &&
       plan.cluster.gpu.eager_issue_us_per_kernel) {
     context.eager_issue_s_per_kernel = *plan.cluster.gpu.eager_issue_us_per_kernel * 1e-6;
@@ -551,8 +559,10 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   costs.backward_input.kernels = gemm_kernels + attention_count.backward + memory_backward_kernels +
                                  activation_backward_kernels + tp_collectives + cp_backward_kernels;
   costs.backward_weight.kernels = gemm_kernels;
-  if (kind == LayerKind::moe) {
-    const MoeBlockCosts experts = moe_block_costs(context);
+  std::optional<MoeBlockCosts> expert_costs;
+  if (kind == LayerKind::moe) expert_costs = moe_block_costs(context);
+  if (expert_costs) {
+    const MoeBlockCosts& experts = *expert_costs;
     costs.forward += experts.forward;
     costs.backward_input += experts.backward_input;
     costs.backward_weight += experts.backward_weight;
@@ -571,9 +581,45 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
     costs.recompute = costs.forward;
     costs.recompute_flops = costs.forward_flops;
   } else if (recompute == RecomputeGranularity::selective) {
-    costs.recompute = {attention_forward_s, 0, 0};
-    costs.recompute.kernels = attention_count.forward;
-    costs.recompute_flops = attention.forward;
+    // Each module the plan names runs its forward again before the layer's backward.
+    using schemas::RecomputeModule;
+    const auto gemm_flops = [](const GemmShape& shape) { return 2 * shape.m * shape.n * shape.k; };
+    if (context.recomputes(RecomputeModule::core_attn)) {
+      costs.recompute.compute_s += attention_forward_s;
+      costs.recompute.kernels += attention_count.forward;
+      costs.recompute_flops += attention.forward;
+    }
+    if (context.recomputes(RecomputeModule::mla_up_proj) && model.mla) {
+      // The up projections: the queries' (with a query latent) and the keys' and values'.
+      std::vector<std::size_t> up{attention_shapes.fed - 1};
+      if (model.mla->q_lora_rank > 0) up.push_back(1);
+      for (std::size_t i : up) {
+        costs.recompute.compute_s += gemms.forward_each_s[i];
+        costs.recompute.kernels += 1;
+        costs.recompute_flops += gemm_flops(shapes[i]);
+      }
+    }
+    if (context.recomputes(RecomputeModule::mlp) && kind == LayerKind::dense && has_mlp) {
+      // fc1, the activation and fc2 from the MLP's input, with the block's tp collectives.
+      const std::size_t fc1 = shapes.size() - 2;
+      costs.recompute.compute_s +=
+          gemms.forward_each_s[fc1] + gemms.forward_each_s[fc1 + 1] + activation_forward_s;
+      costs.recompute.tp_comm_s += tp_layer_comm_s(context, tp_bytes, 1.0);
+      costs.recompute.kernels +=
+          3 + (context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0);
+      costs.recompute_flops += gemm_flops(shapes[fc1]) + gemm_flops(shapes[fc1 + 1]);
+    }
+    if (expert_costs) {
+      if (context.recomputes(RecomputeModule::layernorm)) {
+        // The pre-MLP norm, a module of its own before the router (read and write the tokens).
+        costs.recompute.compute_s += memory_bound_time_s(gpu, 2 * element * norm_tokens * hidden);
+        costs.recompute.kernels += 1;
+      }
+      if (context.recomputes(RecomputeModule::moe_act)) {
+        costs.recompute.compute_s += expert_costs->activation_forward.compute_s;
+        costs.recompute.kernels += expert_costs->activation_forward.kernels;
+      }
+    }
   }
   if (context.zero3_layer_gathers) {
     // The next layer's gather runs during this layer's forward; in the backward, the previous

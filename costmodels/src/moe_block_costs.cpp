@@ -75,9 +75,12 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   const double kernels = 3 + 2 + (across_ranks ? 2 : 0);
   constexpr double kActivationForwardKernels = 1;
   constexpr double kActivationBackwardKernels = 2;
+  costs.activation_forward.compute_s =
+      elementwise_time_s(gpu, activation_bytes, activation_evaluations, kActivationForwardKernels);
+  costs.activation_forward.kernels = kActivationForwardKernels;
   const double memory_forward_s =
       memory_bound_time_s(gpu, routing_bytes + permute_bytes + cast_forward_bytes, kernels) +
-      elementwise_time_s(gpu, activation_bytes, activation_evaluations, kActivationForwardKernels);
+      costs.activation_forward.compute_s;
   const double memory_backward_s =
       memory_bound_time_s(gpu, 2 * (routing_bytes + permute_bytes) + cast_backward_bytes,
                           2 * kernels) +

@@ -1,7 +1,9 @@
 #include "strata/planner/megatron_arguments.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -210,6 +212,13 @@ std::string megatron_arguments(const schemas::Plan& plan) {
       break;
     case schemas::RecomputeGranularity::selective:
       flags.push_back("--recompute-granularity selective");
+      if (!plan.recompute.modules.empty()) {
+        std::vector<std::string_view> names;
+        for (schemas::RecomputeModule module : plan.recompute.modules) {
+          names.push_back(schemas::name_of(module, schemas::kRecomputeModuleNames));
+        }
+        flags.push_back(fmt::format("--recompute-modules {}", fmt::join(names, " ")));
+      }
       break;
     case schemas::RecomputeGranularity::full: {
       flags.push_back("--recompute-granularity full");

@@ -107,7 +107,7 @@ class Evaluator {
     plan.batch.num_micro_batches = plan.batch.global_batch_size / (knobs.micro_batch * knobs.dp);
     plan.sequence_parallel = knobs.sequence_parallel;
     plan.zero_stage = knobs.zero;
-    plan.recompute = {knobs.recompute, {}};
+    plan.recompute = {knobs.recompute, {}, {}};
     plan.schedule = {knobs.schedule, {}};
     // The expert all-to-alls run beside another micro-batch's compute where the stack can
     // (Megatron-Core's combined 1F1B). Only under the interleaved schedule, whose steady state

@@ -69,6 +69,11 @@ std::optional<ExecutorRefusal> executor_refusal(const Plan& plan) {
                     "gradients are for simulating stacks that reduce in them): remove the field",
                     name_of(gradient_dtype_of(plan), kDtypeNames))};
   }
+  if (!plan.recompute.modules.empty()) {
+    return ExecutorRefusal{"/recompute/modules",
+                           "the executor recomputes whole layers (granularity \"full\"), not "
+                           "Megatron-Core's modules: remove the field"};
+  }
   if (std::optional<ExecutorRefusal> refusal = executor_model_refusal(plan.model)) {
     refusal->json_path = "/model" + refusal->json_path;
     return refusal;

@@ -204,21 +204,25 @@ const nlohmann::json& ObjectReader::array(std::string_view key, std::size_t mini
   return member;
 }
 
-std::string_view ObjectReader::read_choice(std::string_view key,
-                                           const std::vector<std::string_view>& names) const {
-  const nlohmann::json& member = value(key);
-  if (!member.is_string()) {
-    at(key).fail(
-        fmt::format("expected one of {}, got {}", quoted_list(names), describe_json_value(member)));
+std::string_view read_choice_name(const nlohmann::json& value, const JsonLocation& location,
+                                  const std::vector<std::string_view>& names) {
+  if (!value.is_string()) {
+    location.fail(
+        fmt::format("expected one of {}, got {}", quoted_list(names), describe_json_value(value)));
   }
-  const std::string text = member.get<std::string>();
+  const std::string text = value.get<std::string>();
   for (std::string_view name : names) {
     if (name == text) return name;
   }
   const std::optional<std::string_view> suggestion = closest_name(text, names);
-  at(key).fail(suggestion ? fmt::format("\"{}\" is not one of {}; did you mean \"{}\"?", text,
-                                        quoted_list(names), *suggestion)
-                          : fmt::format("\"{}\" is not one of {}", text, quoted_list(names)));
+  location.fail(suggestion ? fmt::format("\"{}\" is not one of {}; did you mean \"{}\"?", text,
+                                         quoted_list(names), *suggestion)
+                           : fmt::format("\"{}\" is not one of {}", text, quoted_list(names)));
+}
+
+std::string_view ObjectReader::read_choice(std::string_view key,
+                                           const std::vector<std::string_view>& names) const {
+  return read_choice_name(value(key), at(key), names);
 }
 
 }  // namespace strata::schemas

@@ -139,6 +139,13 @@ void validate_pipeline_stages(const std::vector<PipelineStage>& stage_list, cons
   }
 }
 
+bool recomputes_module(const RecomputeConfig& recompute, RecomputeModule module) {
+  if (recompute.granularity != RecomputeGranularity::selective) return false;
+  if (recompute.modules.empty()) return module == RecomputeModule::core_attn;
+  return std::find(recompute.modules.begin(), recompute.modules.end(), module) !=
+         recompute.modules.end();
+}
+
 namespace {
 
 void validate_stages(const Plan& plan, const JsonLocation& location) {
@@ -146,7 +153,46 @@ void validate_stages(const Plan& plan, const JsonLocation& location) {
                            location / "pipeline" / "stages");
 }
 
+// The modules a selective plan names: each once, and each a part the model has.
+void validate_recompute_modules(const Plan& plan, const JsonLocation& location) {
+  const std::vector<RecomputeModule>& modules = plan.recompute.modules;
+  if (modules.empty()) return;
+  const JsonLocation where = location / "recompute" / "modules";
+  if (plan.recompute.granularity != RecomputeGranularity::selective) {
+    where.fail(
+        fmt::format("only granularity \"selective\" recomputes modules (granularity is "
+                    "\"{}\")",
+                    name_of(plan.recompute.granularity, kRecomputeGranularityNames)));
+  }
+  const ModelConfig& model = plan.model;
+  const bool has_dense_layer =
+      !model.moe || model.moe->num_moe_layers(model.num_layers) < model.num_layers;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    const std::string_view name = name_of(modules[i], kRecomputeModuleNames);
+    if (std::find(modules.begin(), modules.begin() + static_cast<long>(i), modules[i]) !=
+        modules.begin() + static_cast<long>(i)) {
+      (where / i).fail(fmt::format("\"{}\" is named twice", name));
+    }
+    if (modules[i] == RecomputeModule::moe_act && !model.moe) {
+      (where / i).fail(
+          "\"moe_act\" recomputes the routed experts' activation: the model has no "
+          "moe block");
+    }
+    if (modules[i] == RecomputeModule::mlp && !has_dense_layer) {
+      (where / i).fail(
+          "\"mlp\" recomputes the dense layers' MLP: every layer of the model is a "
+          "moe layer (use \"moe_act\")");
+    }
+    if (modules[i] == RecomputeModule::mla_up_proj && !model.mla) {
+      (where / i).fail(
+          "\"mla_up_proj\" recomputes latent attention's up projections: the model "
+          "has no mla block");
+    }
+  }
+}
+
 void validate_recompute(const Plan& plan, const JsonLocation& location) {
+  validate_recompute_modules(plan, location);
   const JsonLocation counts = location / "recompute" / "full_layers_per_stage";
   const std::vector<std::int64_t>& per_stage = plan.recompute.full_layers_per_stage;
   if (per_stage.empty()) return;
@@ -462,8 +508,15 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.ep_comm_overlap = reader.optional_boolean("ep_comm_overlap").value_or(false);
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
-                               {"granularity", "full_layers_per_stage"});
+                               {"granularity", "modules", "full_layers_per_stage"});
   plan.recompute.granularity = recompute.choice("granularity", kRecomputeGranularityNames);
+  if (recompute.has("modules")) {
+    const nlohmann::json& modules = recompute.array("modules", 1);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      plan.recompute.modules.push_back(
+          read_choice(modules[i], recompute.at("modules") / i, kRecomputeModuleNames));
+    }
+  }
   if (recompute.has("full_layers_per_stage")) {
     const nlohmann::json& counts = recompute.array("full_layers_per_stage", 1);
     for (std::size_t i = 0; i < counts.size(); ++i) {
@@ -622,6 +675,13 @@ nlohmann::json plan_to_json(const Plan& plan) {
   }
   nlohmann::json recompute = {
       {"granularity", name_of(plan.recompute.granularity, kRecomputeGranularityNames)}};
+  if (!plan.recompute.modules.empty()) {
+    nlohmann::json modules = nlohmann::json::array();
+    for (RecomputeModule module : plan.recompute.modules) {
+      modules.push_back(name_of(module, kRecomputeModuleNames));
+    }
+    recompute["modules"] = std::move(modules);
+  }
   if (!plan.recompute.full_layers_per_stage.empty()) {
     recompute["full_layers_per_stage"] = plan.recompute.full_layers_per_stage;
   }

@@ -31,6 +31,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.attention = knobs.attention;
   plan.cp_comm = knobs.cp_comm;
   plan.recompute.granularity = knobs.recompute;
+  plan.recompute.modules = knobs.recompute_modules;
   plan.schedule.type = knobs.schedule;
   plan.precision = knobs.precision;
   plan.ep_comm_overlap = knobs.ep_comm_overlap;

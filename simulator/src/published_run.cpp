@@ -156,7 +156,7 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   const RowReader row(
       value, location,
       {"tp", "pp", "dp", "cp", "vpp", "ep", "etp", "micro_batch_size", "global_batch_size",
-       "sequence_parallel", "recompute", "zero_stage", "precision",
+       "sequence_parallel", "recompute", "recompute_modules", "zero_stage", "precision",
        "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"},
       complete);
   schemas::PlanKnobs knobs;
@@ -182,6 +182,14 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
   knobs.overlap_grad_reduce = false;
   knobs.recompute = row.choice("recompute", schemas::kRecomputeGranularityNames, true)
                         .value_or(schemas::RecomputeGranularity::none);
+  // Megatron-Core's --recompute-modules of a selective run (absent: its default, core_attn).
+  if (row.given("recompute_modules")) {
+    const nlohmann::json& modules = row.reader().array("recompute_modules", 1);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+      knobs.recompute_modules.push_back(schemas::read_choice(
+          modules[i], row.reader().at("recompute_modules") / i, schemas::kRecomputeModuleNames));
+    }
+  }
   knobs.precision =
       row.choice("precision", schemas::kDtypeNames, true).value_or(schemas::Dtype::bf16);
   knobs.schedule = knobs.mesh.vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b

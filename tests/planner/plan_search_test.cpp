@@ -327,7 +327,7 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   plan.batch = {8192, 1, 64, 64};
   plan.sequence_parallel = true;
   plan.zero_stage = 1;
-  plan.recompute = {schemas::RecomputeGranularity::full, {2, 1, 0, 0}};
+  plan.recompute = {schemas::RecomputeGranularity::full, {2, 1, 0, 0}, {}};
   plan.stages = {
       {0, 9, true, false}, {9, 8, false, false}, {17, 8, false, false}, {25, 7, false, true}};
   const std::string flags = megatron_arguments(plan);
@@ -352,6 +352,12 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   plan.gradient_dtype = schemas::Dtype::bf16;
   EXPECT_NE(megatron_arguments(plan).find("--grad-reduce-in-bf16"), std::string::npos);
   plan.gradient_dtype = std::nullopt;
+  // Selective recomputation names its modules only when the plan does (Megatron's default).
+  plan.recompute = {schemas::RecomputeGranularity::selective, {}, {}};
+  EXPECT_NE(megatron_arguments(plan).find("--recompute-granularity selective"), std::string::npos);
+  EXPECT_EQ(megatron_arguments(plan).find("--recompute-modules"), std::string::npos);
+  plan.recompute.modules = {schemas::RecomputeModule::core_attn, schemas::RecomputeModule::mlp};
+  EXPECT_NE(megatron_arguments(plan).find("--recompute-modules core_attn mlp"), std::string::npos);
   plan.mesh.dp = 1;
   plan.stages = {
       {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};

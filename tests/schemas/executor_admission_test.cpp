@@ -56,6 +56,11 @@ TEST(ExecutorAdmission, RefusesWithTheFieldAndTheRule) {
   bf16_gradients.gradient_dtype = Dtype::fp32;
   EXPECT_EQ(refused_at(bf16_gradients), "admitted");
 
+  // It recomputes whole layers, not Megatron-Core's modules.
+  Plan modules = llama_plan();
+  modules.recompute = {RecomputeGranularity::selective, {}, {RecomputeModule::core_attn}};
+  EXPECT_EQ(refused_at(modules), "/recompute/modules");
+
   Plan alibi = llama_plan();
   alibi.model.position_embedding = PositionEmbedding::alibi;
   EXPECT_EQ(refused_at(alibi), "/model/position_embedding");

@@ -227,6 +227,52 @@ TEST(Plan, ExpertMeshAndOptionsRoundTrip) {
   EXPECT_NO_THROW(validate_plan(latent, JsonLocation("plan.json")));
 }
 
+// Megatron-Core's --recompute-modules: written only when named, each once, only with
+// "selective", and only for parts the model has.
+TEST(Plan, RecomputeModulesRoundTripAndNameThePartsOfTheModel) {
+  Plan moe = gpt2_plan();
+  moe.model = model_preset("mixtral-8x7b");
+  moe.sequence_parallel = true;
+  moe.stages = even_pipeline_stages(32, 2);
+  EXPECT_FALSE(plan_to_json(moe)["recompute"].contains("modules"));
+  moe.recompute = {RecomputeGranularity::selective, {}, {}};
+  EXPECT_TRUE(recomputes_module(moe.recompute, RecomputeModule::core_attn));  // the default
+  moe.recompute.modules = {RecomputeModule::layernorm, RecomputeModule::moe_act};
+  EXPECT_FALSE(recomputes_module(moe.recompute, RecomputeModule::core_attn));
+  EXPECT_TRUE(recomputes_module(moe.recompute, RecomputeModule::moe_act));
+  const nlohmann::json document = plan_to_json(moe);
+  EXPECT_EQ(document["recompute"]["modules"], nlohmann::json({"layernorm", "moe_act"}));
+  EXPECT_EQ(parse_plan(document, JsonLocation("plan.json")), moe);
+
+  nlohmann::json misspelt = document;
+  misspelt["recompute"]["modules"][1] = "moe_acts";
+  EXPECT_EQ(error_of([&] { parse_plan(misspelt, JsonLocation("plan.json")); }),
+            "plan.json: /recompute/modules/1: \"moe_acts\" is not one of \"core_attn\", "
+            "\"layernorm\", \"mlp\", \"moe_act\" or \"mla_up_proj\"; did you mean \"moe_act\"?");
+  Plan twice = moe;
+  twice.recompute.modules = {RecomputeModule::moe_act, RecomputeModule::moe_act};
+  EXPECT_EQ(error_of([&] { validate_plan(twice, JsonLocation("plan.json")); }),
+            "plan.json: /recompute/modules/1: \"moe_act\" is named twice");
+  Plan full = moe;
+  full.recompute.granularity = RecomputeGranularity::full;
+  EXPECT_EQ(error_of([&] { validate_plan(full, JsonLocation("plan.json")); }),
+            "plan.json: /recompute/modules: only granularity \"selective\" recomputes modules "
+            "(granularity is \"full\")");
+  Plan all_moe = moe;
+  all_moe.recompute.modules = {RecomputeModule::mlp};
+  EXPECT_THAT(error_of([&] { validate_plan(all_moe, JsonLocation("plan.json")); }),
+              HasSubstr("/recompute/modules/0: \"mlp\" recomputes the dense layers' MLP"));
+  Plan dense = gpt2_plan();
+  dense.recompute = {RecomputeGranularity::selective, {}, {RecomputeModule::moe_act}};
+  EXPECT_THAT(error_of([&] { validate_plan(dense, JsonLocation("plan.json")); }),
+              HasSubstr("the model has no moe block"));
+  dense.recompute.modules = {RecomputeModule::mla_up_proj};
+  EXPECT_THAT(error_of([&] { validate_plan(dense, JsonLocation("plan.json")); }),
+              HasSubstr("the model has no mla block"));
+  dense.recompute.modules = {RecomputeModule::core_attn, RecomputeModule::mlp};
+  EXPECT_NO_THROW(validate_plan(dense, JsonLocation("plan.json")));
+}
+
 TEST(Plan, StandaloneLmHeadStageIsAllowed) {
   Plan plan = gpt2_plan();
   plan.stages = {{0, 12, true, false}, {12, 0, false, true}};

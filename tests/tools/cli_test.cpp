@@ -479,6 +479,31 @@ TEST(CliSimulate, ExpertParallelKnobs) {
   EXPECT_THAT(uneven.err, HasSubstr("/mesh/ep: 3 does not divide num_experts=8"));
 }
 
+TEST(CliSimulate, RecomputeModulesKeepLessAndAreNamed) {
+  const std::string knobs =
+      "simulate --model mixtral-8x7b --cluster dgx-h100:1 --tp 2 --sequence-parallel --ep 4 "
+      "--global-batch 16 --seq-len 4096 --framework megatron-lm --zero 1 --recompute selective ";
+  const CommandResult attention = strata(knobs + "--format json");
+  const CommandResult experts = strata(knobs + "--recompute-modules core_attn,layernorm,moe_act");
+  const CommandResult experts_json =
+      strata(knobs + "--recompute-modules core_attn,layernorm,moe_act --format json");
+  ASSERT_EQ(attention.exit_code, 0) << attention.err;
+  ASSERT_EQ(experts.exit_code, 0) << experts.err;
+  EXPECT_THAT(experts.out, HasSubstr("recompute selective (core_attn, layernorm, moe_act)"));
+  const auto activations = [](const CommandResult& run) {
+    return nlohmann::json::parse(run.out).at("stages").at(0).at("activations_bytes").get<double>();
+  };
+  EXPECT_LT(activations(experts_json), activations(attention));
+  const CommandResult without_selective = strata(
+      "simulate --model mixtral-8x7b --cluster dgx-h100:1 --tp 2 --sequence-parallel "
+      "--ep 4 --global-batch 16 --recompute-modules moe_act");
+  EXPECT_EQ(without_selective.exit_code, 1);
+  EXPECT_EQ(without_selective.err,
+            "strata: command line: /recompute/modules: only granularity \"selective\" recomputes "
+            "modules (granularity is \"none\")\n");
+  EXPECT_EQ(strata(knobs + "--recompute-modules moe").exit_code, 2);
+}
+
 TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {
   // The sample's first row (1.7B on 32 A100s, dp 32) moved to 2 GPUs of one node (dp 2) and to
   // 4 GPUs on each of 2 nodes (dp 8), with the global batch scaled to keep 16 micro-batches each.

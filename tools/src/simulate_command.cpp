@@ -91,6 +91,9 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   knobs.attention = parse_choice(options.attention, schemas::kAttentionKernelNames);
   knobs.cp_comm = parse_choice(options.cp_comm, schemas::kContextParallelCommNames);
   knobs.recompute = parse_choice(options.recompute, schemas::kRecomputeGranularityNames);
+  for (const std::string& module : options.recompute_modules) {
+    knobs.recompute_modules.push_back(parse_choice(module, schemas::kRecomputeModuleNames));
+  }
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
   knobs.precision = precision.dtype;
@@ -113,8 +116,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
                      : "",
       schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames),
       plan.batch.micro_batch_size, plan.batch.num_micro_batches, plan.batch.seq_length,
-      schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames),
-      plan.sequence_parallel ? "on" : "off",
+      recompute_text(plan), plan.sequence_parallel ? "on" : "off",
       plan.tp_comm_overlap ? " with tp communication overlapped" : "", zero_text(plan),
       plan.overlap_grad_reduce ? "" : ", gradients reduced after the backward",
       schemas::name_of(plan.precision, schemas::kDtypeNames),
@@ -226,6 +228,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
           ->check(whole_number_from(1, schemas::kMaxSeqLength)));
   knob(command->add_option("--recompute", options.recompute, "Activation recomputation")
            ->check(CLI::IsMember({"none", "selective", "full"})));
+  std::vector<std::string> module_names;
+  for (const auto& [module, name] : schemas::kRecomputeModuleNames) module_names.emplace_back(name);
+  knob(command
+           ->add_option("--recompute-modules", options.recompute_modules,
+                        "With --recompute selective: the modules recomputed, comma-separated "
+                        "(Megatron-Core's --recompute-modules; default core_attn)")
+           ->delimiter(',')
+           ->check(CLI::IsMember(module_names)));
   knob(command->add_flag("--sequence-parallel", options.sequence_parallel,
                          "Megatron sequence parallelism"));
   knob(

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <string_view>
+#include <vector>
 
 namespace strata::tools {
 
@@ -36,6 +38,13 @@ std::string format_seconds(double seconds) {
 std::string recompute_text(const schemas::Plan& plan) {
   const std::string name(
       schemas::name_of(plan.recompute.granularity, schemas::kRecomputeGranularityNames));
+  if (!plan.recompute.modules.empty()) {
+    std::vector<std::string_view> modules;
+    for (schemas::RecomputeModule module : plan.recompute.modules) {
+      modules.push_back(schemas::name_of(module, schemas::kRecomputeModuleNames));
+    }
+    return fmt::format("{} ({})", name, fmt::join(modules, ", "));
+  }
   if (plan.recompute.full_layers_per_stage.empty()) return name;
   return fmt::format("full {}", fmt::join(plan.recompute.full_layers_per_stage, "/"));
 }

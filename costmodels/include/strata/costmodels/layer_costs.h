@@ -20,7 +20,8 @@
 //                    excess shows. All-gather (cp_comm all_gather): the forward all-gathers the
 //                    cp·K,V of the whole sequence, the backward gathers them again and
 //                    reduce-scatters their gradients, none of it overlapped.
-//   recompute        full: the whole forward again; selective: the attention core's forward.
+//   recompute        full: the whole forward again; selective: the forward of each module the plan
+//                    names (schemas::RecomputeModule; by default the attention core).
 //   host issue       every kernel and collective above is counted (PassTime::kernels); a stack
 //                    that issues them eagerly from Python (framework_behaviour.h) spends the
 //                    cluster's eager_issue_us_per_kernel of host time on each, and a pass lasts
@@ -96,6 +97,10 @@ struct LayerContext {
   std::int64_t micro_batch_size = 1;
   std::int64_t seq_length = 0;
   schemas::RecomputeGranularity recompute = schemas::RecomputeGranularity::none;
+  // What a selectively recomputed layer recomputes, bit i for schemas::RecomputeModule i (a
+  // plan's recompute.modules; Megatron-Core's default, the attention core, otherwise). Use
+  // recomputes().
+  unsigned recompute_modules = 1u << static_cast<unsigned>(schemas::RecomputeModule::core_attn);
   bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
   schemas::AttentionKernel attention = schemas::AttentionKernel::flash;
   // ZeRO-3 layer by layer (costmodels/framework_behaviour.h): each layer gathers its parameters
@@ -133,6 +138,9 @@ struct LayerContext {
   // stack issues eagerly; 0: the host never bounds a pass).
   double eager_issue_s_per_kernel = 0;
 
+  bool recomputes(schemas::RecomputeModule module) const {
+    return (recompute_modules >> static_cast<unsigned>(module) & 1u) != 0;
+  }
   schemas::Dtype gradient_dtype_of() const {
     return gradient_dtype.value_or(schemas::default_gradient_dtype(precision));
   }

@@ -48,6 +48,8 @@ struct MoeBlockCosts {
   PassTime forward;
   PassTime backward_input;
   PassTime backward_weight;
+  // The routed experts' activation alone, part of `forward` (what recomputing it costs).
+  PassTime activation_forward;
   double forward_flops = 0;  // router and expert GEMMs at the mean load
 };
 

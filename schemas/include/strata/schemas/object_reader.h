@@ -42,6 +42,16 @@ double read_number(const nlohmann::json& value, const JsonLocation& location, Nu
 void require_object(const nlohmann::json& value, const JsonLocation& location);
 void require_array(const nlohmann::json& value, const JsonLocation& location,
                    std::size_t minimum_items = 0);
+// One of `names` (an array element's enum name); anything else fails with the nearest name.
+std::string_view read_choice_name(const nlohmann::json& value, const JsonLocation& location,
+                                  const std::vector<std::string_view>& names);
+template <typename Enum, std::size_t N>
+Enum read_choice(const nlohmann::json& value, const JsonLocation& location,
+                 const std::array<EnumName<Enum>, N>& table) {
+  std::vector<std::string_view> names;
+  for (const auto& entry : table) names.push_back(entry.name);
+  return *value_of(read_choice_name(value, location, names), table);
+}
 
 class ObjectReader {
  public:

@@ -88,13 +88,33 @@ inline constexpr std::array<EnumName<RecomputeGranularity>, 3> kRecomputeGranula
      {RecomputeGranularity::selective, "selective"},
      {RecomputeGranularity::full, "full"}}};
 
+// What "selective" recomputes: Megatron-Core's --recompute-modules. Each named part of a layer
+// keeps no activations of its own and runs its forward again in the backward. core_attn: the
+// attention core (QKᵀ, softmax, PV); layernorm: the norms that are modules of their own (a MoE
+// layer's pre-MLP norm; Transformer Engine fuses the others into the GEMM after them); mlp: a
+// dense layer's whole MLP from its input; moe_act: the routed experts' activation; mla_up_proj:
+// latent attention's up projections (queries, keys and values from their latents).
+enum class RecomputeModule { core_attn, layernorm, mlp, moe_act, mla_up_proj };
+inline constexpr std::array<EnumName<RecomputeModule>, 5> kRecomputeModuleNames{
+    {{RecomputeModule::core_attn, "core_attn"},
+     {RecomputeModule::layernorm, "layernorm"},
+     {RecomputeModule::mlp, "mlp"},
+     {RecomputeModule::moe_act, "moe_act"},
+     {RecomputeModule::mla_up_proj, "mla_up_proj"}}};
+
 struct RecomputeConfig {
   RecomputeGranularity granularity = RecomputeGranularity::none;
   // With "full": how many layers of each stage (in stage order) are recomputed whole; empty means
   // all of them. The rest keep their activations, as Megatron's --recompute-num-layers does.
   std::vector<std::int64_t> full_layers_per_stage;
+  // With "selective": the modules recomputed; empty means Megatron-Core's default, core_attn.
+  std::vector<RecomputeModule> modules;
   bool operator==(const RecomputeConfig&) const = default;
 };
+
+// Whether `recompute` recomputes `module` of each layer (selective granularity only: full
+// recomputes whole layers, whatever their modules).
+bool recomputes_module(const RecomputeConfig& recompute, RecomputeModule module);
 
 // How attention's core (QKᵀ, softmax, PV) runs: one fused kernel that never stores the s×s
 // scores (flash attention, the norm since 2023), or separate kernels over the whole score matrix

@@ -24,6 +24,7 @@ struct PlanKnobs {
   AttentionKernel attention = AttentionKernel::flash;
   ContextParallelComm cp_comm = ContextParallelComm::ring;
   RecomputeGranularity recompute = RecomputeGranularity::none;
+  std::vector<RecomputeModule> recompute_modules;  // with selective; empty: core_attn
   ScheduleType schedule = ScheduleType::one_f_one_b;
   Dtype precision = Dtype::bf16;
   std::optional<Dtype> gradient_dtype;  // absent: the precision's default
