@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Runs every example of README.md and docs/*.md and checks that its output still matches.
 
-An example is a fenced block opened with ```console. In it, a line starting with "$ " is a
+An example is a fenced block opened with ```console, or a ```json block that is a whole file
+(an object with a "kind", nothing elided by "…" or a "..." key), which `strata validate` must
+accept; other ```json blocks are excerpts and are not run. In it, a line starting with "$ " is a
 command (a line ending in a backslash continues on the next), and the lines after it, up to the
 next command, are what it prints (standard output, then standard error). In the printed lines,
 "…" matches any text within a line, and a line that is only "…" (or "...") matches any number
@@ -21,6 +23,7 @@ printed, keeping the example's shape: its lines that still match stay as written
 ending. Read the diff before committing it: the new numbers must be ones you expect.
 """
 import argparse
+import json
 import os
 import pathlib
 import re
@@ -58,6 +61,33 @@ def examples(markdown):
         if command is not None:
             yield start, command, expected, output
         i += 1
+
+
+def json_documents(markdown):
+    """Yields (line number, text) for each ```json block that is a whole document: a JSON object
+    with a "kind", nothing elided ("…" or a "..." key). The others are excerpts of one."""
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() != "```json":
+            i += 1
+            continue
+        start = i + 1
+        i += 1
+        block = []
+        while i < len(lines) and lines[i].strip() != "```":
+            block.append(lines[i])
+            i += 1
+        text = "\n".join(block)
+        i += 1
+        if ELLIPSIS in text or '"..."' in text:
+            continue
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(document, dict) and "kind" in document:
+            yield start, text
 
 
 def line_pattern(line):
@@ -156,6 +186,17 @@ def run_file(path, scratch, python_path, without_python, update=False):
             print("\n".join("    " + line for line in expected))
             print(f"  got (exit {result.returncode}):")
             print("\n".join("    " + line for line in got))
+    # Each whole file-format document shown must be one `strata validate` accepts.
+    for line_number, text in json_documents(path.read_text()):
+        count += 1
+        document = directory / f"document-line-{line_number}.json"
+        document.write_text(text)
+        result = subprocess.run(["strata", "validate", str(document)], cwd=directory,
+                                env=environment, capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            failures += 1
+            print(f"{path.name}:{line_number}: this ```json document is not valid:")
+            print("\n".join("    " + line for line in (result.stdout + result.stderr).splitlines()))
     if rewrites:
         lines = path.read_text().split("\n")
         for start, length, new_lines in sorted(rewrites, reverse=True):
