@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "moe_test_plans.h"
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/attention_time.h"
 #include "strata/costmodels/collective_time.h"
@@ -20,26 +21,8 @@ namespace {
 
 using schemas::RecomputeGranularity;
 
-// Qwen3-30B-A3B (h 2048, 32 query heads and 4 kv heads of 128, 128 experts of width 768, top 8)
-// on `gpus` H100s, 4,096-token sequences one per micro-batch.
-schemas::Plan qwen3_moe_plan(std::int64_t gpus, std::int64_t tp, std::int64_t ep,
-                             std::int64_t etp = 1) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh.tp = tp;
-  knobs.mesh.dp = gpus / tp;
-  knobs.mesh.ep = ep;
-  knobs.mesh.etp = etp;
-  knobs.seq_length = 4096;
-  knobs.micro_batch_size = 1;
-  knobs.global_batch_size = gpus / tp;
-  knobs.sequence_parallel = tp > 1;
-  knobs.zero_stage = 1;
-  knobs.framework = schemas::TrainingFramework::megatron_lm;
-  const std::int64_t nodes = (gpus + 7) / 8;
-  return schemas::build_plan(schemas::model_preset("qwen3-30b-a3b"),
-                             schemas::cluster_preset("dgx-h100:" + std::to_string(nodes)), knobs,
-                             "test");
-}
+using strata::testing::deepseek_v3_tp2_plan;
+using strata::testing::qwen3_moe_plan;
 
 // Each rank routes its 4,096 tokens to 8 experts: 32,768 copies; with ep 8 it holds 16 experts,
 // which receive as many copies from the ep group as it sends. With etp 2 the etp pair gathers
@@ -179,16 +162,7 @@ TEST(MoeBlockCosts, StageParametersAddUpToTheModel) {
 //   q down 2·T·7168·1536, q up 2·T·1536·(64 × 192), kv down 2·T·7168·576,
 //   kv up 2·T·512·(64 × 256), output 2·T·(64 × 128)·7168.
 TEST(MoeBlockCosts, LatentAttentionGemmsKeepTheDownProjectionsWhole) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh.tp = 2;
-  knobs.mesh.dp = 4;
-  knobs.mesh.ep = 8;
-  knobs.seq_length = 4096;
-  knobs.global_batch_size = 4;
-  knobs.sequence_parallel = true;
-  knobs.framework = schemas::TrainingFramework::megatron_lm;
-  const schemas::Plan plan = schemas::build_plan(
-      schemas::model_preset("deepseek-v3"), schemas::cluster_preset("dgx-h100:1"), knobs, "test");
+  const schemas::Plan plan = deepseek_v3_tp2_plan();
   const LayerContext context = layer_context(plan);
   const double t = 4096;
   const double gemms = 2 * t * 7168 * 1536 + 2 * t * 1536 * (64 * 192) + 2 * t * 7168 * 576 +

@@ -3,16 +3,15 @@
 // computed by hand from the layer's shapes.
 #include <gtest/gtest.h>
 
-#include <string>
+#include <vector>
 
+#include "moe_test_plans.h"
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/collective_time.h"
 #include "strata/costmodels/gemm_passes.h"
 #include "strata/costmodels/kernel_time.h"
 #include "strata/costmodels/layer_costs.h"
 #include "strata/costmodels/moe_block_costs.h"
-#include "strata/schemas/plan_builder.h"
-#include "strata/schemas/presets.h"
 
 namespace strata::costmodels {
 namespace {
@@ -26,27 +25,15 @@ schemas::Plan selective(schemas::Plan plan, std::vector<RecomputeModule> modules
   return plan;
 }
 
-// Qwen3-30B-A3B on 8 H100s, ep 8, bf16, one 4,096-token sequence per micro-batch: each rank's
-// 16 experts take the 32,768 routed copies.
-schemas::Plan qwen3_moe_plan() {
-  schemas::PlanKnobs knobs;
-  knobs.mesh.dp = 8;
-  knobs.mesh.ep = 8;
-  knobs.seq_length = 4096;
-  knobs.global_batch_size = 8;
-  knobs.zero_stage = 1;
-  knobs.framework = schemas::TrainingFramework::nemo;
-  return schemas::build_plan(schemas::model_preset("qwen3-30b-a3b"),
-                             schemas::cluster_preset("dgx-h100:1"), knobs, "test");
-}
-
 // GPT-OSS's recipe recomputes the pre-MLP norm and the experts' activation. The layer stops
 // keeping the norm's output the router reads (4,096 × 2,048 × 2 bytes) and fc2's input of every
 // routed copy (32,768 × 768 × 2 bytes), and still keeps the attention's (core_attn is not named);
 // before its backward it runs the norm again (read and write 4,096 × 2,048 × 2 bytes) and the
 // SwiGLU (read 2 × 768, write 768 per copy, a sigmoid per output).
 TEST(RecomputeModules, NormAndExpertActivationOfAMoeLayer) {
-  const schemas::Plan plan = qwen3_moe_plan();
+  // Qwen3-30B-A3B on 8 H100s, ep 8, bf16, one 4,096-token sequence per micro-batch: each rank's
+  // 16 experts take the 32,768 routed copies.
+  const schemas::Plan plan = strata::testing::qwen3_moe_plan(8, 1, 8);
   const LayerContext kept = layer_context(plan);
   // A context points into its plan: each plan outlives its context.
   const schemas::Plan gpt_oss_recipe =
@@ -87,16 +74,7 @@ TEST(RecomputeModules, NormAndExpertActivationOfAMoeLayer) {
 // projections (T × 1536 → 64 × 192 and T × 512 → 64 × 256), fc1 and fc2 with the SwiGLU, and the
 // MLP's all-gather and reduce-scatter.
 TEST(RecomputeModules, LatentUpProjectionsAndTheDenseMlp) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh.tp = 2;
-  knobs.mesh.dp = 4;
-  knobs.mesh.ep = 8;
-  knobs.seq_length = 4096;
-  knobs.global_batch_size = 4;
-  knobs.sequence_parallel = true;
-  knobs.framework = schemas::TrainingFramework::nemo;
-  const schemas::Plan plan = schemas::build_plan(
-      schemas::model_preset("deepseek-v3"), schemas::cluster_preset("dgx-h100:1"), knobs, "test");
+  const schemas::Plan plan = strata::testing::deepseek_v3_tp2_plan();
   const LayerContext kept = layer_context(plan);
   const schemas::Plan h100_recipe =
       selective(plan, {RecomputeModule::mla_up_proj, RecomputeModule::mlp});
