@@ -180,10 +180,13 @@ AttentionGemms attention_gemms(const LayerContext& context) {
 }
 
 // Each pass's host issue time from its kernel count (costs built without it: the counts only).
+// A kernel replayed from a CUDA graph costs the host nothing of its own; each graph one launch.
 void charge_host_issue(const LayerContext& context, PassCosts& costs) {
+  const bool whole_step = context.graphed(schemas::CudaGraphScope::full_iteration);
   for (PassTime* pass :
        {&costs.forward, &costs.backward_input, &costs.backward_weight, &costs.recompute}) {
-    pass->host_issue_s = pass->kernels * context.eager_issue_s_per_kernel;
+    const double issued = pass->kernels - pass->graphed_kernels + pass->graphs;
+    pass->host_issue_s = whole_step ? 0.0 : issued * context.eager_issue_s_per_kernel;
   }
 }
 
@@ -209,13 +212,16 @@ PassTime& PassTime::operator+=(const PassTime& other) {
   dp_comm_s += other.dp_comm_s;
   ep_comm_s += other.ep_comm_s;
   kernels += other.kernels;
+  graphed_kernels += other.graphed_kernels;
+  graphs += other.graphs;
   host_issue_s += other.host_issue_s;
   return *this;
 }
 
 PassTime PassTime::scaled(double factor) const {
-  return {compute_s * factor, tp_comm_s * factor, cp_comm_s * factor,   dp_comm_s * factor,
-          ep_comm_s * factor, kernels * factor,   host_issue_s * factor};
+  return {compute_s * factor,       tp_comm_s * factor, cp_comm_s * factor,
+          dp_comm_s * factor,       ep_comm_s * factor, kernels * factor,
+          graphed_kernels * factor, graphs * factor,    host_issue_s * factor};
 }
 
 PassCosts& PassCosts::operator+=(const PassCosts& other) {
@@ -334,6 +340,9 @@ LayerContext layer_context(const schemas::Plan& plan) {
     if (plan.mesh.zero_replicas() > 1) {
       context.replica_span = group_span(plan.cluster, schemas::zero_replica_group_of(plan.mesh, 0));
     }
+  }
+  for (schemas::CudaGraphScope scope : plan.cuda_graph_scope) {
+    context.cuda_graph_scopes |= 1u << static_cast<unsigned>(scope);
   }
   // What a layer costed as selectively recomputed recomputes (whatever the plan's granularity:
   // the costs' caller chooses each layer's).
@@ -575,6 +584,43 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       costs.backward_input.ep_comm_s =
           beside_compute_s(context, experts.backward_input.ep_comm_s,
                            costs.backward_input.compute_s + costs.backward_weight.compute_s);
+    }
+  }
+  // The blocks replayed from CUDA graphs (schemas::CudaGraphScope), with the kernels counted
+  // above: attention's GEMMs, core, its norm, residual add, rotary, latent norms, fp8 cast and tp
+  // collectives; a dense MLP's two GEMMs, activation, norm, residual add, fp8 cast and
+  // collectives; each backward mirrors its forward's element-wise kernels twice.
+  {
+    using schemas::CudaGraphScope;
+    const double block_collectives = context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
+    const double cast = fp8 ? 1.0 : 0.0;
+    if (context.graphed(CudaGraphScope::attn)) {
+      const double attention_gemms = static_cast<double>(attention_shapes.shapes.size());
+      const double elementwise = 2 + (rope ? 1 : 0) + (model.mla ? 2 : 0);
+      costs.forward.capture(attention_gemms + attention_count.forward + elementwise + cast +
+                            block_collectives);
+      costs.backward_input.capture(attention_gemms + attention_count.backward + 2 * elementwise +
+                                   2 * cast + block_collectives);
+      costs.backward_weight.capture(attention_gemms);
+    }
+    if (context.graphed(CudaGraphScope::mlp) && kind == LayerKind::dense && has_mlp) {
+      costs.forward.capture(2 + activation_forward_kernels + 2 + cast + block_collectives);
+      costs.backward_input.capture(2 + activation_backward_kernels + 2 * 2 + 2 * cast +
+                                   block_collectives);
+      costs.backward_weight.capture(2);
+    }
+    if (expert_costs && context.graphed(CudaGraphScope::moe)) {
+      costs.forward.capture(expert_costs->forward.kernels);
+      costs.backward_input.capture(expert_costs->backward_input.kernels);
+      costs.backward_weight.capture(expert_costs->backward_weight.kernels);
+    }
+    if (expert_costs && context.graphed(CudaGraphScope::moe_router)) {
+      costs.forward.capture(expert_costs->router_kernels.forward);
+      costs.backward_input.capture(expert_costs->router_kernels.backward_input);
+      costs.backward_weight.capture(expert_costs->router_kernels.backward_weight);
+    }
+    if (expert_costs && context.graphed(CudaGraphScope::moe_preprocess)) {
+      costs.forward.capture(expert_costs->preprocess_kernels);
     }
   }
   if (recompute == RecomputeGranularity::full) {

@@ -102,8 +102,20 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   }
   const double exchange_s = 2 * all_to_all_s + expert_tp_s;
 
-  costs.forward.compute_s = router.forward_s + local * expert.forward_s + memory_forward_s;
-  costs.forward.ep_comm_s = exchange_s;
+  // The dispatcher's preprocessing (moe_block_costs.h): small kernels at their launch floor, and
+  // with ep > 1 the all-gather of every rank's per-expert counts (8 bytes each), dropless only.
+  const bool dropless = !moe.capacity_factor;
+  costs.preprocess_kernels = !dropless ? 1 : (across_ranks ? 9 : 2);
+  const double preprocess_s = kernel_launch_s(gpu, costs.preprocess_kernels);
+  const double count_gather_s =
+      dropless && across_ranks
+          ? collective_time_s(*context.cluster, context.ep_span, Collective::all_gather,
+                              8 * experts * static_cast<double>(context.ep))
+          : 0.0;
+
+  costs.forward.compute_s =
+      router.forward_s + local * expert.forward_s + memory_forward_s + preprocess_s;
+  costs.forward.ep_comm_s = exchange_s + count_gather_s;
   costs.backward_input.compute_s = router.input_s + local * expert.input_s + memory_backward_s;
   costs.backward_input.ep_comm_s = exchange_s;
   costs.backward_weight.compute_s = router.weight_s + local * expert.weight_s;
@@ -111,10 +123,13 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   // exchanges (two all-to-alls, and an all-gather and a reduce-scatter with etp > 1). The layer
   // charges their issue (layer_costs.h).
   const double exchanges = 2 + (context.etp > 1 ? 2 : 0);
-  costs.forward.kernels = 1 + 2 * local + kernels + kActivationForwardKernels + exchanges;
+  costs.forward.kernels =
+      1 + 2 * local + kernels + kActivationForwardKernels + exchanges + costs.preprocess_kernels;
   costs.backward_input.kernels =
       1 + 2 * local + 2 * kernels + kActivationBackwardKernels + exchanges;
   costs.backward_weight.kernels = 1 + 2 * local;
+  // The router's share: its GEMM and its three memory-bound kernels (twice that backward).
+  costs.router_kernels = {.forward = 1 + 3, .backward_input = 1 + 2 * 3, .backward_weight = 1};
   // Useful FLOPs at the mean load (the imbalance only delays the busiest rank).
   costs.forward_flops = router.forward_flops + local * expert.forward_flops / tokens.imbalance;
   return costs;

@@ -207,6 +207,17 @@ std::string megatron_arguments(const schemas::Plan& plan) {
   if (plan.gradient_bucket_elements) {
     flags.push_back(fmt::format("--ddp-bucket-size {}", *plan.gradient_bucket_elements));
   }
+  if (!plan.cuda_graph_scope.empty()) {
+    // The whole iteration is Megatron-Core's own capture; the per-layer scopes Transformer
+    // Engine's.
+    const bool whole = plan.cuda_graph_scope.front() == schemas::CudaGraphScope::full_iteration;
+    std::vector<std::string_view> scopes;
+    for (schemas::CudaGraphScope scope : plan.cuda_graph_scope) {
+      scopes.push_back(schemas::name_of(scope, schemas::kCudaGraphScopeNames));
+    }
+    flags.push_back(fmt::format("--cuda-graph-impl {}", whole ? "local" : "transformer_engine"));
+    flags.push_back(fmt::format("--cuda-graph-scope {}", fmt::join(scopes, " ")));
+  }
   switch (plan.recompute.granularity) {
     case schemas::RecomputeGranularity::none:
       break;

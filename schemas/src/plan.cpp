@@ -191,6 +191,60 @@ void validate_recompute_modules(const Plan& plan, const JsonLocation& location) 
   }
 }
 
+// CUDA graphs: a stack that captures them, each scope once, parts the model has, and only what
+// can be captured (no host synchronisation inside the graph).
+void validate_cuda_graph_scope(const Plan& plan, const JsonLocation& location) {
+  const std::vector<CudaGraphScope>& scopes = plan.cuda_graph_scope;
+  if (scopes.empty()) return;
+  const JsonLocation where = location / "cuda_graph_scope";
+  if (!captures_cuda_graphs(plan.framework)) {
+    where.fail(
+        fmt::format("{} does not capture CUDA graph scopes (Megatron-Core does: framework "
+                    "megatron-lm or nemo)",
+                    name_of(plan.framework, kTrainingFrameworkNames)));
+  }
+  const auto named = [&](CudaGraphScope scope) {
+    return std::find(scopes.begin(), scopes.end(), scope) != scopes.end();
+  };
+  const ModelConfig& model = plan.model;
+  const bool dropless = model.moe && !model.moe->capacity_factor;
+  for (std::size_t i = 0; i < scopes.size(); ++i) {
+    const CudaGraphScope scope = scopes[i];
+    const std::string_view name = name_of(scope, kCudaGraphScopeNames);
+    if (std::find(scopes.begin(), scopes.begin() + static_cast<long>(i), scope) !=
+        scopes.begin() + static_cast<long>(i)) {
+      (where / i).fail(fmt::format("\"{}\" is named twice", name));
+    }
+    if (scope == CudaGraphScope::full_iteration && scopes.size() > 1) {
+      (where / i).fail("\"full_iteration\" holds every other scope: name it alone");
+    }
+    if (scope == CudaGraphScope::full_iteration && dropless) {
+      (where / i).fail(
+          "a dropless mixture of experts reads its token counts on the host every "
+          "layer, which no whole-iteration graph can hold (set a capacity_factor)");
+    }
+    const bool moe_part = scope == CudaGraphScope::moe || scope == CudaGraphScope::moe_router ||
+                          scope == CudaGraphScope::moe_preprocess;
+    if (moe_part && !model.moe) {
+      (where / i).fail(
+          fmt::format("\"{}\" is part of a MoE layer: the model has no moe block", name));
+    }
+    if (scope == CudaGraphScope::mlp && model.moe &&
+        model.moe->num_moe_layers(model.num_layers) == model.num_layers) {
+      (where / i).fail("\"mlp\" is the dense layers' MLP: every layer of the model is a moe layer");
+    }
+    if (scope == CudaGraphScope::moe && dropless) {
+      (where / i).fail(
+          "\"moe\" needs static shapes: a dropless block's token counts vary (set a "
+          "capacity_factor, or capture moe_router and moe_preprocess)");
+    }
+    if ((scope == CudaGraphScope::moe_router || scope == CudaGraphScope::moe_preprocess) &&
+        named(CudaGraphScope::moe)) {
+      (where / i).fail(fmt::format("\"moe\" already holds \"{}\"", name));
+    }
+  }
+}
+
 void validate_recompute(const Plan& plan, const JsonLocation& location) {
   validate_recompute_modules(plan, location);
   const JsonLocation counts = location / "recompute" / "full_layers_per_stage";
@@ -463,6 +517,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
                              "cp_comm",
                              "expert_load_imbalance",
                              "ep_comm_overlap",
+                             "cuda_graph_scope",
                              "recompute",
                              "schedule",
                              "pipeline",
@@ -506,6 +561,13 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
   plan.expert_load_imbalance =
       reader.optional_number("expert_load_imbalance", {.minimum = 1, .maximum = kMaxExperts});
   plan.ep_comm_overlap = reader.optional_boolean("ep_comm_overlap").value_or(false);
+  if (reader.has("cuda_graph_scope")) {
+    const nlohmann::json& scopes = reader.array("cuda_graph_scope", 1);
+    for (std::size_t i = 0; i < scopes.size(); ++i) {
+      plan.cuda_graph_scope.push_back(
+          read_choice(scopes[i], reader.at("cuda_graph_scope") / i, kCudaGraphScopeNames));
+    }
+  }
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "modules", "full_layers_per_stage"});
@@ -610,6 +672,7 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
     (location / "ep_comm_overlap")
         .fail("cannot run with full recomputation (Megatron-Core's combined 1F1B refuses it)");
   }
+  validate_cuda_graph_scope(plan, location);
   if (plan.expert_load_imbalance && !plan.model.moe) {
     (location / "expert_load_imbalance").fail("needs a mixture-of-experts model (no moe block)");
   }
@@ -728,6 +791,13 @@ nlohmann::json plan_to_json(const Plan& plan) {
   }
   if (plan.expert_load_imbalance) document["expert_load_imbalance"] = *plan.expert_load_imbalance;
   if (plan.ep_comm_overlap) document["ep_comm_overlap"] = true;
+  if (!plan.cuda_graph_scope.empty()) {
+    nlohmann::json scopes = nlohmann::json::array();
+    for (CudaGraphScope scope : plan.cuda_graph_scope) {
+      scopes.push_back(name_of(scope, kCudaGraphScopeNames));
+    }
+    document["cuda_graph_scope"] = std::move(scopes);
+  }
   if (plan.gradient_dtype) document["gradient_dtype"] = name_of(*plan.gradient_dtype, kDtypeNames);
   if (plan.framework != TrainingFramework::strata) {
     document["framework"] = name_of(plan.framework, kTrainingFrameworkNames);

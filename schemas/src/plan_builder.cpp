@@ -35,6 +35,7 @@ Plan build_plan(const ModelConfig& model, const ClusterConfig& cluster, const Pl
   plan.schedule.type = knobs.schedule;
   plan.precision = knobs.precision;
   plan.ep_comm_overlap = knobs.ep_comm_overlap;
+  plan.cuda_graph_scope = knobs.cuda_graph_scope;
   plan.expert_load_imbalance = knobs.expert_load_imbalance;
   const std::int64_t num_stages = knobs.mesh.pp * knobs.mesh.vpp;
   const std::int64_t slots = model.num_layers + (knobs.embedding_in_pipeline_split ? 1 : 0) +

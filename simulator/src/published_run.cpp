@@ -201,7 +201,7 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
 RunSoftware row_software(const nlohmann::json& value, const JsonLocation& location) {
   const RowReader row(value, location,
                       {"framework", "attention", "tp_comm_overlap", "overlap_grad_reduce",
-                       "ep_comm_overlap", "gradient_dtype"},
+                       "ep_comm_overlap", "gradient_dtype", "cuda_graph_scope"},
                       false);
   RunSoftware software;
   software.framework = row.choice("framework", schemas::kTrainingFrameworkNames);
@@ -210,6 +210,14 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
   software.overlap_grad_reduce = row.boolean("overlap_grad_reduce");
   software.ep_comm_overlap = row.boolean("ep_comm_overlap");
   software.gradient_dtype = row.choice("gradient_dtype", schemas::kDtypeNames);
+  // The recipe's --cuda-graph-scope (absent: none captured).
+  if (row.given("cuda_graph_scope")) {
+    const nlohmann::json& scopes = row.reader().array("cuda_graph_scope", 1);
+    for (std::size_t i = 0; i < scopes.size(); ++i) {
+      software.cuda_graph_scope.push_back(schemas::read_choice(
+          scopes[i], row.reader().at("cuda_graph_scope") / i, schemas::kCudaGraphScopeNames));
+    }
+  }
   return software;
 }
 
@@ -336,6 +344,7 @@ std::vector<PublishedRun> read_published_runs(const std::filesystem::path& path)
                                  schemas::kDtypeNames)));
       }
       run_knobs.gradient_dtype = run.software.gradient_dtype;
+      run_knobs.cuda_graph_scope = run.software.cuda_graph_scope;
       run_knobs.framework =
           run.software.framework.value_or(schemas::TrainingFramework::megatron_lm);
       run.plan = schemas::build_plan(*model, cluster, run_knobs, source);

@@ -4,6 +4,7 @@
 
 #include "strata/costmodels/framework_behaviour.h"
 #include "strata/costmodels/layer_costs.h"
+#include "strata/costmodels/moe_block_costs.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
 
@@ -109,6 +110,74 @@ TEST(HostIssue, SumsKeepDeviceAndHostApart) {
   EXPECT_DOUBLE_EQ(device_bound.total_s(), 4e-3);  // not 3e-3 + 2e-3
   EXPECT_DOUBLE_EQ(host_bound.scaled(3).host_issue_s, 6e-3);
   EXPECT_DOUBLE_EQ(host_bound.scaled(3).kernels, 30);
+}
+
+// CUDA graphs (a plan's cuda_graph_scope) replay a block's kernels for one launch. The GPT layer at
+// tp 8 with sequence parallelism issues 14 kernels forward, 20 backward and 4 weight-gradient
+// GEMMs. Its attention block holds, forward, 2 GEMMs (qkv, projection), the flash kernel, its norm
+// and residual add and the all-gather and reduce-scatter: 7; backward 2 + 2 + 4 + 2 = 10; weight
+// gradients 2. The MLP block the same counts with the GELU for the attention kernel(s) — forward
+// 7, backward 2 + 2 + 4 + 2 = 10, weight 2. A whole-iteration graph leaves nothing to issue.
+TEST(HostIssue, CudaGraphsReplayTheirBlocksForOneLaunch) {
+  schemas::Plan plan = small_plan(TrainingFramework::megatron_lm, 8, true, 1);
+  const double issue_s = kIssueUs * 1e-6;
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::attn};
+  const PassCosts attention = layer_of(plan);
+  EXPECT_EQ(attention.forward.kernels, 14);  // still run, on the device
+  EXPECT_EQ(attention.forward.graphed_kernels, 7);
+  EXPECT_DOUBLE_EQ(attention.forward.host_issue_s, (14 - 7 + 1) * issue_s);
+  EXPECT_DOUBLE_EQ(attention.backward_input.host_issue_s, (20 - 10 + 1) * issue_s);
+  EXPECT_DOUBLE_EQ(attention.backward_weight.host_issue_s, (4 - 2 + 1) * issue_s);
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::attn, schemas::CudaGraphScope::mlp};
+  const PassCosts both = layer_of(plan);
+  EXPECT_DOUBLE_EQ(both.forward.host_issue_s, 2 * issue_s);
+  EXPECT_DOUBLE_EQ(both.backward_input.host_issue_s, 2 * issue_s);
+  EXPECT_DOUBLE_EQ(both.backward_weight.host_issue_s, 2 * issue_s);
+  EXPECT_DOUBLE_EQ(both.forward.device_s(), attention.forward.device_s());
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::full_iteration};
+  const PassCosts whole = layer_of(plan);
+  EXPECT_EQ(whole.forward.host_issue_s, 0);
+  EXPECT_EQ(whole.backward_input.host_issue_s, 0);
+  EXPECT_EQ(embedding_costs(layer_context(plan)).forward.host_issue_s, 0);
+  EXPECT_EQ(lm_head_costs(layer_context(plan)).forward.host_issue_s, 0);
+}
+
+// A dropless MoE layer of Qwen3-30B-A3B on 8 H100s (ep 8, 16 local experts) issues in its routed
+// part, forward: the router GEMM, 32 expert GEMMs, scores, top-k, balancing, permute, un-permute,
+// the two chunk sorts, the SwiGLU, two all-to-alls and the dispatcher's nine preprocessing kernels
+// (counts, split sizes, the counts' all-gather, three copies to the host) = 52. Graphs of the
+// router (its GEMM and three kernels; backward 1 + 6, weight 1) and of the preprocessing (9,
+// forward only) leave 52 − 13 + 2 of them to the host's issue in that part.
+TEST(HostIssue, RouterAndDispatchPreprocessingGraphsOfAMoeLayer) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh.dp = 8;
+  knobs.mesh.ep = 8;
+  knobs.seq_length = 4096;
+  knobs.global_batch_size = 8;
+  knobs.framework = TrainingFramework::megatron_lm;
+  schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100:1");
+  cluster.gpu.eager_issue_us_per_kernel = kIssueUs;
+  schemas::Plan plan =
+      schemas::build_plan(schemas::model_preset("qwen3-30b-a3b"), cluster, knobs, "test");
+  const auto moe_layer = [](const schemas::Plan& plan) {
+    return transformer_layer_costs(layer_context(plan), schemas::RecomputeGranularity::none,
+                                   LayerKind::moe);
+  };
+  const PassCosts eager = moe_layer(plan);
+  const MoeBlockCosts block = moe_block_costs(layer_context(plan));
+  EXPECT_EQ(block.forward.kernels, 52);
+  EXPECT_EQ(block.preprocess_kernels, 9);
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::moe_router,
+                           schemas::CudaGraphScope::moe_preprocess};
+  const PassCosts graphed = moe_layer(plan);
+  const double issue_s = kIssueUs * 1e-6;
+  EXPECT_NEAR(eager.forward.host_issue_s - graphed.forward.host_issue_s, (13 - 2) * issue_s, 1e-12);
+  EXPECT_NEAR(eager.backward_input.host_issue_s - graphed.backward_input.host_issue_s,
+              (7 - 1) * issue_s, 1e-12);
+  EXPECT_NEAR(eager.backward_weight.host_issue_s, graphed.backward_weight.host_issue_s, 1e-12);
+  // Token drop (a capacity factor) has static split sizes: one count, nothing copied to the host.
+  plan.model.moe->capacity_factor = 1.0;
+  EXPECT_EQ(moe_block_costs(layer_context(plan)).preprocess_kernels, 1);
 }
 
 TEST(HostIssue, EveryPyTorchStackIssuesEagerlyAndStrataDoesNot) {

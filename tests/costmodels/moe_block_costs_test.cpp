@@ -81,7 +81,9 @@ TEST(MoeBlockCosts, MoeLayerForwardFlopsByHand) {
 }
 
 // Dispatch and combine, forward and backward each: two all-to-alls over the ep group of the
-// copies' activations (32,768 × 2048 × 2 bytes), on the critical path unless overlapped.
+// copies' activations (32,768 × 2048 × 2 bytes), on the critical path unless overlapped. Before
+// the forward's dispatch, a dropless block all-gathers every rank's 128 per-expert counts (8 bytes
+// each) over the ep group.
 TEST(MoeBlockCosts, TokenExchangeIsTwoAllToAllsPerPass) {
   const schemas::Plan plan = qwen3_moe_plan(16, 1, 16);
   const LayerContext context = layer_context(plan);
@@ -89,13 +91,15 @@ TEST(MoeBlockCosts, TokenExchangeIsTwoAllToAllsPerPass) {
   ASSERT_EQ(context.ep_span.levels.size(), 2u);  // two nodes
   const double all_to_all =
       collective_time_s(plan.cluster, context.ep_span, Collective::all_to_all, 32768.0 * 2048 * 2);
+  const double counts =
+      collective_time_s(plan.cluster, context.ep_span, Collective::all_gather, 8.0 * 128 * 16);
   const MoeBlockCosts block = moe_block_costs(context);
-  EXPECT_DOUBLE_EQ(block.forward.ep_comm_s, 2 * all_to_all);
+  EXPECT_DOUBLE_EQ(block.forward.ep_comm_s, 2 * all_to_all + counts);
   EXPECT_DOUBLE_EQ(block.backward_input.ep_comm_s, 2 * all_to_all);
   EXPECT_EQ(block.backward_weight.ep_comm_s, 0);
   const PassCosts exposed =
       transformer_layer_costs(context, RecomputeGranularity::none, LayerKind::moe);
-  EXPECT_DOUBLE_EQ(exposed.forward.ep_comm_s, 2 * all_to_all);
+  EXPECT_DOUBLE_EQ(exposed.forward.ep_comm_s, 2 * all_to_all + counts);
   // Overlapped with another micro-batch's compute: what outlasts the forward's compute, plus the
   // compute's slowdown while they share the GPU.
   schemas::Plan overlapped = plan;
@@ -104,8 +108,8 @@ TEST(MoeBlockCosts, TokenExchangeIsTwoAllToAllsPerPass) {
                                                    RecomputeGranularity::none, LayerKind::moe);
   const double slowdown = plan.cluster.gpu.compute_slowdown_under_communication;
   EXPECT_DOUBLE_EQ(hidden.forward.ep_comm_s,
-                   std::max(0.0, 2 * all_to_all - hidden.forward.compute_s) +
-                       slowdown * std::min(2 * all_to_all, hidden.forward.compute_s));
+                   std::max(0.0, 2 * all_to_all + counts - hidden.forward.compute_s) +
+                       slowdown * std::min(2 * all_to_all + counts, hidden.forward.compute_s));
   EXPECT_LT(hidden.forward.ep_comm_s, exposed.forward.ep_comm_s);
   // Inside one node the exchange is cheaper than across two.
   EXPECT_LT(moe_block_costs(layer_context(qwen3_moe_plan(16, 1, 8))).forward.ep_comm_s,
@@ -124,7 +128,9 @@ TEST(MoeBlockCosts, ExpertTensorParallelismGathersTheCopies) {
       collective_time_s(*context.cluster, context.etp_span, Collective::reduce_scatter, gathered);
   const double all_to_all = collective_time_s(*context.cluster, context.ep_span,
                                               Collective::all_to_all, 32768.0 * 2048 * 2);
-  EXPECT_DOUBLE_EQ(moe_block_costs(context).forward.ep_comm_s, 2 * all_to_all + pair_s);
+  const double counts =
+      collective_time_s(*context.cluster, context.ep_span, Collective::all_gather, 8.0 * 128 * 4);
+  EXPECT_DOUBLE_EQ(moe_block_costs(context).forward.ep_comm_s, 2 * all_to_all + pair_s + counts);
 }
 
 // Model states: the dense parameters sharded by ZeRO-1 over dp = 8, the routed experts split

@@ -358,6 +358,15 @@ TEST(MegatronArguments, UnevenSplitsAndOptimizerFlags) {
   EXPECT_EQ(megatron_arguments(plan).find("--recompute-modules"), std::string::npos);
   plan.recompute.modules = {schemas::RecomputeModule::core_attn, schemas::RecomputeModule::mlp};
   EXPECT_NE(megatron_arguments(plan).find("--recompute-modules core_attn mlp"), std::string::npos);
+  // CUDA graphs: Transformer Engine's per-layer scopes, or Megatron-Core's whole iteration.
+  EXPECT_EQ(megatron_arguments(plan).find("--cuda-graph"), std::string::npos);
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::attn, schemas::CudaGraphScope::mlp};
+  EXPECT_NE(megatron_arguments(plan).find("--cuda-graph-impl transformer_engine"),
+            std::string::npos);
+  EXPECT_NE(megatron_arguments(plan).find("--cuda-graph-scope attn mlp"), std::string::npos);
+  plan.cuda_graph_scope = {schemas::CudaGraphScope::full_iteration};
+  EXPECT_NE(megatron_arguments(plan).find("--cuda-graph-impl local"), std::string::npos);
+  plan.cuda_graph_scope.clear();
   plan.mesh.dp = 1;
   plan.stages = {
       {0, 0, true, false}, {0, 11, false, false}, {11, 11, false, false}, {22, 10, false, true}};

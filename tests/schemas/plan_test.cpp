@@ -273,6 +273,58 @@ TEST(Plan, RecomputeModulesRoundTripAndNameThePartsOfTheModel) {
   EXPECT_NO_THROW(validate_plan(dense, JsonLocation("plan.json")));
 }
 
+// CUDA graph scopes: written only when named, a Megatron-Core stack, each once, parts the model
+// has, and nothing a graph cannot hold.
+TEST(Plan, CudaGraphScopesRoundTripAndCaptureOnlyWhatAGraphCanHold) {
+  Plan moe = gpt2_plan();
+  moe.model = model_preset("mixtral-8x7b");  // dropless
+  moe.sequence_parallel = true;
+  moe.stages = even_pipeline_stages(32, 2);
+  moe.framework = TrainingFramework::nemo;
+  EXPECT_FALSE(plan_to_json(moe).contains("cuda_graph_scope"));
+  moe.cuda_graph_scope = {CudaGraphScope::attn, CudaGraphScope::moe_router,
+                          CudaGraphScope::moe_preprocess};
+  const nlohmann::json document = plan_to_json(moe);
+  EXPECT_EQ(document["cuda_graph_scope"], nlohmann::json({"attn", "moe_router", "moe_preprocess"}));
+  EXPECT_EQ(parse_plan(document, JsonLocation("plan.json")), moe);
+  const auto error = [](Plan plan) {
+    return error_of([&] { validate_plan(plan, JsonLocation("plan.json")); });
+  };
+  Plan whole = moe;
+  whole.cuda_graph_scope = {CudaGraphScope::full_iteration};
+  EXPECT_EQ(error(whole),
+            "plan.json: /cuda_graph_scope/0: a dropless mixture of experts reads its token counts "
+            "on the host every layer, which no whole-iteration graph can hold (set a "
+            "capacity_factor)");
+  Plan block = moe;
+  block.cuda_graph_scope = {CudaGraphScope::moe};
+  EXPECT_THAT(error(block), HasSubstr("/cuda_graph_scope/0: \"moe\" needs static shapes"));
+  block.model.moe->capacity_factor = 1.0;
+  EXPECT_NO_THROW(validate_plan(block, JsonLocation("plan.json")));
+  block.cuda_graph_scope = {CudaGraphScope::moe, CudaGraphScope::moe_router};
+  EXPECT_THAT(error(block), HasSubstr("/cuda_graph_scope/1: \"moe\" already holds"));
+  Plan twice = moe;
+  twice.cuda_graph_scope = {CudaGraphScope::attn, CudaGraphScope::attn};
+  EXPECT_EQ(error(twice), "plan.json: /cuda_graph_scope/1: \"attn\" is named twice");
+  Plan mixed = moe;
+  mixed.model.moe->capacity_factor = 1.0;
+  mixed.cuda_graph_scope = {CudaGraphScope::full_iteration, CudaGraphScope::attn};
+  EXPECT_THAT(error(mixed), HasSubstr("holds every other scope: name it alone"));
+  Plan all_moe = moe;
+  all_moe.cuda_graph_scope = {CudaGraphScope::mlp};
+  EXPECT_THAT(error(all_moe), HasSubstr("every layer of the model is a moe layer"));
+  Plan dense = gpt2_plan();
+  dense.framework = TrainingFramework::megatron_lm;
+  dense.cuda_graph_scope = {CudaGraphScope::moe_router};
+  EXPECT_THAT(error(dense), HasSubstr("the model has no moe block"));
+  dense.cuda_graph_scope = {CudaGraphScope::full_iteration};
+  EXPECT_NO_THROW(validate_plan(dense, JsonLocation("plan.json")));
+  dense.framework = TrainingFramework::deepspeed;
+  EXPECT_EQ(error(dense),
+            "plan.json: /cuda_graph_scope: deepspeed does not capture CUDA graph scopes "
+            "(Megatron-Core does: framework megatron-lm or nemo)");
+}
+
 TEST(Plan, StandaloneLmHeadStageIsAllowed) {
   Plan plan = gpt2_plan();
   plan.stages = {{0, 12, true, false}, {12, 0, false, true}};

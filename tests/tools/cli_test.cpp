@@ -504,6 +504,30 @@ TEST(CliSimulate, RecomputeModulesKeepLessAndAreNamed) {
   EXPECT_EQ(strata(knobs + "--recompute-modules moe").exit_code, 2);
 }
 
+// GPT-2 350M at tp 8, one sequence per micro-batch: host-bound under Megatron-LM's eager issue;
+// CUDA graphs of the attention and MLP blocks take most of the issue away.
+TEST(CliSimulate, CudaGraphScopesShortenAHostBoundStep) {
+  const std::string knobs =
+      "simulate --model gpt2-350m --cluster dgx-a100-80gb:1 --tp 8 --sequence-parallel "
+      "--global-batch 8 --seq-len 1024 --framework megatron-lm --format json ";
+  const CommandResult eager = strata(knobs);
+  const CommandResult graphed = strata(knobs + "--cuda-graph-scope attn,mlp");
+  ASSERT_EQ(eager.exit_code, 0) << eager.err;
+  ASSERT_EQ(graphed.exit_code, 0) << graphed.err;
+  const auto metric = [](const CommandResult& run, const char* key) {
+    return nlohmann::json::parse(run.out).at(key).get<double>();
+  };
+  EXPECT_LT(metric(graphed, "step_time_s"), metric(eager, "step_time_s"));
+  const CommandResult deepspeed = strata(
+      "simulate --model gpt2-350m --cluster dgx-a100-80gb:1 --global-batch 8 "
+      "--framework deepspeed --cuda-graph-scope attn");
+  EXPECT_EQ(deepspeed.exit_code, 1);
+  EXPECT_EQ(deepspeed.err,
+            "strata: command line: /cuda_graph_scope: deepspeed does not capture CUDA graph "
+            "scopes (Megatron-Core does: framework megatron-lm or nemo)\n");
+  EXPECT_EQ(strata(knobs + "--cuda-graph-scope everything").exit_code, 2);
+}
+
 TEST(CliValidateSim, SimulatesRunsOnPartOfANode) {
   // The sample's first row (1.7B on 32 A100s, dp 32) moved to 2 GPUs of one node (dp 2) and to
   // 4 GPUs on each of 2 nodes (dp 8), with the global batch scaled to keep 16 micro-batches each.

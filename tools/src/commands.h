@@ -62,6 +62,7 @@ struct SimulateOptions {
   std::optional<std::int64_t> seq_length;
   std::string recompute = "none";
   std::vector<std::string> recompute_modules;  // with selective; empty: core_attn
+  std::vector<std::string> cuda_graph_scope;   // replayed from CUDA graphs; empty: none
   bool sequence_parallel = false;
   bool no_overlap_grad_reduce = false;
   std::optional<std::int64_t> bucket_size;  // parameters per gradient bucket

@@ -94,6 +94,9 @@ schemas::Plan plan_from_knobs(const SimulateOptions& options, std::string& preci
   for (const std::string& module : options.recompute_modules) {
     knobs.recompute_modules.push_back(parse_choice(module, schemas::kRecomputeModuleNames));
   }
+  for (const std::string& scope : options.cuda_graph_scope) {
+    knobs.cuda_graph_scope.push_back(parse_choice(scope, schemas::kCudaGraphScopeNames));
+  }
   knobs.schedule = parse_choice(options.schedule, schemas::kScheduleTypeNames);
   const PrecisionChoice precision = training_precision(options.precision, cluster);
   knobs.precision = precision.dtype;
@@ -236,6 +239,14 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
                         "(Megatron-Core's --recompute-modules; default core_attn)")
            ->delimiter(',')
            ->check(CLI::IsMember(module_names)));
+  std::vector<std::string> scope_names;
+  for (const auto& [scope, name] : schemas::kCudaGraphScopeNames) scope_names.emplace_back(name);
+  knob(command
+           ->add_option("--cuda-graph-scope", options.cuda_graph_scope,
+                        "Parts replayed from CUDA graphs, comma-separated (Megatron-Core's "
+                        "--cuda-graph-scope; default none)")
+           ->delimiter(',')
+           ->check(CLI::IsMember(scope_names)));
   knob(command->add_flag("--sequence-parallel", options.sequence_parallel,
                          "Megatron sequence parallelism"));
   knob(

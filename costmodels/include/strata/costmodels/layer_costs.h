@@ -26,7 +26,10 @@
 //                    that issues them eagerly from Python (framework_behaviour.h) spends the
 //                    cluster's eager_issue_us_per_kernel of host time on each, and a pass lasts
 //                    the longer of its device time and that issue time: small layers at small
-//                    micro-batches (and large tp) wait for the host, not for the GPU.
+//                    micro-batches (and large tp) wait for the host, not for the GPU. Kernels
+//                    the plan replays from CUDA graphs (its cuda_graph_scope: a layer's attention
+//                    or MLP block, a MoE layer's router, preprocessing or whole block) cost one
+//                    issue per graph instead; a whole-iteration graph leaves nothing to issue.
 //
 // Latent attention (MLA) replaces QKV by its down projections (whole on every tp rank, on the
 // gathered tokens) and up projections (split over tp), with query/key heads of qk_head_dim and
@@ -52,12 +55,19 @@ struct PassTime {
   double dp_comm_s = 0;  // per-layer ZeRO-3 gathers and reduce-scatters the compute does not hide
   double ep_comm_s = 0;  // token dispatch and combine of MoE layers (all-to-all, etp gathers)
   double kernels = 0;    // kernels and collectives the pass issues
-  double host_issue_s = 0;  // the host's time to issue them (eager stacks only, else 0)
+  double graphed_kernels = 0;  // of those, the ones replayed from CUDA graphs
+  double graphs = 0;           // the CUDA graphs it launches
+  double host_issue_s = 0;     // the host's time to issue them (eager stacks only, else 0)
   // The device's time: kernels and the collectives they wait for.
   double device_s() const { return compute_s + tp_comm_s + cp_comm_s + dp_comm_s + ep_comm_s; }
   // The host issues a pass's kernels while the device runs the ones already issued, so a pass
   // takes the longer of the two.
   double total_s() const { return std::max(device_s(), host_issue_s); }
+  // `count` of the pass's kernels replayed from one CUDA graph.
+  void capture(double count) {
+    graphed_kernels += std::min(count, kernels - graphed_kernels);
+    graphs += 1;
+  }
   // What the device waits for the host beyond its own work.
   double host_wait_s() const { return total_s() - device_s(); }
   PassTime& operator+=(const PassTime& other);
@@ -102,6 +112,8 @@ struct LayerContext {
   // recomputes().
   unsigned recompute_modules = 1u << static_cast<unsigned>(schemas::RecomputeModule::core_attn);
   bool tp_comm_overlap = false;  // with sequence parallelism: collectives pipelined with GEMMs
+  // The plan's cuda_graph_scope, bit i for schemas::CudaGraphScope i. Use graphed().
+  unsigned cuda_graph_scopes = 0;
   schemas::AttentionKernel attention = schemas::AttentionKernel::flash;
   // ZeRO-3 layer by layer (costmodels/framework_behaviour.h): each layer gathers its parameters
   // over the dp·cp group in forward and backward and reduce-scatters its gradients, overlapped with
@@ -138,6 +150,9 @@ struct LayerContext {
   // stack issues eagerly; 0: the host never bounds a pass).
   double eager_issue_s_per_kernel = 0;
 
+  bool graphed(schemas::CudaGraphScope scope) const {
+    return (cuda_graph_scopes >> static_cast<unsigned>(scope) & 1u) != 0;
+  }
   bool recomputes(schemas::RecomputeModule module) const {
     return (recompute_modules >> static_cast<unsigned>(module) & 1u) != 0;
   }

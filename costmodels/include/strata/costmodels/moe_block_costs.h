@@ -22,6 +22,11 @@
 //                   tokens beyond it; the busiest rank sets the pace of the step.
 //   memory-bound    permute, un-permute, the chunk sorts around the all-to-all (ep > 1), the
 //                   activation on R·f_e/etp, fp8's casts of the expert GEMMs' inputs.
+//   preprocessing   the dispatcher's token counts before the dispatch: the tokens per expert; a
+//                   dropless block with ep > 1 also sums them into split sizes per rank and per
+//                   local expert, all-gathers the counts over the ep group and copies three of
+//                   them to the host (Megatron-Core's alltoall dispatcher): nine small kernels and
+//                   a latency-bound all-gather; dropless on one rank, the count and its copy.
 #pragma once
 
 #include "strata/costmodels/layer_costs.h"
@@ -44,10 +49,19 @@ struct MoeTokenCounts {
 };
 MoeTokenCounts moe_token_counts(const LayerContext& context);
 
+// Kernels of one part of the block in each pass (what a CUDA graph of that part replays).
+struct PassKernels {
+  double forward = 0;
+  double backward_input = 0;
+  double backward_weight = 0;
+};
+
 struct MoeBlockCosts {
   PassTime forward;
   PassTime backward_input;
   PassTime backward_weight;
+  PassKernels router_kernels;     // its GEMM, scores, top-k and balancing terms
+  double preprocess_kernels = 0;  // the dispatcher's token counts (forward only)
   // The routed experts' activation alone, part of `forward` (what recomputing it costs).
   PassTime activation_forward;
   double forward_flops = 0;  // router and expert GEMMs at the mean load

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "strata/schemas/cluster_config.h"
+#include "strata/schemas/cuda_graph_scope.h"
 #include "strata/schemas/dtype.h"
 #include "strata/schemas/enum_names.h"
 #include "strata/schemas/model_config.h"
@@ -202,6 +203,8 @@ struct Plan {
   // compute (Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute,
   // DeepSeek's dual-micro-batch overlap) instead of on the critical path.
   bool ep_comm_overlap = false;
+  // The parts of the step replayed from CUDA graphs (cuda_graph_scope.h); empty: none.
+  std::vector<CudaGraphScope> cuda_graph_scope;
   RecomputeConfig recompute;
   ScheduleConfig schedule;
   std::vector<PipelineStage> stages;

@@ -34,6 +34,7 @@ struct PlanKnobs {
   bool loss_in_pipeline_split = false;
   bool ep_comm_overlap = false;
   std::optional<double> expert_load_imbalance;
+  std::vector<CudaGraphScope> cuda_graph_scope;  // replayed from CUDA graphs; empty: none
 };
 
 // Errors name `source` (e.g. "command line") and the plan's JSON path of the offending knob.

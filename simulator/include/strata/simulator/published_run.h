@@ -31,6 +31,8 @@ struct RunSoftware {
   // What gradients were accumulated and reduced in (absent: the precision's default, fp32 for
   // bf16 and fp8): Megatron-Bridge's performance recipes set grad_reduce_in_fp32 = false, bf16.
   std::optional<schemas::Dtype> gradient_dtype;
+  // The recipe's CUDA graph scopes (absent: none).
+  std::vector<schemas::CudaGraphScope> cuda_graph_scope;
 };
 
 struct PublishedRun {
