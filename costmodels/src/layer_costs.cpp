@@ -437,11 +437,14 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       has_mlp ? elementwise_time_s(gpu, activation_bytes, activation_evaluations, 1) : 0.0;
   const double activation_backward_s =
       has_mlp ? elementwise_time_s(gpu, 2 * activation_bytes, activation_evaluations, 2) : 0.0;
-  // The memory-bound kernels besides the activation, and with it (what the host issues).
-  const double memory_forward_kernels = elementwise_kernels - 1 + (fp8 ? 2 : 0);
-  const double memory_backward_kernels = 2 * (elementwise_kernels - 1) + (fp8 ? 4 : 0);
+  // The memory-bound kernels besides the activation (a layer without an MLP of its own has none),
+  // and with it (what the host issues).
   const double activation_forward_kernels = has_mlp ? 1 : 0;
   const double activation_backward_kernels = has_mlp ? 2 : 0;
+  const double memory_forward_kernels =
+      elementwise_kernels - activation_forward_kernels + (fp8 ? 2 : 0);
+  const double memory_backward_kernels =
+      2 * (elementwise_kernels - activation_forward_kernels) + (fp8 ? 4 : 0);
   const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes, memory_forward_kernels) +
                                   activation_forward_s + dropout_s;
   const double memory_backward_s =
@@ -561,8 +564,8 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   // the collectives (tp: one all-reduce per block, or an all-gather and a reduce-scatter).
   const double gemm_kernels = static_cast<double>(shapes.size());
   const AttentionKernels attention_count = attention_kernels(context.attention, model.dropout > 0);
-  const double tp_collectives =
-      context.tp > 1 ? (has_mlp ? 2.0 : 1.0) * (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
+  const double block_collectives = context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
+  const double tp_collectives = (has_mlp ? 2.0 : 1.0) * block_collectives;
   costs.forward.kernels = gemm_kernels + attention_count.forward + memory_forward_kernels +
                           activation_forward_kernels + tp_collectives + cp_forward_kernels;
   costs.backward_input.kernels = gemm_kernels + attention_count.backward + memory_backward_kernels +
@@ -592,7 +595,6 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   // collectives; each backward mirrors its forward's element-wise kernels twice.
   {
     using schemas::CudaGraphScope;
-    const double block_collectives = context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
     const double cast = fp8 ? 1.0 : 0.0;
     if (context.graphed(CudaGraphScope::attn)) {
       const double attention_gemms = static_cast<double>(attention_shapes.shapes.size());
@@ -651,8 +653,7 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       costs.recompute.compute_s +=
           gemms.forward_each_s[fc1] + gemms.forward_each_s[fc1 + 1] + activation_forward_s;
       costs.recompute.tp_comm_s += tp_layer_comm_s(context, tp_bytes, 1.0);
-      costs.recompute.kernels +=
-          3 + (context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0);
+      costs.recompute.kernels += 3 + block_collectives;
       costs.recompute_flops += gemm_flops(shapes[fc1]) + gemm_flops(shapes[fc1 + 1]);
     }
     if (expert_costs) {

@@ -153,6 +153,18 @@ void validate_stages(const Plan& plan, const JsonLocation& location) {
                            location / "pipeline" / "stages");
 }
 
+// Fails at the first of `values` that repeats an earlier one (a list of names, each once).
+template <typename Enum, std::size_t N>
+void require_distinct(const std::vector<Enum>& values, const std::array<EnumName<Enum>, N>& table,
+                      const JsonLocation& where) {
+  for (std::size_t i = 1; i < values.size(); ++i) {
+    const auto end = values.begin() + static_cast<long>(i);
+    if (std::find(values.begin(), end, values[i]) != end) {
+      (where / i).fail(fmt::format("\"{}\" is named twice", name_of(values[i], table)));
+    }
+  }
+}
+
 // The modules a selective plan names: each once, and each a part the model has.
 void validate_recompute_modules(const Plan& plan, const JsonLocation& location) {
   const std::vector<RecomputeModule>& modules = plan.recompute.modules;
@@ -167,12 +179,8 @@ void validate_recompute_modules(const Plan& plan, const JsonLocation& location) 
   const ModelConfig& model = plan.model;
   const bool has_dense_layer =
       !model.moe || model.moe->num_moe_layers(model.num_layers) < model.num_layers;
+  require_distinct(modules, kRecomputeModuleNames, where);
   for (std::size_t i = 0; i < modules.size(); ++i) {
-    const std::string_view name = name_of(modules[i], kRecomputeModuleNames);
-    if (std::find(modules.begin(), modules.begin() + static_cast<long>(i), modules[i]) !=
-        modules.begin() + static_cast<long>(i)) {
-      (where / i).fail(fmt::format("\"{}\" is named twice", name));
-    }
     if (modules[i] == RecomputeModule::moe_act && !model.moe) {
       (where / i).fail(
           "\"moe_act\" recomputes the routed experts' activation: the model has no "
@@ -208,13 +216,10 @@ void validate_cuda_graph_scope(const Plan& plan, const JsonLocation& location) {
   };
   const ModelConfig& model = plan.model;
   const bool dropless = model.moe && !model.moe->capacity_factor;
+  require_distinct(scopes, kCudaGraphScopeNames, where);
   for (std::size_t i = 0; i < scopes.size(); ++i) {
     const CudaGraphScope scope = scopes[i];
     const std::string_view name = name_of(scope, kCudaGraphScopeNames);
-    if (std::find(scopes.begin(), scopes.begin() + static_cast<long>(i), scope) !=
-        scopes.begin() + static_cast<long>(i)) {
-      (where / i).fail(fmt::format("\"{}\" is named twice", name));
-    }
     if (scope == CudaGraphScope::full_iteration && scopes.size() > 1) {
       (where / i).fail("\"full_iteration\" holds every other scope: name it alone");
     }
@@ -562,22 +567,14 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       reader.optional_number("expert_load_imbalance", {.minimum = 1, .maximum = kMaxExperts});
   plan.ep_comm_overlap = reader.optional_boolean("ep_comm_overlap").value_or(false);
   if (reader.has("cuda_graph_scope")) {
-    const nlohmann::json& scopes = reader.array("cuda_graph_scope", 1);
-    for (std::size_t i = 0; i < scopes.size(); ++i) {
-      plan.cuda_graph_scope.push_back(
-          read_choice(scopes[i], reader.at("cuda_graph_scope") / i, kCudaGraphScopeNames));
-    }
+    plan.cuda_graph_scope = reader.choices("cuda_graph_scope", kCudaGraphScopeNames);
   }
 
   const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
                                {"granularity", "modules", "full_layers_per_stage"});
   plan.recompute.granularity = recompute.choice("granularity", kRecomputeGranularityNames);
   if (recompute.has("modules")) {
-    const nlohmann::json& modules = recompute.array("modules", 1);
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-      plan.recompute.modules.push_back(
-          read_choice(modules[i], recompute.at("modules") / i, kRecomputeModuleNames));
-    }
+    plan.recompute.modules = recompute.choices("modules", kRecomputeModuleNames);
   }
   if (recompute.has("full_layers_per_stage")) {
     const nlohmann::json& counts = recompute.array("full_layers_per_stage", 1);

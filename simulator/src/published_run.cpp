@@ -184,11 +184,8 @@ std::optional<schemas::PlanKnobs> row_knobs(const nlohmann::json& value,
                         .value_or(schemas::RecomputeGranularity::none);
   // Megatron-Core's --recompute-modules of a selective run (absent: its default, core_attn).
   if (row.given("recompute_modules")) {
-    const nlohmann::json& modules = row.reader().array("recompute_modules", 1);
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-      knobs.recompute_modules.push_back(schemas::read_choice(
-          modules[i], row.reader().at("recompute_modules") / i, schemas::kRecomputeModuleNames));
-    }
+    knobs.recompute_modules =
+        row.reader().choices("recompute_modules", schemas::kRecomputeModuleNames);
   }
   knobs.precision =
       row.choice("precision", schemas::kDtypeNames, true).value_or(schemas::Dtype::bf16);
@@ -212,11 +209,8 @@ RunSoftware row_software(const nlohmann::json& value, const JsonLocation& locati
   software.gradient_dtype = row.choice("gradient_dtype", schemas::kDtypeNames);
   // The recipe's --cuda-graph-scope (absent: none captured).
   if (row.given("cuda_graph_scope")) {
-    const nlohmann::json& scopes = row.reader().array("cuda_graph_scope", 1);
-    for (std::size_t i = 0; i < scopes.size(); ++i) {
-      software.cuda_graph_scope.push_back(schemas::read_choice(
-          scopes[i], row.reader().at("cuda_graph_scope") / i, schemas::kCudaGraphScopeNames));
-    }
+    software.cuda_graph_scope =
+        row.reader().choices("cuda_graph_scope", schemas::kCudaGraphScopeNames);
   }
   return software;
 }

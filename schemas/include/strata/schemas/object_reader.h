@@ -91,6 +91,17 @@ class ObjectReader {
     if (!has(key)) return std::nullopt;
     return choice(key, table);
   }
+  // A non-empty array of names from `table`, in order (repeats are the caller's rule).
+  template <typename Enum, std::size_t N>
+  std::vector<Enum> choices(std::string_view key,
+                            const std::array<EnumName<Enum>, N>& table) const {
+    const nlohmann::json& items = array(key, 1);
+    std::vector<Enum> result;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      result.push_back(schemas::read_choice(items[i], at(key) / i, table));
+    }
+    return result;
+  }
 
  private:
   std::string_view read_choice(std::string_view key,
