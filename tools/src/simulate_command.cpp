@@ -231,22 +231,23 @@ CLI::App* add_simulate_command(CLI::App& app, SimulateOptions& options) {
           ->check(whole_number_from(1, schemas::kMaxSeqLength)));
   knob(command->add_option("--recompute", options.recompute, "Activation recomputation")
            ->check(CLI::IsMember({"none", "selective", "full"})));
-  std::vector<std::string> module_names;
-  for (const auto& [module, name] : schemas::kRecomputeModuleNames) module_names.emplace_back(name);
+  // A list option's names, from the enum's table.
+  const auto one_of = [](const auto& table) {
+    const std::vector<std::string_view> names = schemas::names_of(table);
+    return CLI::IsMember(std::vector<std::string>(names.begin(), names.end()));
+  };
   knob(command
            ->add_option("--recompute-modules", options.recompute_modules,
                         "With --recompute selective: the modules recomputed, comma-separated "
                         "(Megatron-Core's --recompute-modules; default core_attn)")
            ->delimiter(',')
-           ->check(CLI::IsMember(module_names)));
-  std::vector<std::string> scope_names;
-  for (const auto& [scope, name] : schemas::kCudaGraphScopeNames) scope_names.emplace_back(name);
+           ->check(one_of(schemas::kRecomputeModuleNames)));
   knob(command
            ->add_option("--cuda-graph-scope", options.cuda_graph_scope,
                         "Parts replayed from CUDA graphs, comma-separated (Megatron-Core's "
                         "--cuda-graph-scope; default none)")
            ->delimiter(',')
-           ->check(CLI::IsMember(scope_names)));
+           ->check(one_of(schemas::kCudaGraphScopeNames)));
   knob(command->add_flag("--sequence-parallel", options.sequence_parallel,
                          "Megatron sequence parallelism"));
   knob(

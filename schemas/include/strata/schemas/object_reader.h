@@ -48,9 +48,7 @@ std::string_view read_choice_name(const nlohmann::json& value, const JsonLocatio
 template <typename Enum, std::size_t N>
 Enum read_choice(const nlohmann::json& value, const JsonLocation& location,
                  const std::array<EnumName<Enum>, N>& table) {
-  std::vector<std::string_view> names;
-  for (const auto& entry : table) names.push_back(entry.name);
-  return *value_of(read_choice_name(value, location, names), table);
+  return *value_of(read_choice_name(value, location, names_of(table)), table);
 }
 
 class ObjectReader {
@@ -81,9 +79,7 @@ class ObjectReader {
 
   template <typename Enum, std::size_t N>
   Enum choice(std::string_view key, const std::array<EnumName<Enum>, N>& table) const {
-    std::vector<std::string_view> names;
-    for (const auto& entry : table) names.push_back(entry.name);
-    return *value_of(read_choice(key, names), table);
+    return *value_of(read_choice(key, names_of(table)), table);
   }
   template <typename Enum, std::size_t N>
   std::optional<Enum> optional_choice(std::string_view key,
