@@ -2,10 +2,10 @@
 """Eager PyTorch steps measured by small_kernel_probe.py beside what `strata simulate` predicts.
 
 For every `gpt_step` row of a probe's JSON (an 8-layer GPT trained eagerly on one GPU), writes the
-model as a Strata model file and simulates one step of it on one GPU of CLUSTER as an eager
-PyTorch stack (`--framework torchtitan`: it issues its kernels from Python, which the cluster's
-eager_issue_us_per_kernel prices) and as Strata's executor (the same kernels without the host
-bound). Prints one row per run: measured step, both predictions, their errors, and the share of
+model as a Strata model file and simulates one step of it on one GPU of CLUSTER as the plain
+PyTorch loop it is (`--framework pytorch`: autocast's casts and the unfused element-wise kernels
+counted, each kernel issued from Python at the cluster's eager_issue_us_per_kernel) and as Strata's
+executor (fused kernels, no host bound). Prints one row per run: measured step, both predictions, their errors, and the share of
 the eager prediction spent waiting for the host.
   eager_steps_predicted_vs_measured.py STRATA PROBE.json [--cluster dgx-h100:1x1] [--scratch DIR]
 """
@@ -48,7 +48,7 @@ def main():
         model_path = scratch / f"{name}.json"
         model_path.write_text(json.dumps(model))
         eager = simulate(arguments.strata, model_path, arguments.cluster, run["micro_batch"],
-                         "torchtitan")
+                         "pytorch")
         native = simulate(arguments.strata, model_path, arguments.cluster, run["micro_batch"],
                           "strata")
         measured = run["step_ms"] / 1e3

@@ -12,7 +12,8 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
               .pipeline_sends_block_compute = true,
               .zero1_bf16_gradients_all_reduced = true,
               .zero3_gathers_per_layer = true,
-              .issues_kernels_eagerly = true};
+              .issues_kernels_eagerly = true,
+              .bias_gradients_in_own_kernels = true};
     case TrainingFramework::nemo:
       return {.zero3_gathers_per_layer = true,
               .issues_kernels_eagerly = true,
@@ -21,6 +22,12 @@ FrameworkBehaviour framework_behaviour(TrainingFramework framework) {
     case TrainingFramework::torchtitan:
     case TrainingFramework::llm_foundry:
       return {.zero3_gathers_per_layer = true, .issues_kernels_eagerly = true};
+    case TrainingFramework::pytorch:
+      return {.zero3_gathers_per_layer = true,
+              .issues_kernels_eagerly = true,
+              .autocast_over_fp32_parameters = true,
+              .bias_gradients_in_own_kernels = true,
+              .unfused_elementwise = true};
     case TrainingFramework::strata:
       return {.executor_activation_buffers = true, .gradient_buckets_close_at_units = true};
   }

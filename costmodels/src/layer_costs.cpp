@@ -12,6 +12,7 @@
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/moe_block_costs.h"
 #include "strata/costmodels/parameter_count.h"
+#include "strata/costmodels/unfused_elementwise.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::costmodels {
@@ -277,6 +278,7 @@ LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
 }
 
 LayerContext layer_context(const schemas::Plan& plan) {
+  const FrameworkBehaviour behaviour = framework_behaviour(plan.framework);
   LayerContext context{
       .model = &plan.model,
       .cluster = &plan.cluster,
@@ -291,11 +293,12 @@ LayerContext layer_context(const schemas::Plan& plan) {
       .tp_comm_overlap = plan.tp_comm_overlap,
       .attention = plan.attention,
       .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
-                             plan.mesh.dp * plan.mesh.cp > 1 &&
-                             framework_behaviour(plan.framework).zero3_gathers_per_layer,
-      .executor_activation_buffers =
-          framework_behaviour(plan.framework).executor_activation_buffers,
-      .loss_gradient_in_logits = framework_behaviour(plan.framework).loss_gradient_in_logits,
+                             plan.mesh.dp * plan.mesh.cp > 1 && behaviour.zero3_gathers_per_layer,
+      .executor_activation_buffers = behaviour.executor_activation_buffers,
+      .loss_gradient_in_logits = behaviour.loss_gradient_in_logits,
+      .autocast_over_fp32_parameters = behaviour.autocast_over_fp32_parameters,
+      .bias_gradients_in_own_kernels = behaviour.bias_gradients_in_own_kernels,
+      .unfused_elementwise = behaviour.unfused_elementwise,
       .dp_span = {},
       .replica_span = std::nullopt,
       .zero_shards = 1,
@@ -352,8 +355,7 @@ LayerContext layer_context(const schemas::Plan& plan) {
       context.recompute_modules |= 1u << static_cast<unsigned>(module);
     }
   }
-  if (framework_behaviour(plan.framework).issues_kernels_eagerly &&
-      plan.cluster.gpu.eager_issue_us_per_kernel) {
+  if (behaviour.issues_kernels_eagerly && plan.cluster.gpu.eager_issue_us_per_kernel) {
     context.eager_issue_s_per_kernel = *plan.cluster.gpu.eager_issue_us_per_kernel * 1e-6;
   }
   return context;
@@ -418,6 +420,9 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   }
   // Latent attention's norms of its q and kv latents.
   memory_bytes += 2 * element * tokens * dims.latent;
+  // What an unfused stack runs beyond these kernels (framework_behaviour.h).
+  const UnfusedElementwise unfused = unfused_elementwise(context, kind, shapes);
+  memory_bytes += unfused.widened_forward_bytes;
   double memory_backward_bytes = 2 * memory_bytes;
   if (schemas::quantises_gemms(context.precision)) {
     const QuantisingCastBytes casts = quantising_cast_bytes(context, kind);
@@ -445,11 +450,13 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
       elementwise_kernels - activation_forward_kernels + (fp8 ? 2 : 0);
   const double memory_backward_kernels =
       2 * (elementwise_kernels - activation_forward_kernels) + (fp8 ? 4 : 0);
-  const double memory_forward_s = memory_bound_time_s(gpu, memory_bytes, memory_forward_kernels) +
-                                  activation_forward_s + dropout_s;
+  const double memory_forward_s =
+      memory_bound_time_s(gpu, memory_bytes, memory_forward_kernels) + activation_forward_s +
+      dropout_s + memory_bound_time_s(gpu, unfused.forward_bytes, unfused.forward_kernels);
   const double memory_backward_s =
       memory_bound_time_s(gpu, memory_backward_bytes, memory_backward_kernels) +
-      activation_backward_s + dropout_s;
+      activation_backward_s + dropout_s +
+      memory_bound_time_s(gpu, unfused.backward_input_bytes, unfused.backward_input_kernels);
 
   // The blocks whose input sequence parallelism gathers and whose output it reduce-scatters:
   // attention, and the MLP (a MoE layer's shared experts; its routed experts take their tokens
@@ -558,7 +565,9 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   costs.backward_input = {
       gemms.input_s + attention_backward_s + memory_backward_s + cp_memory_backward_s,
       tp_backward_s, cp_backward_s};
-  costs.backward_weight = {gemms.weight_s, 0, 0};
+  costs.backward_weight = {gemms.weight_s + memory_bound_time_s(gpu, unfused.backward_weight_bytes,
+                                                                unfused.backward_weight_kernels),
+                           0, 0};
   costs.forward_flops = gemms.forward_flops + attention.forward;
   // The kernels each pass issues: its GEMMs, attention's, the memory-bound ones priced above and
   // the collectives (tp: one all-reduce per block, or an all-gather and a reduce-scatter).
@@ -567,10 +576,12 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   const double block_collectives = context.tp > 1 ? (context.sequence_parallel ? 2.0 : 1.0) : 0.0;
   const double tp_collectives = (has_mlp ? 2.0 : 1.0) * block_collectives;
   costs.forward.kernels = gemm_kernels + attention_count.forward + memory_forward_kernels +
-                          activation_forward_kernels + tp_collectives + cp_forward_kernels;
+                          activation_forward_kernels + tp_collectives + cp_forward_kernels +
+                          unfused.forward_kernels;
   costs.backward_input.kernels = gemm_kernels + attention_count.backward + memory_backward_kernels +
-                                 activation_backward_kernels + tp_collectives + cp_backward_kernels;
-  costs.backward_weight.kernels = gemm_kernels;
+                                 activation_backward_kernels + tp_collectives +
+                                 cp_backward_kernels + unfused.backward_input_kernels;
+  costs.backward_weight.kernels = gemm_kernels + unfused.backward_weight_kernels;
   std::optional<MoeBlockCosts> expert_costs;
   if (kind == LayerKind::moe) expert_costs = moe_block_costs(context);
   if (expert_costs) {
@@ -775,6 +786,29 @@ PassCosts lm_head_costs(const LayerContext& context) {
   costs.forward.kernels = 1 + 1 + kLossForwardKernels;
   costs.backward_input.kernels = 1 + 1 + kLossBackwardKernels;
   costs.backward_weight.kernels = 1;
+  if (autocasts_parameters(context)) {
+    // torch.autocast (unfused_elementwise.h): the fp32 final norm, its output and the head's
+    // weight cast to 16 bits forward, their gradients cast back to fp32.
+    constexpr double kMaster = kAutocastMasterBytes;
+    const double stream = context.norm_tokens() * hidden;
+    const double cast = kMaster + element;
+    costs.forward.compute_s += memory_bound_time_s(gpu, 2 * (kMaster - element) * stream) +
+                               memory_bound_time_s(gpu, cast * (stream + vocab * hidden), 2);
+    costs.backward_input.compute_s +=
+        memory_bound_time_s(gpu, 2 * 2 * (kMaster - element) * stream) +
+        memory_bound_time_s(gpu, cast * stream, 1);
+    costs.backward_weight.compute_s += memory_bound_time_s(gpu, cast * vocab * hidden, 1);
+    costs.forward.kernels += 2;
+    costs.backward_input.kernels += 1;
+    costs.backward_weight.kernels += 1;
+  }
+  if (context.unfused_elementwise && !context.loss_gradient_in_logits) {
+    // PyTorch's cross-entropy backward writes the one-hot gradient (zeros, then a scatter) and
+    // runs log-softmax's backward (read the gradient and the output, write) before the cast:
+    // 4 + 3·4 bytes per logit and two kernels beyond the fused pair.
+    costs.backward_input.compute_s += memory_bound_time_s(gpu, tokens * vocab * 4 * 4, 2);
+    costs.backward_input.kernels += 2;
+  }
   if (context.tp > 1) {
     costs.forward.kernels += 3 + (context.sequence_parallel ? 1 : 0);
     costs.backward_input.kernels += 1;

@@ -53,6 +53,21 @@ struct FrameworkBehaviour {
   // with Transformer Engine's kernel, which its performance recipes select
   // (cross_entropy_fusion_impl "te"). Megatron-LM's default keeps the fp32 softmax.
   bool loss_gradient_in_logits = false;
+  // The element-wise work a stack runs beyond the fused kernels Megatron-Core with Transformer
+  // Engine runs (and Strata's executor): what each costs is in unfused_elementwise.h.
+  // torch.autocast over fp32 parameters: every GEMM's weight and bias cast to 16 bits at each
+  // forward and their gradients back, the residual stream and the norms in fp32 (a plain PyTorch
+  // loop; the Megatron stacks keep 16-bit parameters with fp32 main gradients and copies).
+  bool autocast_over_fp32_parameters = false;
+  // Each bias's gradient summed over the tokens in a kernel of its own: nn.Linear's backward and
+  // Megatron-DeepSpeed's linear layers, bias-GELU and bias-dropout-add; Transformer Engine folds it
+  // into the weight-gradient GEMM.
+  bool bias_gradients_in_own_kernels = false;
+  // One kernel per element-wise op, as eager module code runs them: dropout apart from the
+  // residual add, SwiGLU's SiLU apart from its product, q/k/v gradients concatenated into the
+  // fused projection's, PyTorch's cross-entropy backward in its own kernels. Megatron-DeepSpeed
+  // fuses these with TorchScript (bias_dropout_add, bias_gelu) and apex.
+  bool unfused_elementwise = false;
 };
 
 FrameworkBehaviour framework_behaviour(schemas::TrainingFramework framework);

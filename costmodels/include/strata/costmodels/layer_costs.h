@@ -9,7 +9,8 @@
 //   attention        causal flash attention (kernel_time.h), all in backward-input.
 //   memory-bound     two norms, two bias-dropout-adds, the activation, rotary — on T/t tokens
 //                    for the norms and adds under sequence parallelism; backward moves twice the
-//                    forward's bytes.
+//                    forward's bytes. A stack that runs some of it unfused, or under
+//                    torch.autocast, adds those kernels and bytes (unfused_elementwise.h).
 //   tp communication two all-reduces of T·h activations forward and two backward (or an
 //                    all-gather + reduce-scatter pair each under sequence parallelism), on the
 //                    critical path as in Megatron-LM; with tp_comm_overlap (sequence parallel
@@ -124,6 +125,10 @@ struct LayerContext {
   bool executor_activation_buffers = false;
   // The loss's gradient overwrites the logits (costmodels/framework_behaviour.h).
   bool loss_gradient_in_logits = false;
+  // The element-wise work of an unfused stack (framework_behaviour.h; unfused_elementwise.h).
+  bool autocast_over_fp32_parameters = false;
+  bool bias_gradients_in_own_kernels = false;
+  bool unfused_elementwise = false;
   // Set only with zero3_layer_gathers: the ZeRO shard group (the dp·cp group without hybrid
   // sharding) and, under hybrid sharding, the replicas each reduced shard is all-reduced over.
   GroupSpan dp_span;

@@ -18,16 +18,21 @@ enum class TrainingFramework {
   megatron_deepspeed,
   deepspeed,
   torchtitan,
-  llm_foundry
+  llm_foundry,
+  // A plain PyTorch training loop over eager nn.Module layers, as nanoGPT writes them:
+  // torch.autocast over fp32 parameters, one kernel per op, F.scaled_dot_product_attention,
+  // torch.optim's AdamW.
+  pytorch
 };
-inline constexpr std::array<EnumName<TrainingFramework>, 7> kTrainingFrameworkNames{
+inline constexpr std::array<EnumName<TrainingFramework>, 8> kTrainingFrameworkNames{
     {{TrainingFramework::strata, "strata"},
      {TrainingFramework::megatron_lm, "megatron-lm"},
      {TrainingFramework::nemo, "nemo"},
      {TrainingFramework::megatron_deepspeed, "megatron-deepspeed"},
      {TrainingFramework::deepspeed, "deepspeed"},
      {TrainingFramework::torchtitan, "torchtitan"},
-     {TrainingFramework::llm_foundry, "llm-foundry"}}};
+     {TrainingFramework::llm_foundry, "llm-foundry"},
+     {TrainingFramework::pytorch, "pytorch"}}};
 
 // Whether the stack can run a mixture of experts' dispatch and combine all-to-alls beside another
 // micro-batch's compute (a plan's ep_comm_overlap): Megatron-Core's combined 1F1B
