@@ -421,7 +421,7 @@ PassCosts transformer_layer_costs(const LayerContext& context, RecomputeGranular
   // Latent attention's norms of its q and kv latents.
   memory_bytes += 2 * element * tokens * dims.latent;
   // What an unfused stack runs beyond these kernels (framework_behaviour.h).
-  const UnfusedElementwise unfused = unfused_elementwise(context, kind, shapes);
+  const UnfusedElementwise unfused = unfused_elementwise(context, dims, shapes);
   memory_bytes += unfused.widened_forward_bytes;
   double memory_backward_bytes = 2 * memory_bytes;
   if (schemas::quantises_gemms(context.precision)) {

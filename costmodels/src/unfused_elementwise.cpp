@@ -9,26 +9,27 @@ bool autocasts_parameters(const LayerContext& context) {
          (context.precision == schemas::Dtype::bf16 || context.precision == schemas::Dtype::fp16);
 }
 
-UnfusedElementwise unfused_elementwise(const LayerContext& context, LayerKind kind,
+UnfusedElementwise unfused_elementwise(const LayerContext& context, const LocalLayerDims& dims,
                                        const std::vector<GemmShape>& shapes) {
   const schemas::ModelConfig& model = *context.model;
-  const LocalLayerDims dims = local_layer_dims(context, kind);
   const double tokens = context.local_tokens();
   const double norm_tokens = context.norm_tokens();
   const double element = context.activation_bytes();
   const bool has_mlp = dims.ffn > 0;
-  // The layer's biases (a fused qkv projection's, the attention output's, fc1's and fc2's) by
-  // their local lengths.
-  std::vector<double> biases;
-  if (model.qkv_bias && !model.mla) biases.push_back(shapes.front().n);
-  if (model.attention_output_bias) biases.push_back(dims.hidden);
-  if (model.mlp_bias && has_mlp) {
-    biases.push_back(shapes[shapes.size() - 2].n);
-    biases.push_back(dims.hidden);
-  }
+  // The layer's biases (a fused qkv projection's, the attention output's, fc1's and fc2's): how
+  // many, and their elements at their local lengths.
+  double bias_count = 0;
   double bias_elements = 0;
-  for (double length : biases) bias_elements += length;
-  const double bias_count = static_cast<double>(biases.size());
+  const auto add_bias = [&](double length) {
+    bias_count += 1;
+    bias_elements += length;
+  };
+  if (model.qkv_bias && !model.mla) add_bias(shapes.front().n);
+  if (model.attention_output_bias) add_bias(dims.hidden);
+  if (model.mlp_bias && has_mlp) {
+    add_bias(shapes[shapes.size() - 2].n);
+    add_bias(dims.hidden);
+  }
 
   UnfusedElementwise extra;
   if (autocasts_parameters(context)) {
