@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "strata/costmodels/moe_block_costs.h"
+#include "strata/costmodels/parameter_count.h"
+#include "strata/costmodels/unfused_elementwise.h"
 
 namespace strata::costmodels {
 namespace {
@@ -45,6 +47,27 @@ double context_parallel_attention_bytes(const LayerContext& context) {
   return blocks * keys_values + output_dot;
 }
 
+// Under torch.autocast (unfused_elementwise.h) each GEMM keeps, for its input gradient, the
+// 16-bit copy of its fp32 weight the forward cast: one copy per micro-batch in flight, as each
+// forward casts again. Weight matrices only: a bias's copy feeds the addition and is not kept.
+double autocast_weight_copy_bytes(const LayerContext& context, LayerKind kind) {
+  const schemas::ModelConfig& model = *context.model;
+  const double tp = static_cast<double>(context.tp);
+  double matrices = static_cast<double>(attention_matrix_parameters(model)) / tp;
+  if (kind == LayerKind::moe) {
+    const schemas::MoeConfig& moe = *model.moe;
+    matrices += static_cast<double>(mlp_matrix_parameters(
+                    model, moe.num_shared_experts * moe.shared_expert_ffn_hidden_size)) /
+                tp;
+    matrices += static_cast<double>(moe.num_experts / context.ep) *
+                static_cast<double>(mlp_matrix_parameters(model, moe.expert_ffn_hidden_size)) /
+                static_cast<double>(context.etp);
+  } else {
+    matrices += static_cast<double>(mlp_matrix_parameters(model, model.ffn_hidden_size)) / tp;
+  }
+  return context.activation_bytes() * matrices;
+}
+
 }  // namespace
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
@@ -60,6 +83,9 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
   const double hidden = d.hidden, head_dim = d.head_dim, heads = d.heads, kv_heads = d.kv_heads,
                ffn = d.ffn, gate = d.gate;
   const double mask = model.dropout > 0 ? 1.0 : 0.0;
+  // The residual stream each norm reads, kept for its backward: fp32 under torch.autocast.
+  const bool autocast = autocasts_parameters(context);
+  const double residual = autocast ? kAutocastMasterBytes : element;
   const double batch = static_cast<double>(context.micro_batch_size);
   const double query_tokens =
       static_cast<double>(context.seq_length) / static_cast<double>(context.cp);
@@ -87,15 +113,18 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       (moe_layer ? element * norm_tokens * hidden : 0.0) +
       (ffn > 0 && (quantised || !moe_layer) ? saved * norm_tokens * hidden : 0.0);
   const double fc2_input = saved * tokens * ffn;
-  // Unfused: the softmax output, and with dropout its mask and output, per score.
+  // Unfused: the softmax output, and with dropout its mask and output, per score. Under autocast
+  // the softmax runs in fp32 and the product with V casts what it reads to 16 bits and keeps that
+  // copy: 4 bytes, the mask, and the copy.
+  const double score_bytes = autocast ? kAutocastMasterBytes + mask + element
+                                      : element + mask + (mask > 0 ? element : 0.0);
   const double core_scores =
       kernel == AttentionKernel::unfused
-          ? (element + mask + (mask > 0 ? element : 0.0)) * batch * heads * query_tokens *
-                key_tokens
+          ? score_bytes * batch * heads * query_tokens * key_tokens
           : 4.0 * batch * heads * query_tokens;  // flash: the fp32 log-sum-exp per query
-  const double attention_block = element * norm_tokens * hidden + qkv_input + qkv +
+  const double attention_block = residual * norm_tokens * hidden + qkv_input + qkv +
                                  attention_output + projection_copy + mask * norm_tokens * hidden;
-  double mlp_block = element * norm_tokens * hidden + fc1_input + element * tokens * gate * ffn +
+  double mlp_block = residual * norm_tokens * hidden + fc1_input + element * tokens * gate * ffn +
                      fc2_input + mask * norm_tokens * hidden;
   // Output gradients of the layer's GEMMs, produced by the input-gradient pass, live until W.
   double output_gradients =
@@ -123,7 +152,8 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
     output_gradients += element * computed * (gate * width + hidden);
     dispatch_buffers = 2 * element * computed * hidden;
   }
-  const double full_layer = attention_block + mlp_block + core_scores;
+  const double weight_copies = autocast ? autocast_weight_copy_bytes(context, kind) : 0.0;
+  const double full_layer = attention_block + mlp_block + core_scores + weight_copies;
 
   LayerActivationBytes bytes;
   // What the backward writes into: Megatron's output gradients, or the executor's scratch.
@@ -164,7 +194,7 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       break;
     }
     case schemas::RecomputeGranularity::full:
-      bytes.stored = element * norm_tokens * hidden;
+      bytes.stored = residual * norm_tokens * hidden;
       bytes.working = backward_buffers + full_layer;
       break;
   }
@@ -187,7 +217,12 @@ LayerActivationBytes lm_head_activation_bytes(const LayerContext& context) {
   const double tokens = context.local_tokens();
   const double vocab =
       static_cast<double>(context.model->vocab_size) / static_cast<double>(context.tp);
-  const double inputs = element * context.norm_tokens() * hidden + element * tokens * hidden;
+  // The final norm's input and the head's. Under torch.autocast the norm reads the fp32 residual
+  // stream and the head keeps the 16-bit copy of its weight the forward cast.
+  const bool autocast = autocasts_parameters(context);
+  const double residual = autocast ? kAutocastMasterBytes : element;
+  const double inputs = residual * context.norm_tokens() * hidden + element * tokens * hidden +
+                        (autocast ? element * vocab * hidden : 0.0);
   if (context.executor_activation_buffers) {
     // One [tokens, vocab] buffer in the compute dtype: the logits, then their gradient; and the
     // final norm's output gradient (the rank's, counted here once).

@@ -1,5 +1,7 @@
 #include "strata/costmodels/model_state_memory.h"
 
+#include "strata/costmodels/framework_behaviour.h"
+
 namespace strata::costmodels {
 
 ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision) {
@@ -23,6 +25,20 @@ ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision,
   ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision);
   bytes.gradients = schemas::dtype_bits(gradients) / 8;
   return bytes;
+}
+
+schemas::Dtype model_state_dtype(schemas::Dtype precision, schemas::TrainingFramework framework) {
+  const bool sixteen_bit = precision == schemas::Dtype::bf16 || precision == schemas::Dtype::fp16;
+  return sixteen_bit && framework_behaviour(framework).autocast_over_fp32_parameters
+             ? schemas::Dtype::fp32
+             : precision;
+}
+
+ModelStateDtypes model_state_dtypes(schemas::Dtype precision,
+                                    std::optional<schemas::Dtype> gradient_dtype,
+                                    schemas::TrainingFramework framework) {
+  const schemas::Dtype states = model_state_dtype(precision, framework);
+  return {states, gradient_dtype.value_or(schemas::default_gradient_dtype(states))};
 }
 
 }  // namespace strata::costmodels

@@ -56,9 +56,9 @@ RankParameters stage_parameters(const schemas::ModelConfig& model, const Paramet
   return parameters;
 }
 
-RankStateMemory rank_state_memory(schemas::Dtype precision, schemas::Dtype gradients,
+RankStateMemory rank_state_memory(schemas::Dtype states, schemas::Dtype gradients,
                                   std::int64_t zero_stage, double shards, double parameters) {
-  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(precision, gradients);
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(states, gradients);
   const double w = static_cast<double>(bytes.weights) * parameters;
   const double g = static_cast<double>(bytes.gradients) * parameters;
   const double o = static_cast<double>(bytes.optimizer) * parameters;
@@ -74,9 +74,12 @@ RankStateMemory rank_state_memory(schemas::Dtype precision, schemas::Dtype gradi
   }
 }
 
+ModelStateDtypes plan_model_state_dtypes(const schemas::Plan& plan) {
+  return model_state_dtypes(plan.precision, plan.gradient_dtype, plan.framework);
+}
+
 double gradient_bytes_per_parameter(const schemas::Plan& plan) {
-  return static_cast<double>(
-      adam_model_state_bytes(plan.precision, schemas::gradient_dtype_of(plan)).gradients);
+  return static_cast<double>(schemas::dtype_bits(plan_model_state_dtypes(plan).gradients) / 8);
 }
 
 namespace {
@@ -193,11 +196,12 @@ double optimizer_step_time_s(const schemas::Plan& plan, const GroupSpan& shard_s
                              double weight_bytes, double parameters, double linear_weights,
                              double layers) {
   const schemas::ClusterConfig& cluster = plan.cluster;
-  const ModelStateBytesPerParameter bytes =
-      adam_model_state_bytes(plan.precision, schemas::gradient_dtype_of(plan));
+  const ModelStateDtypes states = plan_model_state_dtypes(plan);
+  const ModelStateBytesPerParameter bytes = adam_model_state_bytes(states.states, states.gradients);
   const double gradient = static_cast<double>(bytes.gradients);
-  const bool mixed =
-      plan.precision != schemas::Dtype::fp32 && plan.precision != schemas::Dtype::tf32;
+  // A 16-bit working copy to write after the update (none where the weights are the fp32 master,
+  // in fp32 training and under torch.autocast).
+  const bool mixed = states.states != schemas::Dtype::fp32 && states.states != schemas::Dtype::tf32;
   const double shard = plan.zero_stage >= 1 ? parameters / shards : parameters;
   const double zeroed =
       (plan.zero_stage < 2 ? parameters : 0.0) + (plan.zero_stage >= 1 ? shard : 0.0);
@@ -350,6 +354,11 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   const schemas::ClusterConfig& cluster = plan.cluster;
   const std::int64_t pp = plan.mesh.pp;
   const double element = context.activation_bytes();
+  // The model states' dtypes, and the bytes a weight is stored, gathered and sent in (the
+  // precision's, or fp32 under torch.autocast).
+  const ModelStateDtypes states = plan_model_state_dtypes(plan);
+  const double weight_bytes =
+      static_cast<double>(adam_model_state_bytes(states.states, states.gradients).weights);
   // Ranks that sum each gradient (dp·cp), and those one copy of ZeRO's state is sharded over
   // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas).
   const double reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
@@ -520,7 +529,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       if (plan.zero_stage == 1 || plan.zero_stage == 2) {
         // The updated weights gathered back after the step, bucket by bucket.
         temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather,
-                                  same->largest * element);
+                                  same->largest * weight_bytes);
       }
     }
     if (full && context.zero3_layer_gathers) {
@@ -533,13 +542,13 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                : 0.0,
            stage.lm_head ? static_cast<double>(counts.lm_head) / static_cast<double>(plan.mesh.tp)
                          : 0.0});
-      stage_costs.unshard_bytes = 2 * largest * element;
+      stage_costs.unshard_bytes = 2 * largest * weight_bytes;
     } else if (full && plan.zero_stage == 3) {
-      stage_costs.unshard_bytes = stage_costs.parameters * element;
+      stage_costs.unshard_bytes = stage_costs.parameters * weight_bytes;
       stage_costs.unshard_s =
-          collective_time_s(cluster, dp_span, Collective::all_gather, held.dense * element) +
+          collective_time_s(cluster, dp_span, Collective::all_gather, held.dense * weight_bytes) +
           collective_time_s(cluster, expert_shard_span, Collective::all_gather,
-                            held.expert * element);
+                            held.expert * weight_bytes);
     }
     if (stage_costs.unshard_bytes > 0) {
       // ZeRO-3's gathers: the stage's weights at once, or layer by layer (half of what is held).
@@ -558,21 +567,20 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
 
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
     const RankHoldings& holdings = rank_holdings[rank];
-    RankStateMemory state =
-        rank_state_memory(plan.precision, schemas::gradient_dtype_of(plan), plan.zero_stage,
-                          dp_shards, holdings.dense_parameters);
+    RankStateMemory state = rank_state_memory(states.states, states.gradients, plan.zero_stage,
+                                              dp_shards, holdings.dense_parameters);
     costs.optimizer_step_s[rank] =
-        optimizer_step_time_s(plan, dp_span, dp_shards, element, holdings.dense_parameters,
+        optimizer_step_time_s(plan, dp_span, dp_shards, weight_bytes, holdings.dense_parameters,
                               holdings.linear_weights, holdings.layers);
     if (holdings.expert_parameters > 0) {
       const RankStateMemory experts =
-          rank_state_memory(plan.precision, schemas::gradient_dtype_of(plan), plan.zero_stage,
-                            expert_shards, holdings.expert_parameters);
+          rank_state_memory(states.states, states.gradients, plan.zero_stage, expert_shards,
+                            holdings.expert_parameters);
       state.weights_bytes += experts.weights_bytes;
       state.gradients_bytes += experts.gradients_bytes;
       state.optimizer_bytes += experts.optimizer_bytes;
       costs.optimizer_step_s[rank] += optimizer_step_time_s(
-          plan, expert_shard_span, expert_shards, element, holdings.expert_parameters, 0, 0);
+          plan, expert_shard_span, expert_shards, weight_bytes, holdings.expert_parameters, 0, 0);
     }
     costs.rank_states[rank] = state;
   }

@@ -93,8 +93,9 @@ class Evaluator {
     plan_.framework = options.framework;
     plan_.batch.seq_length = options.seq_length;
     plan_.batch.global_batch_size = options.global_batch_size;
-    options_precision_ = options.precision;
-    options_gradients_ = schemas::gradient_dtype_of(plan_);
+    const costmodels::ModelStateDtypes states = costmodels::plan_model_state_dtypes(plan_);
+    state_dtype_ = states.states;
+    state_gradients_ = states.gradients;
   }
 
   // Sets the working plan to `knobs` with its best layer split. `peak_bytes` gets the memory
@@ -150,14 +151,17 @@ class Evaluator {
     // stage's gathered 16-bit weights while it runs (gathered layer by layer, two layers at a
     // time: left out of this lower bound).
     const double gathered =
-        knobs.zero == 3 && !context.zero3_layer_gathers ? context.activation_bytes() : 0.0;
+        knobs.zero == 3 && !context.zero3_layer_gathers
+            ? static_cast<double>(
+                  costmodels::adam_model_state_bytes(state_dtype_, state_gradients_).weights)
+            : 0.0;
     const double state_bytes = costmodels::rank_state_memory(
-                                   options_precision_, options_gradients_, knobs.zero,
+                                   state_dtype_, state_gradients_, knobs.zero,
                                    static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
                                    .total() +
                                gathered;
     const double expert_state_bytes =
-        costmodels::rank_state_memory(options_precision_, options_gradients_, knobs.zero,
+        costmodels::rank_state_memory(state_dtype_, state_gradients_, knobs.zero,
                                       static_cast<double>(plan.mesh.expert_zero_shards()), 1.0)
             .total() +
         gathered;
@@ -371,8 +375,9 @@ class Evaluator {
   const std::vector<MeshOrder>& orders_;
   double capacity_;
   costmodels::ParameterBreakdown counts_;
-  schemas::Dtype options_precision_ = schemas::Dtype::bf16;
-  schemas::Dtype options_gradients_ = schemas::Dtype::fp32;
+  // What the model states are kept in (costmodels::model_state_dtypes).
+  schemas::Dtype state_dtype_ = schemas::Dtype::bf16;
+  schemas::Dtype state_gradients_ = schemas::Dtype::fp32;
   std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
   std::map<
@@ -868,12 +873,11 @@ void explain_no_fit(const SearchContext& context, const std::vector<Knobs>& cand
     // The fewest GPUs of this kind whose memory holds the model states spread evenly over
     // them (ZeRO-3 over all): a floor, since activations and uneven stages need more.
     const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
+    const costmodels::ModelStateDtypes states = costmodels::model_state_dtypes(
+        options.precision, options.gradient_dtype, options.framework);
     const double bytes =
         static_cast<double>(
-            costmodels::adam_model_state_bytes(
-                options.precision,
-                options.gradient_dtype.value_or(schemas::default_gradient_dtype(options.precision)))
-                .total()) *
+            costmodels::adam_model_state_bytes(states.states, states.gradients).total()) *
         static_cast<double>(counts.total());
     const double gpus = std::ceil(bytes / capacity);
     const double nodes = std::ceil(gpus / static_cast<double>(cluster.gpus_per_node));

@@ -21,6 +21,14 @@
 // keeps 13% less).
 //   selective recompute drops what the attention core recomputes (scores, or for flash its
 //   output and log-sum-exp); full recompute keeps only the layer input, E·Tn·h.
+// A stack that trains fp32 parameters under torch.autocast (unfused_elementwise.h) keeps the two
+// norm inputs (the residual stream) in fp32, 4·Tn·h each, and each GEMM the E-byte copy of its
+// weight matrix the forward cast, which the backward needs for the input gradient: E·(attention
+// and MLP matrices)/t per layer and micro-batch in flight (a GPT layer keeps 36·T·h + 24·h²
+// bytes where Megatron's keeps 32·T·h, flash attention and no dropout); unfused attention keeps
+// per score autocast's fp32 softmax output and the 16-bit copy its product with V reads (4 + E,
+// and the mask); its LM head keeps the fp32 final-norm input and its weight's copy.
+// tests/reference/autocast_saved_tensors_test.py holds the layer against PyTorch's autograd.
 //
 // What the backward needs beside them (`working`) depends on the stack. Megatron's: the output
 // gradients of the layer's four GEMMs. Strata's executor (executor_activation_buffers): one

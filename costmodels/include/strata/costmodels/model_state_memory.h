@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "strata/schemas/dtype.h"
+#include "strata/schemas/training_framework.h"
 
 namespace strata::costmodels {
 
@@ -28,5 +30,22 @@ struct ModelStateBytesPerParameter {
 ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision);
 ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision,
                                                    schemas::Dtype gradients);
+
+// The dtype whose model states a stack keeps at a training precision: the precision itself, or
+// fp32 where the stack trains fp32 parameters under torch.autocast at a 16-bit precision
+// (FrameworkBehaviour::autocast_over_fp32_parameters): fp32 weights and gradients and Adam's two
+// moments with no master copy, 4 + 4 + 8 bytes; the 16-bit copies each forward casts are
+// activations (activation_memory.h).
+schemas::Dtype model_state_dtype(schemas::Dtype precision, schemas::TrainingFramework framework);
+
+// What a plan's stack keeps its model states in: model_state_dtype's, with gradients in the
+// plan's gradient dtype or, where it names none, that dtype's default.
+struct ModelStateDtypes {
+  schemas::Dtype states = schemas::Dtype::bf16;
+  schemas::Dtype gradients = schemas::Dtype::fp32;
+};
+ModelStateDtypes model_state_dtypes(schemas::Dtype precision,
+                                    std::optional<schemas::Dtype> gradient_dtype,
+                                    schemas::TrainingFramework framework);
 
 }  // namespace strata::costmodels

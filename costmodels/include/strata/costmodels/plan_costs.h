@@ -22,6 +22,7 @@
 
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/layer_costs.h"
+#include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/plan.h"
 
@@ -106,13 +107,18 @@ RankParameters stage_parameters(const schemas::ModelConfig& model, const Paramet
 std::int64_t moe_layers_in(const schemas::ModelConfig& model, std::int64_t first_layer,
                            std::int64_t num_layers);
 
-// Model states of `parameters` under a ZeRO stage with `shards` = dp·cp ranks sharing them, with
-// gradients in `gradients` (schemas::gradient_dtype_of).
-RankStateMemory rank_state_memory(schemas::Dtype precision, schemas::Dtype gradients,
+// Model states of `parameters` in `states` under a ZeRO stage with `shards` = dp·cp ranks sharing
+// them, with gradients in `gradients` (model_state_dtypes).
+RankStateMemory rank_state_memory(schemas::Dtype states, schemas::Dtype gradients,
                                   std::int64_t zero_stage, double shards, double parameters);
 
+// What the plan's stack keeps its model states in (model_state_memory.h): its precision's, or
+// fp32 where it trains fp32 parameters under torch.autocast.
+ModelStateDtypes plan_model_state_dtypes(const schemas::Plan& plan);
+
 // Bytes per parameter in which a plan accumulates and reduces its gradients: its gradient_dtype,
-// by default fp32 for bf16 and fp8 (Megatron's main grads), else the training dtype.
+// by default fp32 for bf16 and fp8 (Megatron's main grads) and under torch.autocast, else the
+// training dtype.
 double gradient_bytes_per_parameter(const schemas::Plan& plan);
 
 }  // namespace strata::costmodels
