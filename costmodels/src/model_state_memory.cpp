@@ -28,8 +28,7 @@ ModelStateBytesPerParameter adam_model_state_bytes(schemas::Dtype precision,
 }
 
 schemas::Dtype model_state_dtype(schemas::Dtype precision, schemas::TrainingFramework framework) {
-  const bool sixteen_bit = precision == schemas::Dtype::bf16 || precision == schemas::Dtype::fp16;
-  return sixteen_bit && framework_behaviour(framework).autocast_over_fp32_parameters
+  return autocast_reaches(precision) && framework_behaviour(framework).autocast_over_fp32_parameters
              ? schemas::Dtype::fp32
              : precision;
 }

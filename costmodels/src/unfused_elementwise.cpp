@@ -1,12 +1,11 @@
 #include "strata/costmodels/unfused_elementwise.h"
 
-#include "strata/schemas/dtype.h"
+#include "strata/costmodels/framework_behaviour.h"
 
 namespace strata::costmodels {
 
 bool autocasts_parameters(const LayerContext& context) {
-  return context.autocast_over_fp32_parameters &&
-         (context.precision == schemas::Dtype::bf16 || context.precision == schemas::Dtype::fp16);
+  return context.autocast_over_fp32_parameters && autocast_reaches(context.precision);
 }
 
 UnfusedElementwise unfused_elementwise(const LayerContext& context, const LocalLayerDims& dims,

@@ -3,6 +3,7 @@
 // cost models and the simulator — never a per-row constant. Adding a stack is adding a row.
 #pragma once
 
+#include "strata/schemas/dtype.h"
 #include "strata/schemas/training_framework.h"
 
 namespace strata::costmodels {
@@ -71,5 +72,12 @@ struct FrameworkBehaviour {
 };
 
 FrameworkBehaviour framework_behaviour(schemas::TrainingFramework framework);
+
+// Whether a stack with autocast_over_fp32_parameters runs a plan of `precision` under
+// torch.autocast: at a 16-bit precision (bf16, fp16); fp32 is fp32 training, and the quantised
+// formats are Transformer Engine's, not autocast's.
+constexpr bool autocast_reaches(schemas::Dtype precision) {
+  return precision == schemas::Dtype::bf16 || precision == schemas::Dtype::fp16;
+}
 
 }  // namespace strata::costmodels
