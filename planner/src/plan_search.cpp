@@ -93,9 +93,7 @@ class Evaluator {
     plan_.framework = options.framework;
     plan_.batch.seq_length = options.seq_length;
     plan_.batch.global_batch_size = options.global_batch_size;
-    const costmodels::ModelStateDtypes states = costmodels::plan_model_state_dtypes(plan_);
-    state_dtype_ = states.states;
-    state_gradients_ = states.gradients;
+    states_ = costmodels::plan_model_state_dtypes(plan_);
   }
 
   // Sets the working plan to `knobs` with its best layer split. `peak_bytes` gets the memory
@@ -153,15 +151,15 @@ class Evaluator {
     const double gathered =
         knobs.zero == 3 && !context.zero3_layer_gathers
             ? static_cast<double>(
-                  costmodels::adam_model_state_bytes(state_dtype_, state_gradients_).weights)
+                  costmodels::adam_model_state_bytes(states_.states, states_.gradients).weights)
             : 0.0;
     const double state_bytes = costmodels::rank_state_memory(
-                                   state_dtype_, state_gradients_, knobs.zero,
+                                   states_.states, states_.gradients, knobs.zero,
                                    static_cast<double>(plan.mesh.zero_shard_dp() * knobs.cp), 1.0)
                                    .total() +
                                gathered;
     const double expert_state_bytes =
-        costmodels::rank_state_memory(state_dtype_, state_gradients_, knobs.zero,
+        costmodels::rank_state_memory(states_.states, states_.gradients, knobs.zero,
                                       static_cast<double>(plan.mesh.expert_zero_shards()), 1.0)
             .total() +
         gathered;
@@ -376,8 +374,7 @@ class Evaluator {
   double capacity_;
   costmodels::ParameterBreakdown counts_;
   // What the model states are kept in (costmodels::model_state_dtypes).
-  schemas::Dtype state_dtype_ = schemas::Dtype::bf16;
-  schemas::Dtype state_gradients_ = schemas::Dtype::fp32;
+  costmodels::ModelStateDtypes states_;
   std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
   std::map<
