@@ -223,8 +223,9 @@ TEST_F(MoeTrainingCli, TensorParallelExpertCheckpointsResumeOnAnyLayout) {
   ASSERT_EQ(expected.size(), 4u);
   for (const std::string file :
        {"model.tp0.pp0.ep0.bin", "model.tp1.pp0.ep1.bin", "model.tp2.pp0.ep0.bin",
-        "model.tp3.pp0.ep1.bin", "optimizer.tp0.pp0.ep0.dp0.bin", "optimizer.tp1.pp0.ep1.dp0.bin",
-        "optimizer.tp2.pp0.ep0.dp1.bin", "optimizer.tp3.pp0.ep1.dp1.bin"}) {
+        "model.tp3.pp0.ep1.bin", "optimizer.tp0.pp0.ep0.dp0.edp0.bin",
+        "optimizer.tp1.pp0.ep1.dp0.edp0.bin", "optimizer.tp2.pp0.ep0.dp0.edp1.bin",
+        "optimizer.tp3.pp0.ep1.dp0.edp1.bin"}) {
     EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
   }
   const auto resumed_from_step_2 = [&](const std::string& name) {
@@ -281,10 +282,12 @@ TEST_F(MoeTrainingCli, ExpertTensorParallelCheckpointsResumeOnAnyLayout) {
   const std::vector<nlohmann::json> expected =
       checkpointed_run(4, "--ep 2 --etp 2 --zero 3", original, 1);
   ASSERT_EQ(expected.size(), 4u);
+  // Rank r holds experts ep r / 2, etp r % 2 (the expert mesh folds etp fastest) and dense
+  // shard r of dp 4; each (ep, etp) pair has one expert shard.
   for (const char* kind : {"model", "optimizer"}) {
-    for (const char* experts : {"ep0.etp0", "ep0.etp1", "ep1.etp0", "ep1.etp1"}) {
-      const std::string file = std::string(kind) + ".tp0.pp0." + experts + ".dp0.bin";
-      EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
+    for (const char* file : {".tp0.pp0.ep0.etp0.dp0.edp0.bin", ".tp0.pp0.ep0.etp1.dp1.edp0.bin",
+                             ".tp0.pp0.ep1.etp0.dp2.edp0.bin", ".tp0.pp0.ep1.etp1.dp3.edp0.bin"}) {
+      EXPECT_TRUE(fs::exists(original / "step_00000002" / (kind + std::string(file)))) << file;
     }
   }
   const auto resumed_from_step_2 = [&](const std::string& name) {
@@ -330,20 +333,20 @@ TEST_F(MoeTrainingCli, ExpertParallelCheckpointsResumeOnAnyLayout) {
 }
 
 // A ZeRO-3 expert-parallel checkpoint: per ep rank, one file of values and one of moments for
-// each of its expert shards (a rank's dense shard and expert shard, written by each rank here),
+// each pair of dense and expert shards (named by both, written by each rank here),
 // resumed on its own layout, on ep 4 at ZeRO-1, on whole state (ep 2, ZeRO-0) and on one rank.
 TEST_F(MoeTrainingCli, ShardedExpertCheckpointsResumeOnAnyLayout) {
   const fs::path original = directory / "dp4-ep2-zero3";
   const std::vector<nlohmann::json> expected =
       checkpointed_run(4, "--dp 4 --ep 2 --zero 3", original, 1);
   ASSERT_EQ(expected.size(), 4u);
+  // Rank r holds experts ep r % 2, expert shard r / 2 and dense shard r.
   for (const char* kind : {"model", "optimizer"}) {
-    for (int ep = 0; ep < 2; ++ep) {
-      for (int shard = 0; shard < 2; ++shard) {
-        const std::string file = std::string(kind) + ".tp0.pp0.ep" + std::to_string(ep) + ".dp" +
-                                 std::to_string(shard) + ".bin";
-        EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
-      }
+    for (int rank = 0; rank < 4; ++rank) {
+      const std::string file = std::string(kind) + ".tp0.pp0.ep" + std::to_string(rank % 2) +
+                               ".dp" + std::to_string(rank) + ".edp" + std::to_string(rank / 2) +
+                               ".bin";
+      EXPECT_TRUE(fs::exists(original / "step_00000002" / file)) << file;
     }
   }
   const auto resumed_from_step_2 = [&](const std::string& name) {

@@ -265,23 +265,25 @@ void check_flags_against_checkpoint(const TrainOptions& options, const executor:
   }
 }
 
+// The prediction for the plan step `step` (1-based) runs under: the first plan's, or that of the
+// last switch before it. At a resumed run's completed steps S it is the plan the run resumes in.
+const Prediction& prediction_at(const PreparedRun& run, std::int64_t step) {
+  const Prediction* current = &run.prediction;
+  for (std::size_t i = 0; i < run.training.switches.size(); ++i) {
+    if (run.training.switches[i].step < step) current = &run.switch_predictions[i];
+  }
+  return *current;
+}
+
 // Phase 3: the steps, logged on rank 0, then the trace and the llm.c file. Returns the exit status
 // (1 when the loss diverged).
 int run_steps(const TrainOptions& options, const PreparedRun& run, executor::Trainer& trainer,
               const std::optional<GradientBuckets>& buckets, bool logs) {
   const schemas::Plan& plan = run.chosen.plan;
-  // Each step beside the prediction for the plan it ran under (record.step is 1-based).
-  const auto prediction_at = [&](std::int64_t step) -> const Prediction& {
-    const Prediction* current = &run.prediction;
-    for (std::size_t i = 0; i < run.training.switches.size(); ++i) {
-      if (run.training.switches[i].step < step) current = &run.switch_predictions[i];
-    }
-    return *current;
-  };
   const executor::TrainingSummary summary = trainer.run(
       [&](const executor::StepRecord& record) {
         if (logs) {
-          print_step(record, options.steps, prediction_at(record.step),
+          print_step(record, options.steps, prediction_at(run, record.step),
                      StepData{trainer.sampler(), trainer.plan().batch.global_batch_size,
                               options.log_samples},
                      options.log_format);
@@ -293,6 +295,17 @@ int run_steps(const TrainOptions& options, const PreparedRun& run, executor::Tra
   if (logs) {
     print_summary(summary, trainer.resume_changes(), run.notes, run.training, buckets,
                   options.log_format);
+  }
+  if (summary.steps_run > 0 && !std::isfinite(summary.final_loss)) {
+    // The trainer stopped at this step; nothing of it is written (no trace, no llm.c file).
+    if (logs) {
+      std::fprintf(stderr,
+                   "strata: training diverged: the loss is %s at step %lld; stopped there, "
+                   "nothing written after the last checkpoint\n",
+                   std::isnan(summary.final_loss) ? "nan" : "infinite",
+                   static_cast<long long>(trainer.completed_steps()));
+    }
+    return 1;
   }
   if (options.trace && logs) {
     // The traced step ran under the plan of the last switch before it.
@@ -314,11 +327,6 @@ int run_steps(const TrainOptions& options, const PreparedRun& run, executor::Tra
                                    executor::ScalarType::float32);
     trainer.gather_parameters(whole);
     if (logs) executor::write_llmc_checkpoint(*options.save_llmc, plan.model, whole);
-  }
-  if (!std::isfinite(summary.final_loss)) {
-    if (logs)
-      std::fprintf(stderr, "strata: training diverged: the loss is %f\n", summary.final_loss);
-    return 1;
   }
   return 0;
 }
@@ -356,11 +364,14 @@ int train(const TrainOptions& options, executor::Communicator& world) {
     if (logs) print_nothing_to_train(trainer->completed_steps(), options.steps, options.log_format);
     return 0;
   }
-  // Rank 0's buckets beside the simulator's count of them: the same rule, the plan's size.
-  const schemas::Plan& plan = run.chosen.plan;
+  // Rank 0's buckets beside the simulator's count of them: the same rule, the plan's size. A
+  // resumed run starts in the plan in force at its checkpoint.
+  const schemas::Plan& plan = trainer->plan();
   std::optional<GradientBuckets> buckets;
   if (plan.mesh.dp * plan.mesh.cp > 1) {
-    buckets = GradientBuckets{trainer->bucket_count(), run.prediction.rank0_gradient_buckets};
+    buckets =
+        GradientBuckets{trainer->bucket_count(),
+                        prediction_at(run, trainer->completed_steps()).rank0_gradient_buckets};
   }
   if (logs) {
     print_run_header(RunHeader{run.notes, trainer->resume_changes(), plan, world.size(),

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <regex>
 
 #include "strata/schemas/input_error.h"
@@ -59,10 +60,14 @@ void remove_abandoned_checkpoints(const fs::path& directory) {
     std::smatch match;
     const std::string name = entry.path().filename().string();
     if (!std::regex_match(name, match, kTemporary)) continue;
-    const long pid = std::stol(match[1].str());
+    // A writer's name holds its process id; one that no process can have (0, or too many digits
+    // for a pid_t) was not written by strata and is left alone.
+    const std::string digits = match[1].str();
+    pid_t pid = 0;
+    const auto [end, parsed] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (parsed != std::errc() || end != digits.data() + digits.size() || pid <= 0) continue;
     // kill(pid, 0) fails with ESRCH when no such process exists: its writer died mid-write.
-    if (pid != static_cast<long>(::getpid()) && ::kill(static_cast<pid_t>(pid), 0) != 0 &&
-        errno == ESRCH) {
+    if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
       fs::remove_all(entry.path(), error);
     }
   }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -43,10 +44,26 @@ std::string read_holder(int descriptor) {
 
 CheckpointDirectoryLock::CheckpointDirectoryLock(const std::filesystem::path& directory) {
   const std::filesystem::path file = directory / kFileName;
-  descriptor_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Never through a link or into a FIFO or device someone planted under the lock's name: the
+  // holder line is written into the file, which would overwrite the link's target.
+  descriptor_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (descriptor_ < 0) {
+    const int error = errno;
+    if (error == ELOOP) {
+      throw schemas::InputError(file.string(), "",
+                                "is a symbolic link: the checkpoint lock is a regular file strata "
+                                "creates; remove the link");
+    }
     throw schemas::InputError(directory.string(), "",
-                              fmt::format("cannot write: {}", std::strerror(errno)));
+                              fmt::format("cannot write: {}", std::strerror(error)));
+  }
+  struct stat status {};
+  if (::fstat(descriptor_, &status) != 0 || !S_ISREG(status.st_mode)) {
+    ::close(descriptor_);
+    descriptor_ = -1;
+    throw schemas::InputError(file.string(), "",
+                              "is not a regular file: the checkpoint lock is a regular file "
+                              "strata creates; remove it");
   }
   if (::flock(descriptor_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;

@@ -40,39 +40,36 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   if (mesh.ep * mesh.etp > 1) {
     // Expert (tensor) parallelism: a rank's files hold its dense state (its tp slice; its ZeRO
     // shard when sharded) and its routed experts (its ep range and etp part of their width; its
-    // expert shard when sharded), named by tp, pp, ep (etp too when it splits them) and the expert
-    // shard. Of the ranks whose file would have one name, the lowest writes it: with tp = 1 the
-    // first of the ranks holding the same experts (the first replica of the shards); when the
-    // expert groups fold over tp ranks, each tp slice's own rank.
+    // expert shard when sharded). A file's name is everything its contents follow from — tp, pp,
+    // ep (etp too when it splits them) and, when sharded, the dense shard and the expert shard —
+    // so ranks of one name hold the same bytes and the lowest of them writes it. The two shards
+    // vary independently: with cp or hybrid sharding, and mesh orders that put dp before cp, ranks
+    // holding one expert shard hold different dense shards.
+    using Key = std::array<std::int64_t, 6>;
     const auto key_of = [&](std::int64_t other, bool sharded) {
       const schemas::MeshCoordinates place = schemas::mesh_coordinates(mesh, other);
       const schemas::ExpertCoordinates expert = schemas::expert_coordinates(mesh, other);
-      return std::array<std::int64_t, 6>{place[static_cast<std::size_t>(schemas::MeshAxis::tp)],
-                                         place[static_cast<std::size_t>(schemas::MeshAxis::pp)],
-                                         expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)],
-                                         expert[static_cast<std::size_t>(schemas::ExpertAxis::etp)],
-                                         sharded ? schemas::expert_zero_shard_rank(mesh, other) : 0,
-                                         sharded ? schemas::zero_shard_rank(mesh, other) : 0};
+      return Key{place[static_cast<std::size_t>(schemas::MeshAxis::tp)],
+                 place[static_cast<std::size_t>(schemas::MeshAxis::pp)],
+                 expert[static_cast<std::size_t>(schemas::ExpertAxis::ep)],
+                 expert[static_cast<std::size_t>(schemas::ExpertAxis::etp)],
+                 sharded ? schemas::zero_shard_rank(mesh, other) : 0,
+                 sharded ? schemas::expert_zero_shard_rank(mesh, other) : 0};
     };
     const auto writes = [&](bool sharded) {
-      const std::array<std::int64_t, 6> own = key_of(rank, sharded);
+      const Key own = key_of(rank, sharded);
       for (std::int64_t other = 0; other < rank; ++other) {
-        const std::array<std::int64_t, 6> theirs = key_of(other, sharded);
-        if (!std::equal(own.begin(), own.begin() + 5, theirs.begin())) continue;
-        // One name, one content: the dense shard must follow from the expert shard.
-        STRATA_CHECK(theirs[5] == own[5],
-                     "ranks {} and {} would write one checkpoint file with dense shards {} and {}",
-                     other, rank, theirs[5], own[5]);
-        return false;
+        if (key_of(other, sharded) == own) return false;
       }
       return true;
     };
-    const std::array<std::int64_t, 6> own = key_of(rank, true);
-    const std::int64_t ep = own[2], etp = own[3], expert_shard = own[4];
+    const Key own = key_of(rank, true);
+    const std::int64_t ep = own[2], etp = own[3], dense_shard = own[4], expert_shard = own[5];
     const std::string experts =
         mesh.etp > 1 ? fmt::format("ep{}.etp{}", ep, etp) : fmt::format("ep{}", ep);
     const auto name = [&](const char* kind, bool sharded) {
-      return sharded ? fmt::format("{}.tp{}.pp{}.{}.dp{}.bin", kind, tp, pp, experts, expert_shard)
+      return sharded ? fmt::format("{}.tp{}.pp{}.{}.dp{}.edp{}.bin", kind, tp, pp, experts,
+                                   dense_shard, expert_shard)
                      : fmt::format("{}.tp{}.pp{}.{}.bin", kind, tp, pp, experts);
     };
     part.values_file = name("model", zero_stage >= 3);

@@ -50,6 +50,14 @@ WatchState& state() {
   ::_exit(kStallExitCode);
 }
 
+// How much later than rank 0 each rank reports a stall. When one rank stops, every other rank
+// ends up waiting for it and would time out within moments of the others, each printing its line.
+// The watchdog cannot ask its peers (only the communicating thread may call MPI, and it is the
+// one blocked), so the ranks take turns: rank r reports r turns after the timeout, and the first
+// report ends the job (mpirun ends the other ranks when one exits without finalising) before the
+// next rank's turn comes. The stopped rank never reports, so the job ends at most one turn late.
+double report_turn_s(double timeout_s) { return std::clamp(timeout_s / 2, 1.0, 10.0); }
+
 void watch() {
   WatchState& watched = state();
   Clock::time_point last_look = Clock::now();
@@ -68,7 +76,8 @@ void watch() {
       last_look = now;
       if (watched.blocked && watched.timeout_s > 0) {
         const double waited_s = std::chrono::duration<double>(Clock::now() - watched.since).count();
-        if (waited_s > watched.timeout_s) end_stalled_job(watched, waited_s);
+        const double turn_s = report_turn_s(watched.timeout_s) * watched.world_rank;
+        if (waited_s > watched.timeout_s + turn_s) end_stalled_job(watched, waited_s);
       }
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(period_s));

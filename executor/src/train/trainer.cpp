@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <tuple>
 
 #include "strata/executor/checkpoint/checkpoint_directory.h"
@@ -189,6 +190,22 @@ std::unique_ptr<Communicator> nccl_world_for(const schemas::Plan& plan,
   return device_routed_communicator(world);
 }
 
+// The switch in force when a resumed run's latest checkpoint was written: the last one before that
+// step (a checkpoint of step S is written before a switch at S); null when the run starts in its
+// first plan. The run resumes in that plan's layout, and its checkpoint is checked against that
+// plan's batch and sequence length, not the first plan's.
+const PlanSwitch* switch_in_force_at_resume(const TrainingOptions& options) {
+  if (!options.resume || !options.checkpoint_dir || options.switches.empty()) return nullptr;
+  const std::vector<std::pair<std::int64_t, std::filesystem::path>> found =
+      checkpoints_in(*options.checkpoint_dir);
+  const PlanSwitch* in_force = nullptr;
+  for (const PlanSwitch& planned : options.switches) {
+    if (found.empty() || planned.step >= found.back().first) break;
+    in_force = &planned;
+  }
+  return in_force;
+}
+
 }  // namespace
 
 Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_source,
@@ -218,9 +235,17 @@ Trainer::Trainer(const schemas::Plan& plan, const std::string& plan_source, cons
       world_(world != nullptr ? *world : *own_world_),
       nccl_world_(nccl_world_for(plan, plan_source, options_, world_)),
       data_(data),
-      layout_(std::make_unique<Layout>(plan, plan_source, data, options_, options_.plan_directory,
-                                       !values_are_loaded(options_), group_world())),
-      layout_source_(plan_source),
+      starting_switch_(switch_in_force_at_resume(options_)),
+      layout_(starting_switch_ == nullptr
+                  ? std::make_unique<Layout>(plan, plan_source, data, options_,
+                                             options_.plan_directory, !values_are_loaded(options_),
+                                             group_world())
+                  : std::make_unique<Layout>(
+                        starting_switch_->plan, starting_switch_->source, data, options_,
+                        starting_switch_->directory.empty() ? options_.plan_directory
+                                                            : starting_switch_->directory,
+                        /*fresh_values=*/false, group_world())),
+      layout_source_(starting_switch_ == nullptr ? plan_source : starting_switch_->source),
       schedule_{options_.learning_rate,
                 options_.learning_rate * options_.min_learning_rate_fraction, options_.warmup_steps,
                 options_.steps, options_.learning_rate_decay} {
@@ -531,14 +556,8 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
   };
   if (validation_sampler_) evaluate_now();  // the model the run starts from
   double token_count = 0;
-  // A resumed run whose checkpoint is past some switches goes on under the latest of them.
-  const PlanSwitch* passed = nullptr;
-  for (const PlanSwitch& planned : options_.switches) {
-    if (planned.step < state_.step) passed = &planned;
-  }
-  if (passed != nullptr) {
-    summary.switches.push_back(switch_to(passed->plan, passed->source, passed->directory));
-  }
+  // A resumed run started in the plan in force at its checkpoint (starting_plan): the switches
+  // before it are behind it.
   auto next_switch =
       std::find_if(options_.switches.begin(), options_.switches.end(),
                    [&](const PlanSwitch& planned) { return planned.step >= state_.step; });
@@ -555,6 +574,9 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
     summary.final_loss = record.loss;
     summary.total_time_s += record.step_time_s;
     token_count += record.tokens_per_s * record.step_time_s;
+    // Diverged (every rank sees the same reduced loss): the run stops at its first non-finite
+    // loss, before anything of it — an evaluation, a checkpoint of NaN weights — is written.
+    if (!std::isfinite(record.loss)) break;
     const bool last = state_.step == options_.steps;
     if (validation_sampler_ &&
         (last || (options_.eval_every > 0 && state_.step % options_.eval_every == 0))) {

@@ -5,6 +5,11 @@
 //   DIR/step_00000100/model.tp1.pp0.dp0.bin      tp rank 1's values (every dp rank holds them
 //                                                below ZeRO-3: dp rank 0 writes them)
 //   DIR/step_00000100/optimizer.tp1.pp0.dp3.bin  dp rank 3's share of the moments (ZeRO ≥ 1)
+// With expert parallelism a file also holds the rank's routed experts and is named by them too:
+//   DIR/step_00000100/model.tp0.pp0.ep1.bin            experts of ep rank 1 with the dense state
+//   DIR/step_00000100/optimizer.tp0.pp0.ep1.dp2.edp0.bin  dense shard 2 and expert shard 0
+// A name is everything the file's contents follow from, so no two ranks that hold different
+// bytes ever write one file (every mesh order, cp, hybrid sharding: a property test checks it).
 // All ranks write into one temporary directory (named by rank 0's PID), rank 0 adds state.json
 // listing every file's size and CRC-32 once all are written, then renames it. The directory must
 // be on a file system every rank sees. A run of one rank writes one device's files.

@@ -8,7 +8,9 @@
 //
 // A thread of its own looks twice a second at the one communication the process is blocked in
 // (communication is issued from one thread, MPI_THREAD_FUNNELED) and, past the timeout, writes
-// the line and ends the process; the launcher then ends the job's other processes.
+// the line and ends the process; the launcher then ends the job's other processes. The waiting
+// ranks take turns (rank r reports r × max(1 s, min(timeout / 2, 10 s)) after the timeout), so
+// that the first report ends the job before any other rank prints a second line.
 #pragma once
 
 #include <cstdint>

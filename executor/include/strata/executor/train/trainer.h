@@ -256,6 +256,9 @@ class Trainer {
   // NCCL (distributed/device_routed_communicator.h), which every layout's process groups split.
   std::unique_ptr<Communicator> nccl_world_;
   const TokenFile& data_;
+  // The switch whose plan a resumed run starts in (an element of options_.switches; null: the
+  // first plan).
+  const PlanSwitch* starting_switch_;
   std::unique_ptr<Layout> layout_;
   std::string layout_source_;                   // the plan layout_ runs, as errors and logs name it
   const TokenFile* validation_data_ = nullptr;  // with set_validation_data
