@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -25,6 +26,7 @@
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
@@ -49,9 +51,34 @@ py::object to_python(const nlohmann::json& value) {
   return py::module_::import("json").attr("loads")(value.dump());
 }
 
-nlohmann::json from_python(const py::handle& value) {
+// The JSON pointer of the first float in `value` that is NaN or infinite (empty: none). Python's
+// json module writes them as NaN and Infinity, which are not JSON: the error names where they are.
+std::optional<std::string> non_finite_at(const py::handle& value, const std::string& path) {
+  if (py::isinstance<py::float_>(value)) {
+    if (!std::isfinite(value.cast<double>())) return path;
+  } else if (py::isinstance<py::dict>(value)) {
+    for (const auto& [key, item] : value.cast<py::dict>()) {
+      const std::string name = py::str(key).cast<std::string>();
+      if (auto found = non_finite_at(item, path + "/" + name)) return found;
+    }
+  } else if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+    std::size_t index = 0;
+    for (const py::handle item : value) {
+      if (auto found = non_finite_at(item, path + "/" + std::to_string(index++))) return found;
+    }
+  }
+  return std::nullopt;
+}
+
+// `value` (the argument `argument`) as JSON; NaN and infinity are refused as the file formats
+// refuse them, naming the argument and the path.
+nlohmann::json from_python(const py::handle& value, const std::string& argument) {
+  if (const std::optional<std::string> path = non_finite_at(value, "")) {
+    throw schemas::InputError(argument, *path,
+                              "is not a finite number (JSON has no NaN or infinity)");
+  }
   const std::string text = py::module_::import("json").attr("dumps")(value).cast<std::string>();
-  return nlohmann::json::parse(text);
+  return schemas::parse_json_text(text, argument);
 }
 
 // A model or cluster given as a preset name or file path (str), or as a document (dict).
@@ -59,13 +86,13 @@ using Spec = std::variant<std::string, py::dict>;
 
 schemas::ModelConfig model_of(const Spec& spec) {
   if (const auto* name = std::get_if<std::string>(&spec)) return schemas::resolve_model(*name);
-  return schemas::parse_model(from_python(std::get<py::dict>(spec)),
+  return schemas::parse_model(from_python(std::get<py::dict>(spec), "model"),
                               schemas::JsonLocation("model"));
 }
 
 schemas::ClusterConfig cluster_of(const Spec& spec) {
   if (const auto* name = std::get_if<std::string>(&spec)) return schemas::resolve_cluster(*name);
-  return schemas::parse_cluster(from_python(std::get<py::dict>(spec)),
+  return schemas::parse_cluster(from_python(std::get<py::dict>(spec), "cluster"),
                                 schemas::JsonLocation("cluster"));
 }
 
@@ -73,20 +100,23 @@ py::object describe(const Spec& model, const std::optional<Spec>& cluster,
                     std::optional<std::int64_t> seq_len, const std::string& precision) {
   return to_python(tools::describe_report(tools::describe_model(
       model_of(model), cluster ? std::optional(cluster_of(*cluster)) : std::nullopt, precision,
-      seq_len)));
+      seq_len, tools::ArgumentNames::keywords)));
 }
 
 py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
-                std::optional<std::int64_t> seq_len, std::size_t top,
+                std::optional<std::int64_t> seq_len, std::int64_t top,
                 std::optional<std::string> precision, const std::string& framework,
                 const std::vector<std::string>& schedules,
                 std::optional<std::string> gradient_dtype) {
   const schemas::ModelConfig model = model_of(model_spec);
   const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
   tools::PlanRequest options;
+  options.names = tools::ArgumentNames::keywords;
   options.global_batch = global_batch;
   options.seq_length = seq_len;
-  options.top_k = top;
+  // Negative counts reach here as numbers (the command line's validator sees them as text).
+  tools::require_whole_number(top, 1, tools::kMaxTopPlans, "--top", options.names);
+  options.top_k = static_cast<std::size_t>(top);
   options.precision = std::move(precision);
   options.gradient_dtype = std::move(gradient_dtype);
   options.framework = framework;
@@ -111,7 +141,7 @@ py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t g
 
 py::object simulate(const py::dict& plan_document) {
   const schemas::Plan plan =
-      schemas::parse_plan(from_python(plan_document), schemas::JsonLocation("plan"));
+      schemas::parse_plan(from_python(plan_document, "plan"), schemas::JsonLocation("plan"));
   simulator::PlanSimulation simulation;
   {
     py::gil_scoped_release unlocked;
@@ -122,7 +152,7 @@ py::object simulate(const py::dict& plan_document) {
 
 // Checks a document as `strata validate` does; returns its kind ("model", "cluster", "plan").
 std::string validate(const py::dict& document) {
-  const nlohmann::json value = from_python(document);
+  const nlohmann::json value = from_python(document, "document");
   const schemas::JsonLocation location("document");
   switch (schemas::detect_document_kind(value, location)) {
     case schemas::DocumentKind::model:

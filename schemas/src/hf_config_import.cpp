@@ -226,13 +226,18 @@ MoeConfig import_mixtral_moe(const HfConfigReader& reader, const ModelConfig& mo
 // Qwen2-MoE and Qwen3-MoE: experts of moe_intermediate_size on every decoder_sparse_step-th layer;
 // Qwen2-MoE adds one gated shared expert of shared_expert_intermediate_size.
 MoeConfig import_qwen_moe(const HfConfigReader& reader, const nlohmann::json& config,
-                          HfFamily family) {
+                          HfFamily family, const ModelConfig& model) {
   require_no_mlp_only_layers(reader, config);
   MoeConfig moe;
   moe.num_experts = reader.integer("num_experts", {1, kMaxExperts});
   moe.experts_per_token = reader.integer("num_experts_per_tok", {1, kMaxExperts});
   moe.expert_ffn_hidden_size = reader.integer("moe_intermediate_size", {1, 1 << 22});
   moe.moe_layer_interval = reader.optional_integer("decoder_sparse_step", {1, 4096}).value_or(1);
+  if (moe.num_moe_layers(model.num_layers) == 0) {
+    (reader.location() / "decoder_sparse_step")
+        .fail(fmt::format("{}: a MoE layer every {} leaves none of num_hidden_layers={}",
+                          moe.moe_layer_interval, moe.moe_layer_interval, model.num_layers));
+  }
   if (family == HfFamily::qwen2_moe) {
     const std::int64_t shared =
         reader.optional_integer("shared_expert_intermediate_size", {0, 1 << 22}).value_or(0);
@@ -251,7 +256,7 @@ MoeConfig import_qwen_moe(const HfConfigReader& reader, const nlohmann::json& co
 // DeepSeek-V3: dense first_k_dense_replace layers, then MoE layers with n_shared_experts shared
 // experts of moe_intermediate_size (transformers builds them as one MLP n_shared times as wide:
 // the same parameters and FLOPs) and group-limited sigmoid routing.
-MoeConfig import_deepseek_moe(const HfConfigReader& reader) {
+MoeConfig import_deepseek_moe(const HfConfigReader& reader, const ModelConfig& model) {
   MoeConfig moe;
   moe.num_experts = reader.integer("n_routed_experts", {1, kMaxExperts});
   moe.experts_per_token = reader.integer("num_experts_per_tok", {1, kMaxExperts});
@@ -260,6 +265,11 @@ MoeConfig import_deepseek_moe(const HfConfigReader& reader) {
   moe.shared_expert_ffn_hidden_size = moe.num_shared_experts > 0 ? moe.expert_ffn_hidden_size : 0;
   moe.first_dense_layers =
       reader.optional_integer("first_k_dense_replace", {0, kMaxLayers}).value_or(0);
+  if (moe.first_dense_layers >= model.num_layers) {
+    (reader.location() / "first_k_dense_replace")
+        .fail(fmt::format("{} dense layers first leave none of num_hidden_layers={} a MoE layer",
+                          moe.first_dense_layers, model.num_layers));
+  }
   // DeepSeek counts moe_layer_freq from layer 0, Strata's interval from the first MoE layer: the
   // two agree for 1, the value every DeepSeek-V2/V3 config has.
   if (reader.optional_integer("moe_layer_freq", {1, kMaxLayers}).value_or(1) != 1) {
@@ -343,10 +353,10 @@ ModelConfig import_hf_config(const nlohmann::json& config, const JsonLocation& l
       break;
     case HfFamily::qwen2_moe:
     case HfFamily::qwen3_moe:
-      model.moe = import_qwen_moe(reader, config, architecture.family);
+      model.moe = import_qwen_moe(reader, config, architecture.family, model);
       break;
     case HfFamily::deepseek_v3:
-      model.moe = import_deepseek_moe(reader);
+      model.moe = import_deepseek_moe(reader, model);
       model.mla = import_mla(reader);
       model.head_dim = model.mla->qk_head_dim();
       break;

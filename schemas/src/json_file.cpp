@@ -1,6 +1,8 @@
 #include "strata/schemas/json_file.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -173,13 +175,39 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   });
 }
 
+void require_regular_output(const std::filesystem::path& path) {
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) != 0) return;  // absent (or unreachable: the write says why)
+  const mode_t type = status.st_mode & S_IFMT;
+  if (type == S_IFREG) return;
+  const char* kind = type == S_IFLNK    ? "a symbolic link"
+                     : type == S_IFIFO  ? "a FIFO"
+                     : type == S_IFCHR  ? "a character device"
+                     : type == S_IFBLK  ? "a block device"
+                     : type == S_IFSOCK ? "a socket"
+                     : type == S_IFDIR  ? "a directory"
+                                        : "not a regular file";
+  throw InputError(path.string(), "",
+                   fmt::format("is {}: strata writes regular files only (a new file is renamed "
+                               "over the path), so name a regular file or a new one",
+                               kind));
+}
+
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<bool(std::FILE*)>& write) {
+  require_regular_output(path);
   const std::filesystem::path temporary =
       path.string() + fmt::format(".tmp.{}", static_cast<long>(::getpid()));
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  // A new file of our own: whatever holds the name (a leftover of this pid, or a link planted to
+  // make the write land elsewhere) goes first, and the open follows no link and creates the file.
+  ::unlink(temporary.c_str());
+  const int descriptor =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  std::FILE* file = descriptor >= 0 ? ::fdopen(descriptor, "wb") : nullptr;
   if (file == nullptr) {
-    throw InputError(path.string(), "", fmt::format("cannot write: {}", std::strerror(errno)));
+    const int error = errno;
+    if (descriptor >= 0) ::close(descriptor);
+    throw InputError(path.string(), "", fmt::format("cannot write: {}", std::strerror(error)));
   }
   const bool written = write(file);
   const bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;

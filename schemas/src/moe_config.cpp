@@ -77,7 +77,10 @@ void validate_moe(const MoeConfig& moe, const JsonLocation& location, std::int64
     (location / "shared_expert_gate").fail("true, but num_shared_experts is 0");
   }
   if (moe.num_moe_layers(num_layers) == 0) {
-    (location / "first_dense_layers")
+    // Named at the field that leaves no MoE layer: all layers dense first, or an interval longer
+    // than what is left after them.
+    (location /
+     (moe.first_dense_layers >= num_layers ? "first_dense_layers" : "moe_layer_interval"))
         .fail(fmt::format("{} dense layers first and a MoE layer every {} leave none of the "
                           "model's {} layers a MoE layer",
                           moe.first_dense_layers, moe.moe_layer_interval, num_layers));

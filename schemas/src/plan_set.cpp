@@ -97,7 +97,7 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
     const nlohmann::json& phases = reader.array("phases", 1);
     for (std::size_t i = 0; i < phases.size(); ++i) {
       const ObjectReader phase(phases[i], reader.at("phases") / i, {"first_step", "plan"});
-      PlanSetPhase parsed{phase.integer("first_step", {0, std::int64_t{1} << 40}),
+      PlanSetPhase parsed{phase.integer("first_step", {0, kMaxTrainingSteps}),
                           known(phase, "plan")};
       if (i == 0 && parsed.first_step != 0) {
         phase.at("first_step")
@@ -112,7 +112,7 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
     }
   }
   if (reader.has("total_steps")) {
-    set.total_steps = reader.integer("total_steps", {1, std::int64_t{1} << 40});
+    set.total_steps = reader.integer("total_steps", {1, kMaxTrainingSteps});
     if (!set.phases.empty() && *set.total_steps <= set.phases.back().first_step) {
       reader.at("total_steps")
           .fail(fmt::format("{}: the last phase starts at step {}", *set.total_steps,

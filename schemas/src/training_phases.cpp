@@ -30,6 +30,7 @@ TrainingPhases parse_training_phases(const nlohmann::json& document, const JsonL
         fmt::format("{} phases: at most {}", phases.size(), kMaxTrainingPhases));
   }
   std::set<std::string> names;
+  std::int64_t total_steps = 0;
   for (std::size_t i = 0; i < phases.size(); ++i) {
     const ObjectReader phase(phases[i], reader.at("phases") / i,
                              {"name", "steps", "global_batch_size", "seq_length"});
@@ -40,7 +41,15 @@ TrainingPhases parse_training_phases(const nlohmann::json& document, const JsonL
       (phase.has("name") ? phase.at("name") : phase.location())
           .fail(fmt::format("\"{}\" names another phase too", entry.name));
     }
-    entry.steps = phase.integer("steps", {1, std::int64_t{1} << 40});
+    entry.steps = phase.integer("steps", {1, kMaxTrainingSteps});
+    // The plan set written for them counts every step of the run in one number.
+    if (entry.steps > kMaxTrainingSteps - total_steps) {
+      phase.at("steps").fail(
+          fmt::format("{}: the phases would last {} steps together, more than "
+                      "a run's {}",
+                      entry.steps, total_steps + entry.steps, kMaxTrainingSteps));
+    }
+    total_steps += entry.steps;
     entry.global_batch_size = phase.integer("global_batch_size", {1, kMaxGlobalBatchSize});
     entry.seq_length = phase.integer("seq_length", {1, kMaxSeqLength});
     parsed.phases.push_back(std::move(entry));

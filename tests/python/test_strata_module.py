@@ -76,6 +76,74 @@ def test_bad_input_raises_the_one_line_error_with_its_json_path():
         strata.plan(model="llama-tiny", cluster="cpu-local:4", global_batch=16, precision="fp5")
 
 
+def test_arguments_are_checked_by_the_command_lines_rules():
+    # Each refused as the command line refuses the flag, named as the argument is.
+    cases = [
+        (dict(seq_len=0), "seq_len", "0 is not a whole number from 1 to 16777216"),
+        (dict(top=0), "top", "0 is not a whole number from 1 to 100"),
+        (dict(top=-3), "top", "-3 is not a whole number from 1 to 100"),
+        (dict(global_batch=0), "global_batch", "0 is not a whole number from 1 to 16777216"),
+    ]
+    for change, argument, rule in cases:
+        arguments = dict(model="gpt-tiny", cluster="cpu-local:2", global_batch=8, seq_len=64)
+        arguments.update(change)
+        with pytest.raises(strata.InputError) as raised:
+            strata.plan(**arguments)
+        assert raised.value.source == argument, change
+        assert raised.value.rule == rule, change
+    with pytest.raises(strata.InputError) as raised:
+        strata.describe("gpt-tiny", seq_len=-7)
+    assert raised.value.source == "seq_len"
+    assert "-7 is not a whole number from 1 to" in str(raised.value)
+
+
+def test_nan_and_infinity_in_a_dict_name_their_path():
+    model = strata.preset("moe-tiny")
+    model["moe"]["router"]["aux_loss_coefficient"] = float("nan")
+    with pytest.raises(strata.InputError) as raised:
+        strata.describe(model)
+    assert raised.value.source == "model"
+    assert raised.value.json_path == "/moe/router/aux_loss_coefficient"
+    plan = strata.plan(model="gpt-tiny", cluster="cpu-local:2", global_batch=8, seq_len=64)[0]
+    plan["cluster"]["network_tiers"][0]["bandwidth_gb_per_s"] = float("inf")
+    for call in (strata.simulate, strata.validate):
+        with pytest.raises(strata.InputError) as raised:
+            call(plan)
+        assert raised.value.json_path == "/cluster/network_tiers/0/bandwidth_gb_per_s"
+        assert "not a finite number" in raised.value.rule
+
+
+def test_random_arguments_answer_or_raise_the_modules_errors():
+    """Arguments as a careless script passes them: each call answers, or raises InputError,
+    NoPlanFits, or pybind11's TypeError for a value of the wrong type — never another error."""
+    import math
+    import random
+    chooser = random.Random(20261129)
+    numbers = [1, 2, 8, 64, 0, -1, -7, 2**40, 2**63 - 1, 16777217, 1.5, math.nan, math.inf, None,
+               "8", True]
+    answered = refused = 0
+    for _ in range(150):
+        call = chooser.choice(["plan", "describe"])
+        try:
+            if call == "plan":
+                arguments = dict(model=chooser.choice(["gpt-tiny", "llama-tiny", "nope"]),
+                                 cluster=chooser.choice(["cpu-local:2", "dgx-h100:1", "x"]),
+                                 global_batch=chooser.choice(numbers))
+                for key in ("seq_len", "top"):
+                    if chooser.random() < 0.6:
+                        arguments[key] = chooser.choice(numbers)
+                result = strata.plan(**arguments)
+                assert isinstance(result, list) and 1 <= len(result) <= 100
+            else:
+                result = strata.describe(chooser.choice(["gpt-tiny", "moe-tiny", "nope"]),
+                                         seq_len=chooser.choice(numbers))
+                assert result["flops_per_token"]["training"] > 0
+            answered += 1
+        except (strata.InputError, strata.NoPlanFits, TypeError):
+            refused += 1
+    assert answered > 0 and refused > 0
+
+
 def test_a_search_where_nothing_fits_says_what_binds():
     with pytest.raises(strata.NoPlanFits, match="memory"):
         strata.plan(model="llama3.1-405b", cluster="cpu-local:1", global_batch=16)

@@ -174,6 +174,18 @@ TEST(HfConfigImport, RefusesMoeLayoutsItCannotRepresent) {
   EXPECT_EQ(error_of(narrow),
             "config.json: /topk_group: 1 of n_group=8 groups cannot hold num_experts_per_tok=33 "
             "experts");
+  // A layout with no MoE layer is named at the config's own key, not at the moe block's field
+  // the config does not have.
+  nlohmann::json sparse = read_json_file(fixture("hf/qwen1.5-moe-a2.7b.json"));
+  sparse["decoder_sparse_step"] = 1000;
+  EXPECT_EQ(error_of(sparse),
+            "config.json: /decoder_sparse_step: 1000: a MoE layer every 1000 leaves none of "
+            "num_hidden_layers=24");
+  nlohmann::json dense = read_json_file(fixture("hf/deepseek-v3.json"));
+  dense["first_k_dense_replace"] = 61;
+  EXPECT_EQ(error_of(dense),
+            "config.json: /first_k_dense_replace: 61 dense layers first leave none of "
+            "num_hidden_layers=61 a MoE layer");
 }
 
 }  // namespace

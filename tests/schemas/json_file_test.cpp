@@ -72,5 +72,45 @@ TEST(WriteFileAtomically, FailsWithTheReasonAndWritesNothing) {
   }
 }
 
+// A link planted at the temporary's name (its pid is guessable) would make the write land in the
+// link's target; the writer removes whatever holds the name and creates its own file.
+TEST(WriteFileAtomically, APlantedLinkAtTheTemporaryNameIsNotFollowed) {
+  namespace fs = std::filesystem;
+  const fs::path directory =
+      fs::path(::testing::TempDir()) / ("atomic_link-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  fs::create_directories(directory);
+  const fs::path victim = directory / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  const fs::path path = directory / "plan.json";
+  fs::create_symlink(victim, path.string() + ".tmp." + std::to_string(::getpid()));
+  write_file_atomically(path, "written\n");
+  std::ifstream written(path), kept(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(written), {}), "written\n");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "precious\n");
+  EXPECT_FALSE(fs::is_symlink(path));
+}
+
+// A path that exists and is not a regular file is refused by kind, and left as it was (a device
+// itself is not tried here: a broken check would replace the system's node as root).
+TEST(WriteFileAtomically, OutputsThatAreNotRegularFilesAreRefusedByKind) {
+  namespace fs = std::filesystem;
+  const fs::path directory =
+      fs::path(::testing::TempDir()) / ("atomic_kinds-" + std::to_string(::getpid()));
+  fs::remove_all(directory);
+  fs::create_directories(directory / "a-directory");
+  fs::create_symlink("/dev/null", directory / "link");
+  const auto refusal = [](const fs::path& path) {
+    return strata::testing::input_error_message([&] { write_file_atomically(path, "x"); });
+  };
+  EXPECT_EQ(refusal(directory / "link"),
+            (directory / "link").string() +
+                ": is a symbolic link: strata writes regular files only (a new file is renamed "
+                "over the path), so name a regular file or a new one");
+  EXPECT_THAT(refusal(directory / "a-directory"), HasSubstr(": is a directory: "));
+  EXPECT_TRUE(fs::is_symlink(directory / "link"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(directory), {}), 2) << "no temporary left";
+}
+
 }  // namespace
 }  // namespace strata::schemas

@@ -193,6 +193,12 @@ TEST_F(ReportCli, BadInputIsOneLineAndWritesNoPage) {
   write(no_steps, "trained steps 1..0\n");
   const fs::path bad_step = directory / "bad.jsonl";
   write(bad_step, "{\"step\":1,\"step_time_s\":-1,\"predicted_step_time_s\":0.1}\n");
+  // Finite but beyond any step: their ratio and the chart's coordinates would overflow (×inf, nan).
+  const fs::path extreme_step = directory / "extreme.jsonl";
+  write(extreme_step, "{\"step\":1,\"step_time_s\":0.1,\"predicted_step_time_s\":1e-308}\n");
+  const fs::path extreme_text = directory / "extreme.log";
+  write(extreme_text, "step  1/1 | loss 5.1 | 10 tokens/s | 1" + std::string(300, '0') +
+                          " ms (predicted 0.0000001 ms, x1.00) |\n");
   const std::string plan = " --plan " + kPipelinePlan.string();
   const std::pair<std::string, std::string> cases[] = {
       {"report --plan " + truncated.string(), truncated.string() + ": line 1, column 55: invalid"},
@@ -203,7 +209,14 @@ TEST_F(ReportCli, BadInputIsOneLineAndWritesNoPage) {
       {"report" + plan + " --train-log " + no_steps.string(),
        no_steps.string() + ": no training steps in it"},
       {"report" + plan + " --train-log " + bad_step.string(),
-       bad_step.string() + ": line 1: /step_time_s: must be a positive time"},
+       bad_step.string() +
+           ": line 1: /step_time_s: must be a step time from 1e-09 to 1e+09 seconds, not -1"},
+      {"report" + plan + " --train-log " + extreme_step.string(),
+       extreme_step.string() + ": line 1: /predicted_step_time_s: must be a step time from 1e-09 "
+                               "to 1e+09 seconds, not 1e-308"},
+      {"report" + plan + " --train-log " + extreme_text.string(),
+       extreme_text.string() + ": line 1: a step's measured and predicted times must be from "
+                               "1e-09 to 1e+09 seconds"},
       {"report" + plan + " --train-log " + (directory / "missing.log").string(),
        (directory / "missing.log").string()},
   };

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "plan_request.h"
 #include "strata/costmodels/model_flops.h"
 #include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/cluster_config.h"
@@ -45,10 +46,12 @@ struct DescribedModel {
 };
 
 // Counts `model` at `seq_length` (absent: its max_seq_length) and, on `cluster`, the GPUs its
-// states need at `precision`; bad input throws schemas::InputError.
+// states need at `precision`; bad input throws schemas::InputError naming the argument as
+// `names` spells it.
 DescribedModel describe_model(schemas::ModelConfig model,
                               std::optional<schemas::ClusterConfig> cluster,
-                              const std::string& precision, std::optional<std::int64_t> seq_length);
+                              const std::string& precision, std::optional<std::int64_t> seq_length,
+                              ArgumentNames names = ArgumentNames::flags);
 // The --format json document.
 nlohmann::json describe_report(const DescribedModel& described);
 

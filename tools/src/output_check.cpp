@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
 
 namespace strata::tools {
 
@@ -13,6 +14,12 @@ void check_output_file(const std::filesystem::path& out, std::string_view flag) 
   if (std::filesystem::is_directory(out)) {
     throw schemas::InputError(std::string(flag), "",
                               fmt::format("{} is a directory", out.string()));
+  }
+  try {
+    schemas::require_regular_output(out);
+  } catch (const schemas::InputError& error) {
+    throw schemas::InputError(std::string(flag), "",
+                              fmt::format("{} {}", out.string(), error.rule()));
   }
   const std::filesystem::path probe =
       out.parent_path() / fmt::format(".{}.probe-{}", out.filename().string(), getpid());

@@ -8,12 +8,13 @@
 #include "strata/executor/train/trainer.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 
 namespace strata::tools {
 namespace {
 
 // Bounds of the training flags (docs/commands.md, "Limits"): finite, far above any real run.
-constexpr std::int64_t kMaxTrainingSteps = std::int64_t{1} << 40;
+using schemas::kMaxTrainingSteps;
 constexpr double kMaxLearningRate = 1e3;
 constexpr double kMaxWeightDecay = 1e3;
 constexpr double kMaxGradientNorm = 1e30;

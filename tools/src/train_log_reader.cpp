@@ -15,6 +15,15 @@
 namespace strata::tools {
 namespace {
 
+// A step takes from a nanosecond to about 30 years: the log's times outside that are not times
+// strata train wrote, and would overflow the ratios and the chart's coordinates drawn from them.
+constexpr double kShortestStepSeconds = 1e-9;
+constexpr double kLongestStepSeconds = 1e9;
+
+bool plausible_step_time(double seconds) {
+  return seconds >= kShortestStepSeconds && seconds <= kLongestStepSeconds;
+}
+
 // A JSON step record's number at `key`, which must be there, finite and, for times, positive.
 double positive_number(const nlohmann::json& record, const char* key, const std::string& source) {
   const auto found = record.find(key);
@@ -23,9 +32,10 @@ double positive_number(const nlohmann::json& record, const char* key, const std:
                               "a step record needs this number (as strata train writes it)");
   }
   const double value = found->get<double>();
-  if (!(value > 0) || !std::isfinite(value)) {
+  if (!plausible_step_time(value)) {
     throw schemas::InputError(source, fmt::format("/{}", key),
-                              fmt::format("must be a positive time in seconds, not {}", value));
+                              fmt::format("must be a step time from {:g} to {:g} seconds, not {:g}",
+                                          kShortestStepSeconds, kLongestStepSeconds, value));
   }
   return value;
 }
@@ -70,9 +80,11 @@ std::vector<MeasuredStep> read_train_log(const std::filesystem::path& path) {
     } catch (const std::logic_error&) {  // out of range, or "." alone
       throw schemas::InputError(source, "", "a step line's numbers do not read");
     }
-    if (!(step.measured_s > 0) || !(step.predicted_s > 0) || !std::isfinite(step.measured_s) ||
-        !std::isfinite(step.predicted_s)) {
-      throw schemas::InputError(source, "", "a step's measured and predicted times must be > 0");
+    if (!plausible_step_time(step.measured_s) || !plausible_step_time(step.predicted_s)) {
+      throw schemas::InputError(
+          source, "",
+          fmt::format("a step's measured and predicted times must be from {:g} to {:g} seconds",
+                      kShortestStepSeconds, kLongestStepSeconds));
     }
     steps.push_back(step);
   }

@@ -6,6 +6,7 @@
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/schemas/document_loader.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -88,6 +89,13 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   const schemas::ModelConfig model = options.model
                                          ? schemas::resolve_model(*options.model)
                                          : executor::read_llmc_model_config(*options.init_llmc);
+  // What the executor cannot build is the model's, named in the model file (or preset), not in
+  // the plan these flags make.
+  if (options.model) {
+    if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model)) {
+      throw schemas::InputError(*options.model, refusal->json_path, std::move(refusal->rule));
+    }
+  }
   schemas::PlanKnobs knobs;
   knobs.seq_length = options.seq_length.value_or(std::min<std::int64_t>(model.max_seq_length, 256));
   knobs.micro_batch_size = options.micro_batch;

@@ -12,6 +12,7 @@
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_set.h"
 
 namespace strata::executor {
 namespace {
@@ -21,7 +22,7 @@ using schemas::JsonLocation;
 
 // A plan's limit on each mesh axis holds for the whole mesh too (docs/commands.md, "Limits").
 constexpr std::int64_t kMaxMeshAxis = schemas::kMaxMeshAxisSize;
-constexpr std::int64_t kMaxSteps = std::int64_t{1} << 40;           // strata train --steps
+constexpr std::int64_t kMaxSteps = schemas::kMaxTrainingSteps;      // strata train --steps
 constexpr std::int64_t kMaxBucketElements = std::int64_t{1} << 40;  // --bucket-size
 constexpr std::int64_t kMaxFileBytes = std::int64_t{1} << 50;
 

@@ -22,6 +22,9 @@
 namespace strata::schemas {
 
 inline constexpr int kPlanSetSchemaVersion = 1;
+// A run's optimizer steps (strata train --steps, a plan set's total_steps and first steps, the
+// steps of a phases file together).
+inline constexpr std::int64_t kMaxTrainingSteps = std::int64_t{1} << 40;
 
 struct PlanSetEntry {
   std::string id;
