@@ -337,6 +337,13 @@ void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
         .fail(fmt::format("{} does not divide ffn_hidden_size={}", mesh.tp, model.ffn_hidden_size));
   }
   validate_expert_mesh_for_model(mesh, model, where);
+  if (static_cast<__int128>(mesh.pp) * mesh.vpp > kMaxPipelineStages) {
+    (where / "pp")
+        .fail(fmt::format("pp × vpp = {} × {} = {} pipeline stages: strata simulates at most {} "
+                          "(a step's work grows with the square of the stages)",
+                          mesh.pp, mesh.vpp, static_cast<std::int64_t>(mesh.pp * mesh.vpp),
+                          kMaxPipelineStages));
+  }
   if (mesh.pp > model.num_layers + 2) {
     (where / "pp")
         .fail(fmt::format("{} pipeline ranks, but {} layer{}, the embedding and the LM head "

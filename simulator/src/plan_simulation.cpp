@@ -10,6 +10,10 @@ namespace strata::simulator {
 namespace {
 
 constexpr std::int64_t kExactMicroBatches = 1024;
+// A step simulated action by action runs at most this many stage passes (micro-batches × stages):
+// a few seconds and half a gigabyte (8 × kMaxPipelineStages² of them).
+constexpr std::int64_t kMaxSimulatedStagePasses =
+    std::int64_t{8} * schemas::kMaxPipelineStages * schemas::kMaxPipelineStages;
 
 schemas::Plan with_micro_batches(const schemas::Plan& plan, std::int64_t micro_batches) {
   schemas::Plan shorter = plan;
@@ -111,8 +115,12 @@ StepMetrics step_metrics(const schemas::Plan& plan, const costmodels::PlanCosts&
 }
 
 std::int64_t exact_micro_batch_limit(const schemas::Plan& plan) {
-  // Past the warm-up of the deepest schedule (interleaving: about 2·pp·vpp micro-batches).
-  return std::max(kExactMicroBatches, 16 * plan.mesh.pp * plan.mesh.vpp);
+  // Past the warm-up of the deepest schedule (interleaving: about 2·pp·vpp micro-batches), and
+  // within kMaxSimulatedStagePasses passes of all stages: 16·pp·vpp up to 362 stages, then less,
+  // never below 8·pp·vpp (whose extension starts at 4·pp·vpp) for the stages a plan may have.
+  const std::int64_t stages = plan.mesh.pp * plan.mesh.vpp;
+  return std::max(kExactMicroBatches,
+                  std::max(8 * stages, std::min(16 * stages, kMaxSimulatedStagePasses / stages)));
 }
 
 PlanSimulation simulate_plan(const schemas::Plan& plan, const std::filesystem::path& plan_directory,

@@ -48,6 +48,7 @@ struct RankState {
   int in_flight = 0;
   int in_flight_peak = 0;
   bool waiting = false;
+  bool recorded = true;  // its slices and memory go into the timeline
   std::int64_t pending_flow = -1;
   std::vector<double> stage_ready;      // ZeRO-3: when each stage's weights are gathered
   std::vector<Interval> last_gradient;  // per stage: its last gradient pass
@@ -134,7 +135,11 @@ class Engine {
     forward_arrival_.assign(slots, {});
     backward_arrival_.assign(slots, {});
     if (options.record_timeline) {
-      for (const RankState& rank : ranks_) timeline_.rank_names.push_back(rank_name(rank));
+      const std::int64_t limit = options.timeline_rank_limit;
+      for (RankState& rank : ranks_) {
+        rank.recorded = limit <= 0 || rank.replica * schedule.pp + rank.pipe < limit;
+        timeline_.rank_names.push_back(rank.recorded ? rank_name(rank) : std::string());
+      }
     }
   }
 
@@ -188,7 +193,7 @@ class Engine {
 
   void record(const RankState& rank, Stream stream, std::string name, double start, double end,
               std::int64_t flow_out = -1, std::int64_t flow_in = -1) {
-    if (!options_.record_timeline) return;
+    if (!options_.record_timeline || !rank.recorded) return;
     timeline_.slices.push_back(
         {rank.label, stream, std::move(name), start, end - start, flow_out, flow_in});
   }
@@ -196,7 +201,7 @@ class Engine {
   void change_memory(RankState& rank, double time, double delta) {
     rank.memory += delta;
     rank.memory_peak = std::max(rank.memory_peak, rank.memory);
-    if (options_.record_timeline) {
+    if (options_.record_timeline && rank.recorded) {
       const double base = costs_.rank_states[static_cast<std::size_t>(rank.pipe)].total();
       timeline_.memory.push_back({rank.label, time, base + rank.memory});
     }

@@ -2,6 +2,7 @@
 // steps. Filled by the report command and by `strata plan --report`; read by every section.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct Report {
   std::vector<MeasuredStep> measured;  // empty: no training log
   std::string measured_source;         // the log's file name
 };
+
+// The most ranks the timeline draws in full mode: a row each, every pipeline rank of the first
+// replicas; a step of thousands of ranks would otherwise be a page of hundreds of megabytes.
+inline constexpr std::int64_t kReportTimelineRanks = 64;
 
 // Simulates `plan` for the report; `with_timeline` records what the timeline section draws.
 ReportedPlan simulate_for_report(std::string label, schemas::Plan plan,

@@ -112,6 +112,16 @@ std::string timeline_section_html(const ReportedPlan& reported) {
         simulation.simulated_micro_batches, reported.plan.batch.num_micro_batches,
         format_seconds(simulation.metrics.step_time_s));
   }
+  const std::size_t drawn = static_cast<std::size_t>(std::count_if(
+      simulation.result.timeline.rank_names.begin(), simulation.result.timeline.rank_names.end(),
+      [](const std::string& name) { return !name.empty(); }));
+  if (drawn < simulation.result.timeline.rank_names.size()) {
+    html += fmt::format(
+        "<p class=\"note\">{} of the {} simulated ranks are drawn: every pipeline rank of the "
+        "first data-, tensor- and context-parallel replicas (the prediction is of every "
+        "rank).</p>\n",
+        drawn, simulation.result.timeline.rank_names.size());
+  }
   html += timeline_legend_html();
   html += timeline_svg(simulation);
   return html + "</section>\n";

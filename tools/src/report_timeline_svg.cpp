@@ -186,8 +186,13 @@ std::string timeline_svg(const simulator::PlanSimulation& simulation) {
   const double pixels_per_s = (kPlotRight - kPlotLeft) / (axis_end_s > 0 ? axis_end_s : 1);
   const auto x_of = [&](double seconds) { return kPlotLeft + seconds * pixels_per_s; };
 
+  // A row per recorded rank (an unrecorded one has no name: SimulationOptions's limit).
   const std::size_t ranks = timeline.rank_names.size();
-  const double plot_bottom = kTop + static_cast<double>(ranks) * (kRowHeight + kRowGap);
+  std::vector<std::size_t> drawn;
+  for (std::size_t rank = 0; rank < ranks; ++rank) {
+    if (!timeline.rank_names[rank].empty()) drawn.push_back(rank);
+  }
+  const double plot_bottom = kTop + static_cast<double>(drawn.size()) * (kRowHeight + kRowGap);
   std::string svg = fmt::format(
       "<svg class=\"timeline\" viewBox=\"0 0 {} {}\" width=\"100%\" role=\"img\" "
       "xmlns=\"http://www.w3.org/2000/svg\">\n"
@@ -217,8 +222,9 @@ std::string timeline_svg(const simulator::PlanSimulation& simulation) {
     std::stable_sort(slices.begin(), slices.end(),
                      [](const auto* a, const auto* b) { return a->start_s < b->start_s; });
   }
-  for (std::size_t rank = 0; rank < ranks; ++rank) {
-    const double y = kTop + static_cast<double>(rank) * (kRowHeight + kRowGap);
+  for (std::size_t row = 0; row < drawn.size(); ++row) {
+    const std::size_t rank = drawn[row];
+    const double y = kTop + static_cast<double>(row) * (kRowHeight + kRowGap);
     const double pipeline_y = y + kComputeLane + kLaneGap;
     const double collective_y = pipeline_y + kSideLane + kLaneGap;
     svg += fmt::format(

@@ -74,6 +74,11 @@ std::string mesh_order_to_string(const std::array<MeshAxis, 4>& order);
 inline constexpr std::int64_t kMaxMeshAxisSize = kMaxNodes * kMaxGpusPerNode;      // 2^26 GPUs
 inline constexpr std::int64_t kMaxGlobalBatchSize = std::int64_t{1} << 24;         // sequences
 inline constexpr std::int64_t kMaxGradientBucketElements = std::int64_t{1} << 40;  // parameters
+// Pipeline stages (pp × vpp). Simulating a step runs every stage past the pipeline's warm-up —
+// at least 8 × pp × vpp micro-batches on each stage — so its work and memory grow with the
+// square of the stages (simulator/plan_simulation.h); 512 stages keep them to a few seconds and
+// half a gigabyte, and are four times the deepest pipeline of any published run (pp 16 × vpp 8).
+inline constexpr std::int64_t kMaxPipelineStages = 512;
 
 struct BatchConfig {
   std::int64_t seq_length = 0;

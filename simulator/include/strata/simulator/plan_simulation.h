@@ -36,7 +36,9 @@ struct PlanSimulation {
   std::int64_t simulated_micro_batches = 0;
 };
 
-// Steps of up to this many micro-batches are simulated action by action. A generated schedule's
+// Steps of up to this many micro-batches are simulated action by action: max(1,024, 16·pp·vpp)
+// while that keeps a step within 8 × 512² stage passes, then fewer, down to 8·pp·vpp for the
+// deepest pipeline a plan may have (schemas::kMaxPipelineStages). A generated schedule's
 // step is linear in its micro-batch count once the pipeline is full (every extra micro-batch adds
 // the same work to every stage; the warm-up, the drain, the gradient reduction and the optimizer
 // stay the same), so a longer step is predicted from two shorter ones, m₁ and m₂ = 2m₁ past the

@@ -31,6 +31,10 @@ enum class SimulationMode { symmetric, full };
 struct SimulationOptions {
   SimulationMode mode = SimulationMode::symmetric;
   bool record_timeline = false;
+  // Full mode: record the timeline of at most this many ranks (0: every rank) — every pipeline
+  // rank of the first replica, then of the next, in replica order — so that a picture of a step
+  // of thousands of ranks stays a picture. The step is still simulated on every rank.
+  std::int64_t timeline_rank_limit = 0;
 };
 
 // Where one rank's step time went. Every field is time on the rank's critical (compute) stream,

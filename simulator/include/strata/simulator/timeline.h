@@ -29,7 +29,9 @@ struct MemorySample {
 struct Timeline {
   std::vector<TimelineSlice> slices;
   std::vector<MemorySample> memory;
-  std::vector<std::string> rank_names;  // index: the rank field above
+  // Index: the rank field above; empty for a rank whose timeline was not recorded
+  // (SimulationOptions::timeline_rank_limit).
+  std::vector<std::string> rank_names;
 };
 
 }  // namespace strata::simulator
