@@ -483,7 +483,7 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
     for (std::int64_t cp = 1; cp <= 8 && tp * cp <= world; cp *= 2) {
       if (world % (tp * cp) != 0) continue;
       for (std::int64_t pp : divisors(world / (tp * cp))) {
-        if (pp > model.num_layers) break;
+        if (pp > model.num_layers || pp > schemas::kMaxPipelineStages) break;
         const std::int64_t dp = world / (tp * cp * pp);
         const bool layout_ok =
             tp_ok && (cp == 1 || seq % (2 * cp) == 0) && options.global_batch_size % dp == 0;
@@ -548,7 +548,8 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                   if (pp > 1 && allowed[0]) add(ScheduleType::gpipe, 1);
                   if (pp > 1 && allowed[2]) {
                     for (std::int64_t vpp : divisors(model.num_layers / pp)) {
-                      if (vpp > 1 && model.num_layers % pp == 0) {
+                      if (vpp > 1 && model.num_layers % pp == 0 &&
+                          pp * vpp <= schemas::kMaxPipelineStages) {
                         add(ScheduleType::interleaved_one_f_one_b, vpp);
                       }
                     }
@@ -722,20 +723,29 @@ std::tuple<int, bool, bool> complexity(const schemas::Plan& plan) {
   return {axes, mesh.cp > 1, mesh.order != schemas::Mesh{}.order};
 }
 
+// The mesh a row of the ranking stands for: its parallel sizes. Its variants — other pipeline
+// interleavings, micro-batches, ZeRO stages, recomputation, schedules and mesh orders on the same
+// sizes — are one answer to a user choosing a layout, counted on the row.
+using MeshSizes = std::array<std::int64_t, 6>;
+MeshSizes mesh_sizes(const schemas::Mesh& mesh) {
+  return {mesh.tp, mesh.cp, mesh.pp, mesh.dp, mesh.ep, mesh.etp};
+}
+MeshSizes mesh_sizes(const Knobs& knobs) {
+  return {knobs.tp, knobs.cp, knobs.pp, knobs.dp, knobs.ep, knobs.etp};
+}
+
 // Adds a simulated plan to the ranking: as its own row, or (unless every variant is its own row)
-// as a variant of the row with the same step time and peak memory, which the simpler of the two
-// then shows. Rows keep the order their first plan arrived in: the (bound, index) order.
+// in place of its mesh's row when it is faster — or as fast, with the same peak memory, and
+// simpler. Rows keep the order their first plan arrived in: the (bound, index) order.
 void keep_answer(RankedPlan ranked, bool all_variants, std::vector<RankedPlan>& kept) {
   if (!all_variants) {
-    const double peak = peak_memory_bytes(ranked);
     for (RankedPlan& row : kept) {
-      if (!equivalent(row.metrics.step_time_s, ranked.metrics.step_time_s) ||
-          !equivalent(peak_memory_bytes(row), peak)) {
-        continue;
-      }
-      const std::int64_t variants = row.variants + 1;
-      if (complexity(ranked.plan) < complexity(row.plan)) row = std::move(ranked);
-      row.variants = variants;
+      if (mesh_sizes(row.plan.mesh) != mesh_sizes(ranked.plan.mesh)) continue;
+      const bool tie = equivalent(row.metrics.step_time_s, ranked.metrics.step_time_s);
+      const bool faster = !tie && ranked.metrics.step_time_s < row.metrics.step_time_s;
+      const bool simpler = tie && equivalent(peak_memory_bytes(row), peak_memory_bytes(ranked)) &&
+                           complexity(ranked.plan) < complexity(row.plan);
+      if (faster || simpler) row = std::move(ranked);
       return;
     }
   }
@@ -751,6 +761,12 @@ std::vector<RankedPlan> simulate_best(const SearchContext& context,
                                       std::vector<NearMiss>& over_memory) {
   const SearchOptions& options = context.options;
   std::vector<RankedPlan> kept;
+  // How many layouts of each mesh fit by the bounds: a row's variants are the others.
+  std::map<MeshSizes, std::int64_t> layouts_of_mesh;
+  if (!options.all_variants) {
+    for (const Scored& candidate : scored)
+      ++layouts_of_mesh[mesh_sizes(candidates[candidate.index])];
+  }
   // A fixed batch size (not the thread count) keeps even the statistics independent of threads.
   const std::size_t batch = 8;
   for (std::size_t next = 0; next < scored.size();) {
@@ -814,6 +830,9 @@ std::vector<RankedPlan> simulate_best(const SearchContext& context,
     });
     if (kept.size() > options.top_k) kept.resize(options.top_k);
     next = end;
+  }
+  if (!options.all_variants) {
+    for (RankedPlan& row : kept) row.variants = layouts_of_mesh[mesh_sizes(row.plan.mesh)] - 1;
   }
   return kept;
 }

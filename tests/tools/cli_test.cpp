@@ -778,27 +778,35 @@ TEST(CliPlan, NothingFitsExitsOneWithTheBindingConstraint) {
               HasSubstr("--seq-len: 4096 is more than gpt2-124m's max_seq_length=1024"));
 }
 
-// Ties are one row with their count (issue: a top five of one step time says nothing);
-// --all-variants lists each. Llama 3.1 8B at 32K tokens on two nodes: its best answer, cp 4 · dp 4,
-// costs the same in the mesh orders that keep its groups on the same tiers.
-TEST(CliPlan, EquivalentPlansAreOneRowUnlessAllVariantsAreAskedFor) {
+// The top K are K meshes (issue: five rows of one mesh at five interleavings tell a user nothing
+// the first did not); --variants lists each layout. Llama 3.1 8B at 32K tokens on two nodes.
+TEST(CliPlan, RowsAreDistinctMeshesUnlessVariantsAreAskedFor) {
   const std::string plan =
       "plan --model llama3.1-8b --cluster dgx-h100:2 --global-batch 32 "
       "--seq-len 32768 --quiet --format json";
+  const auto mesh_of = [](const nlohmann::json& row) {
+    const nlohmann::json& mesh = row.at("plan").at("mesh");
+    return std::vector<nlohmann::json>{mesh.at("tp"), mesh.at("cp"), mesh.at("pp"), mesh.at("dp")};
+  };
   const CommandResult distinct = strata(plan);
   ASSERT_EQ(distinct.exit_code, 0) << distinct.err;
   const nlohmann::json rows = nlohmann::json::parse(distinct.out).at("plans");
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_GT(rows.at(0).at("variants").get<std::int64_t>(), 0);
-  const CommandResult every = strata(plan + " --all-variants");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(mesh_of(rows.at(i)), mesh_of(rows.at(j)));
+  }
+  const CommandResult every = strata(plan + " --variants");
   ASSERT_EQ(every.exit_code, 0) << every.err;
   const nlohmann::json listed = nlohmann::json::parse(every.out).at("plans");
-  EXPECT_EQ(listed.at(0).at("step_time_s"), listed.at(1).at("step_time_s"));
+  EXPECT_EQ(mesh_of(listed.at(0)), mesh_of(listed.at(1)));
   for (const nlohmann::json& row : listed) EXPECT_EQ(row.at("variants"), 0);
+  EXPECT_EQ(nlohmann::json::parse(strata(plan + " --all-variants").out).at("plans"), listed)
+      << "the former name still works";
   const CommandResult table = strata(
       "plan --model llama3.1-8b --cluster dgx-h100:2 --global-batch 32 --seq-len 32768 --quiet");
-  EXPECT_THAT(table.out, HasSubstr("variants: other plans with the same predicted step and "
-                                   "memory, shown by their simplest (--all-variants lists each)"));
+  EXPECT_THAT(table.out, HasSubstr("variants: other layouts of the row's mesh"));
+  EXPECT_THAT(table.out, HasSubstr("(--variants lists each)"));
 }
 
 TEST(CliPlan, ACpuClusterPlansInTheBestPrecisionItHasAndSaysSo) {

@@ -1,5 +1,5 @@
 // What the planner ranks best, the executor runs (issue 32's property): for models (a mixture of
-// experts among them), rank counts and batches, each of `strata plan`'s ten best plans on
+// experts among them), rank counts and batches, each of `strata plan --variants`'s ten best layouts on
 // cpu-local trains two steps under mpirun as `strata train --plan` — none is refused. Not under
 // the sanitizers: 50 jobs of a Debug build would take most of the test budget, and the code they
 // run is covered there by the executor's own tests.
@@ -57,7 +57,7 @@ TEST_P(PlannerTopPlans, EachOfTheTenBestTrainsTwoSteps) {
   const CommandResult planned =
       strata("plan --model " + job.model + " --cluster cpu-local:" + std::to_string(job.ranks) +
              " --global-batch " + std::to_string(job.global_batch) + " --seq-len " +
-             std::to_string(job.seq_length) + " --top 10 --out " + first.string() + " --quiet");
+             std::to_string(job.seq_length) + " --top 10 --variants --out " + first.string() + " --quiet");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   std::vector<fs::path> plans{first};
   for (int i = 2; i <= 10; ++i)

@@ -151,14 +151,14 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                    "Sequence length (default: the model's, at most 8192)")
       ->check(whole_number_from(1, schemas::kMaxSeqLength));
   command->add_option("--top", options.top_k, "How many plans to show")
-      ->check(whole_number_from(1, 100))
+      ->check(whole_number_from(1, kMaxTopPlans))
       ->capture_default_str();
   command->add_option("--out", options.out_path,
                       "Write the plans as plan files: FILE, then FILE's stem .2, .3, ...");
   command
       ->add_option("--memory-reserve", options.memory_reserve,
                    "Fraction of GPU memory to keep free beyond the cluster's reserve")
-      ->check(number_from(0.0, 0.9));
+      ->check(number_from(0.0, kMaxMemoryReserve));
   command
       ->add_option("--max-tp", options.max_tp,
                    "Largest tensor-parallel size (default: 2 nodes' GPUs)")
@@ -183,9 +183,9 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
       ->capture_default_str();
   command->add_option("--emit", options.emit, "Also print the best plan for: megatron")
       ->check(CLI::IsMember({"megatron"}));
-  command->add_flag("--all-variants", options.all_variants,
-                    "List plans with the same predicted step time and memory as rows of their own "
-                    "(by default one row, its simplest plan, stands for them)");
+  command->add_flag("--variants,--all-variants", options.all_variants,
+                    "List every layout as a row of its own (by default each row is a distinct "
+                    "mesh, shown by its fastest layout, with its other layouts counted)");
   command->add_flag("--quiet", options.quiet, "No progress bar");
   CLI::Option* phases =
       command->add_option("--phases", options.phases_path,
@@ -202,10 +202,10 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
                       "Also write an HTML report: the first plan in full, the others compared "
                       "with it (strata report)");
   phases->excludes(strategies);
-  for (const char* name : {"--global-batch", "--seq-len", "--emit", "--all-variants", "--report"}) {
+  for (const char* name : {"--global-batch", "--seq-len", "--emit", "--variants", "--report"}) {
     phases->excludes(command->get_option(name));
   }
-  strategies->excludes(command->get_option("--all-variants"));
+  strategies->excludes(command->get_option("--variants"));
   add_format_option(command, options.format);
   return command;
 }
@@ -479,8 +479,9 @@ int run_plan(const PlanOptions& options) {
       if (!options.all_variants &&
           std::any_of(result.best.begin(), result.best.end(),
                       [](const planner::RankedPlan& ranked) { return ranked.variants > 0; })) {
-        std::cout << "variants: other plans with the same predicted step and memory, shown by "
-                     "their simplest (--all-variants lists each)\n";
+        std::cout << "variants: other layouts of the row's mesh (vpp, micro-batch, ZeRO, "
+                     "recomputation, schedule, order) that fit; each row shows its fastest "
+                     "(--variants lists each)\n";
       }
     } else {
       std::cout << (result.executor_refuses_all ? "No plan runs: "

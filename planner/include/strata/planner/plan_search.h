@@ -42,10 +42,10 @@ struct SearchOptions {
   // Tests only: no memory pruning and no bound, every candidate simulated — the reference the
   // pruning and the branch and bound are checked against.
   bool exhaustive = false;
-  // Rank every simulated plan on its own. By default plans whose predicted step time and peak
-  // memory agree within kEquivalentTolerance are one answer (RankedPlan::variants): mesh orders
-  // that put the groups on the same tiers, cp · dp splits that cost the same. The top K are then
-  // K distinct answers, each shown by its simplest variant.
+  // Rank every simulated plan on its own. By default each row is a distinct mesh (tp, cp, pp, dp,
+  // ep, etp): the fastest of its layouts — vpp, micro-batch, ZeRO, recomputation, schedule, mesh
+  // order — and, among layouts as fast with the same peak memory, the simplest. The top K are
+  // then K meshes, each counting its other layouts (RankedPlan::variants).
   bool all_variants = false;
   // Called from the calling thread now and then with (candidates done, candidates in all).
   std::function<void(std::size_t, std::size_t)> progress;
@@ -57,9 +57,9 @@ struct RankedPlan {
   std::vector<simulator::RankMemory> memory;
   std::string bottleneck;  // in words, e.g. "pipeline bubble 11%"
   double lower_bound_s = 0;
-  // Other plans with the same predicted step time and peak memory that this one stands for
-  // (SearchOptions::all_variants off): it is the simplest of them — fewest parallel axes, then
-  // no context parallelism, then the default mesh order.
+  // The other layouts of this plan's mesh that fit by the search's memory bounds
+  // (SearchOptions::all_variants off): this plan is the fastest of those simulated, and the
+  // simplest of equally fast ones — fewest parallel axes, then no cp, then the default order.
   std::int64_t variants = 0;
 };
 
