@@ -1,9 +1,13 @@
 // The command line's contract under fuzzing: every fixture and preset, mutated (keys deleted or
 // duplicated, types swapped, extreme numbers, truncated, bytes flipped), is fed to validate,
-// describe, simulate, report (plans), plan (clusters) and validate-sim; checkpoints (one rank's and
-// a ZeRO-1 dp 2 layout's) with a mutated state.json — half of them re-signed with a valid CRC-32,
-// so that the forged values reach the range and layout checks behind it — to train --resume, sample
-// and reshard; and random flag combinations to every subcommand. Each case must end with exit 0, 1
+// describe, simulate, report (plans and plan sets), plan (clusters, and phases files with
+// --phases) and validate-sim; checkpoints (one rank's and a ZeRO-1 dp 2 layout's) with a mutated
+// state.json — half of them re-signed with a valid CRC-32, so that the forged values reach the
+// range and layout checks behind it — to train --resume, sample and reshard; every output flag
+// pointed at each kind of path (new, a regular file, a symbolic link, a dangling one, a FIFO, a
+// directory, a path under a missing directory), after which every planted node must still be what
+// it was and the file a link points to unchanged; and random flag combinations to every
+// subcommand. Each case must end with exit 0, 1
 // or 2 — no crash, sanitizer report, hang or internal error —, a failure must be exactly one
 // `strata:` line on stderr (success: nothing there), and a success prints no inf or NaN (every
 // prediction finite).
@@ -16,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -292,6 +297,13 @@ std::vector<Document> seed_documents() {
     documents.push_back({std::string(name) + ".json",
                          nlohmann::json::parse(schemas::cluster_preset_document(name)), "cluster"});
   }
+  for (const char* kind : {"plan_set", "phases"}) {
+    for (const fs::directory_entry& entry : fs::directory_iterator(fixtures / kind / "valid")) {
+      if (entry.path().extension() != ".json") continue;
+      documents.push_back({entry.path().filename().string(),
+                           nlohmann::json::parse(testing::slurp(entry.path())), kind});
+    }
+  }
   std::istringstream rows(testing::slurp(fixtures / "validation/published_runs.jsonl"));
   for (std::string line; std::getline(rows, line);) {
     if (!line.empty()) documents.push_back({"runs.jsonl", nlohmann::json::parse(line), "row"});
@@ -313,9 +325,14 @@ std::vector<std::vector<std::string>> commands_for(const std::string& kind,
     commands.push_back({"plan", "--model", "gpt-tiny", "--cluster", file, "--global-batch", "8",
                         "--top", "3", "--quiet"});
   }
-  if (kind == "plan") {
+  if (kind == "plan" || kind == "plan_set") {
     commands.push_back({"simulate", "--plan", file});
     commands.push_back({"report", "--plan", file, "--out", "report.html"});
+  }
+  if (kind == "phases") {
+    // A small model on two CPU ranks keeps each phase's search short.
+    commands.push_back({"plan", "--model", "gpt-tiny", "--cluster", "cpu-local:2", "--quiet",
+                        "--phases", file, "--out", "phases-set.json"});
   }
   return commands;
 }
@@ -485,6 +502,67 @@ CheckpointSeeds make_checkpoint_seeds(const fs::path& directory) {
           directory / "dp2.json"};
 }
 
+// Output paths of every kind, planted once in the case directory: each case's command writes to
+// one of them, and afterwards each must still be what it was.
+const std::vector<std::string> kOutputPaths = {
+    "out-new.json",  "out-regular.json", "out-link.json",       "out-dangling.json",
+    "out-fifo.json", "out-dir",          "missing-dir/out.json"};
+constexpr const char* kLinkTarget = "link-target.txt";
+constexpr const char* kLinkTargetText = "not to be replaced\n";
+
+void plant_output_paths(const fs::path& directory) {
+  std::ofstream(directory / kLinkTarget) << kLinkTargetText;
+  std::ofstream(directory / "out-regular.json") << "{}\n";
+  fs::create_symlink(kLinkTarget, directory / "out-link.json");
+  fs::create_symlink("nowhere/out.json", directory / "out-dangling.json");
+  ASSERT_EQ(::mkfifo((directory / "out-fifo.json").c_str(), 0644), 0);
+  fs::create_directories(directory / "out-dir");
+}
+
+// What a case did to the planted paths (empty: nothing it should not have).
+std::string planted_paths_breach(const fs::path& directory) {
+  if (testing::slurp(directory / kLinkTarget) != kLinkTargetText) return "a link's target changed";
+  if (!fs::is_symlink(directory / "out-link.json")) return "out-link.json is no longer a link";
+  if (!fs::is_symlink(directory / "out-dangling.json")) return "out-dangling.json was replaced";
+  if (fs::exists(directory / "nowhere")) return "a dangling link's target was created";
+  if (!fs::is_fifo(directory / "out-fifo.json")) return "out-fifo.json is no longer a FIFO";
+  if (!fs::is_directory(directory / "out-dir")) return "out-dir is no longer a directory";
+  return "";
+}
+
+// A command writing one of its outputs to a random kind of path.
+std::vector<std::string> output_path_command(Mutator& random) {
+  const std::string out = random.choose(kOutputPaths);
+  const std::string plan = STRATA_FIXTURES_DIR "/plan/valid/gpt2-cpu-tp2-pp2.json";
+  switch (random.pick(5)) {
+    case 0:
+      return {"plan", "--model", "gpt-tiny", "--cluster", "cpu-local:2", "--global-batch",
+              "8",    "--top",   "2",        "--quiet",   "--out",       out};
+    case 1:
+      return {"plan", "--model", "gpt-tiny", "--cluster", "cpu-local:2", "--global-batch",
+              "8",    "--top",   "2",        "--quiet",   "--report",    out};
+    case 2:
+      return {"report", "--plan", plan, "--out", out};
+    case 3:
+      return {"train",   "--model", "gpt-tiny",     "--data", "tokens.bin",
+              "--steps", "0",       "--write-plan", out};
+    default:
+      return {"train",
+              "--model",
+              STRATA_FIXTURES_DIR "/executor/gpt-micro.json",
+              "--data",
+              "tokens.bin",
+              "--steps",
+              "1",
+              "--micro-batch",
+              "2",
+              "--global-batch",
+              "2",
+              random.pick(2) == 0 ? "--save-llmc" : "--trace",
+              out};
+  }
+}
+
 std::string joined(const std::vector<std::string>& words) {
   std::string line;
   for (const std::string& word : words) line += (line.empty() ? "" : " ") + word.substr(0, 80);
@@ -510,6 +588,7 @@ TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
   ASSERT_EQ(run_strata({"data", "--text", "text.txt", "--out", "tokens.bin"}, directory).code, 0);
 
   const CheckpointSeeds checkpoints = make_checkpoint_seeds(directory);
+  plant_output_paths(directory);
   if (::testing::Test::HasFailure()) return;
 
   Mutator mutator(seed);
@@ -522,8 +601,10 @@ TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
   while (cases < kMaxCases && elapsed() < budget_s) {
     std::vector<std::vector<std::string>> commands;
     std::string mutated;
-    const std::size_t kind = mutator.pick(8);
-    if (kind >= 3) {
+    const std::size_t kind = mutator.pick(9);
+    if (kind == 8) {
+      commands = {output_path_command(mutator)};
+    } else if (kind >= 3) {
       const Document& document = mutator.choose(documents);
       mutated = mutator.mutate(document.content);
       std::ofstream(directory / document.name) << mutated << (document.kind == "row" ? "\n" : "");
@@ -537,7 +618,8 @@ TEST(CliFuzz, EveryCaseExitsZeroOneOrTwoWithOneLineOnFailure) {
     for (const std::vector<std::string>& command : commands) {
       ++cases;
       const Outcome outcome = run_strata(command, directory);
-      const std::string breach = contract_breach(outcome);
+      std::string breach = contract_breach(outcome);
+      if (breach.empty()) breach = planted_paths_breach(directory);
       if (breach.empty()) continue;
       if (++failures <= 10) {
         ADD_FAILURE() << "strata " << joined(command) << ": " << breach

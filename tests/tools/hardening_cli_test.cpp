@@ -3,10 +3,13 @@
 // a plan, unbounded work, an "internal error" or a value echoed back whole.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "strata_command.h"
+#include "train_log_records.h"
 
 namespace strata::tools {
 namespace {
@@ -242,6 +245,164 @@ TEST_F(HardeningCli, NothingFitsSaysHowManyGpusWouldHoldTheModel) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(lines(run.err), 1u);
   EXPECT_THAT(run.err, HasSubstr("at least 225 H100-SXM5-80GB GPUs (29 nodes of 8) would hold"));
+}
+
+// Outputs that are not regular files (third round of adversarial inputs): every atomic writer
+// renames a new file over its path, which would replace a symbolic link, a FIFO or a device node
+// (as root, --out /dev/stdout replaced the system's). Refused, naming the path, the node left as
+// it was, nothing written.
+TEST_F(HardeningCli, OutputsThatAreNotRegularFilesAreRefusedAndLeftAlone) {
+  const fs::path target = write("target.txt", "keep me\n");
+  const fs::path link = directory / "link.json";
+  fs::create_symlink(target, link);
+  const fs::path null_link = directory / "null.json";
+  fs::create_symlink("/dev/null", null_link);
+  const fs::path fifo = directory / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::string plan =
+      "plan --model gpt-tiny --cluster cpu-local:2 --global-batch 8 "
+      "--seq-len 64 --top 1 --quiet --out ";
+  for (const auto& [path, kind] :
+       {std::pair{link, "a symbolic link"}, {null_link, "a symbolic link"}, {fifo, "a FIFO"}}) {
+    expect_refused(strata(plan + path.string()), 1,
+                   path.string() + ": is " + kind + ": strata writes regular files only");
+    expect_refused(
+        strata("train --model gpt-tiny --data missing.bin --write-plan " + path.string()), 1,
+        path.string() + ": is " + kind);
+    expect_refused(
+        strata("report --plan " + (kFixtures / "plan/valid/gpt2-cpu-tp2-pp2.json").string() +
+               " --out " + path.string()),
+        1, path.string() + ": is " + kind);
+  }
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(slurp(target), "keep me\n");
+  EXPECT_TRUE(fs::is_symlink(null_link));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  // Written at the end of a run: checked before the first step.
+  expect_refused(strata("train --model gpt-tiny --data missing.bin --save-llmc " + link.string()),
+                 1, "--save-llmc: " + link.string() + " is a symbolic link");
+}
+
+struct HardeningTrainCli : HardeningCli {
+  void SetUp() override {
+    HardeningCli::SetUp();
+    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
+    tokens = (directory / "gpl.bin").string();
+    ASSERT_EQ(strata("data --text " + kText + " --out " + tokens).exit_code, 0);
+  }
+  std::string train(const std::string& extra) const {
+    return "train --model gpt-tiny --data " + tokens + " --micro-batch 2 --global-batch 2 " +
+           "--seq-len 32 " + extra;
+  }
+  static inline const std::string kText = "/usr/share/common-licenses/GPL-3";
+  std::string tokens;
+};
+
+// A planted lock that links elsewhere is refused, its target untouched; a stray temporary whose
+// writer's process id no process can have is left alone, not an internal error.
+TEST_F(HardeningTrainCli, CheckpointDirectoriesHoldOnlyWhatStrataMadeThere) {
+  const fs::path planted = directory / "planted";
+  fs::create_directories(planted);
+  const fs::path victim = write("victim.txt", "precious\n");
+  fs::create_symlink(victim, planted / ".strata-lock");
+  expect_refused(strata(train("--steps 1 --checkpoint-dir " + planted.string())), 1,
+                 (planted / ".strata-lock").string() + ": is a symbolic link");
+  EXPECT_EQ(slurp(victim), "precious\n");
+
+  const fs::path stray = directory / "stray";
+  fs::create_directories(stray / ".step_00000001.tmp.99999999999999999999");
+  const CommandResult run = strata(train("--steps 1 --checkpoint-dir " + stray.string()));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(fs::exists(stray / "step_00000001" / "state.json"));
+  EXPECT_TRUE(fs::exists(stray / ".step_00000001.tmp.99999999999999999999"));
+}
+
+// pp 1 with two chunks on one process passes each micro-batch from its chunk 0 to its chunk 1
+// through its own pipeline group, as `mpirun -np 1` does: the one-chunk run's losses.
+TEST_F(HardeningTrainCli, VirtualStagesOnOneProcessTrainAsOneChunkDoes) {
+  const CommandResult one = strata(train("--steps 3 --log-format json"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult chunks = strata(train("--steps 3 --vpp 2 --log-format json"));
+  ASSERT_EQ(chunks.exit_code, 0) << chunks.err;
+  const auto losses = [](const std::string& out) {
+    std::vector<double> found;
+    for (const nlohmann::json& record : strata::testing::step_records(out)) {
+      found.push_back(record.at("loss").get<double>());
+    }
+    return found;
+  };
+  const std::vector<double> expected = losses(one.out), got = losses(chunks.out);
+  ASSERT_EQ(got.size(), 3u);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
+}
+
+// A run whose loss stops being finite stops at that step, with one line, and writes nothing of
+// it: no checkpoint of NaN weights, no llm.c file.
+TEST_F(HardeningTrainCli, ADivergingRunStopsAtItsFirstNonFiniteLossWritingNothing) {
+  const fs::path checkpoints = directory / "checkpoints";
+  const fs::path weights = directory / "weights.llmc";
+  const CommandResult run =
+      strata(train("--steps 200 --lr 1000 --grad-clip 0 --log-format json --checkpoint-dir " +
+                   checkpoints.string() + " --save-llmc " + weights.string()));
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_EQ(lines(run.err), 1u) << run.err;
+  EXPECT_THAT(run.err, StartsWith("strata: training diverged: the loss is "));
+  const std::vector<nlohmann::json> steps = strata::testing::step_records(run.out);
+  ASSERT_FALSE(steps.empty());
+  ASSERT_LT(steps.size(), 200u) << "the loss never diverged: the case needs a larger rate";
+  for (std::size_t i = 0; i + 1 < steps.size(); ++i) {
+    EXPECT_TRUE(steps[i].at("loss").is_number()) << "a non-finite loss before the last step";
+  }
+  EXPECT_FALSE(fs::exists(weights));
+  EXPECT_TRUE(!fs::exists(checkpoints) || fs::is_empty(checkpoints) ||
+              (fs::directory_iterator(checkpoints)->path().filename() == ".strata-lock" &&
+               std::distance(fs::directory_iterator(checkpoints), fs::directory_iterator()) == 1));
+}
+
+// The model a --model flag names is the file the error names (it said "command line").
+TEST_F(HardeningTrainCli, WhatTheExecutorCannotBuildIsNamedInTheModelFile) {
+  nlohmann::json model =
+      nlohmann::json::parse(slurp(STRATA_SOURCE_DIR "/schemas/presets/models/moe-tiny.json"));
+  model.erase("$schema");
+  model["moe"]["router"]["expert_bias"] = true;
+  const fs::path file = write("biased.json", model.dump());
+  expect_refused(
+      strata("train --model " + file.string() + " --data " + tokens), 1,
+      file.string() + ": /moe/router/expert_bias: the executor's router has no expert bias");
+}
+
+// Two phases of 2^40 steps: the plan set would count 2^41, above what strata reads back. Refused
+// where the phases are read, not written and then refused.
+TEST_F(HardeningCli, PhasesLongerThanARunCanBeAreRefusedBeforeAnyPlanIsWritten) {
+  const fs::path phases = write("phases.json", R"({"schema_version": 1, "kind": "phases",
+    "phases": [{"steps": 1099511627776, "global_batch_size": 8, "seq_length": 64},
+               {"steps": 1099511627776, "global_batch_size": 16, "seq_length": 64}]})");
+  const fs::path out = directory / "set.json";
+  expect_refused(strata("plan --model gpt-tiny --cluster cpu-local:2 --quiet --phases " +
+                        phases.string() + " --out " + out.string()),
+                 1, phases.string() + ": /phases/1/steps: 1099511627776: the phases would last");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// The simulator's work grows with the square of the pipeline's stages: a 4,096-layer model at
+// pp 4,096 (45 GB before) is refused at once with the limit; 512 stages simulate.
+TEST_F(HardeningCli, PipelinesDeeperThanTheSimulatorsLimitAreRefusedAtOnce) {
+  nlohmann::json model =
+      nlohmann::json::parse(slurp(STRATA_SOURCE_DIR "/schemas/presets/models/gpt-tiny.json"));
+  model.erase("$schema");
+  model["num_layers"] = 4096;
+  model["name"] = "deep";
+  const fs::path file = write("deep.json", model.dump());
+  const auto started = std::chrono::steady_clock::now();
+  expect_refused(
+      strata("simulate --model " + file.string() +
+             " --cluster dgx-h100:512 --pp 4096 --dp 1 --global-batch 4096 --seq-len 64"),
+      1, "/mesh/pp: pp × vpp = 4096 × 1 = 4096 pipeline stages: strata simulates at most 512");
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  const CommandResult deepest = strata("simulate --model " + file.string() +
+                                       " --cluster dgx-h100:64 --pp 512 --dp 1 --global-batch "
+                                       "512 --seq-len 64");
+  EXPECT_EQ(deepest.exit_code, 0) << deepest.err;
 }
 
 }  // namespace
