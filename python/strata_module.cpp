@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -81,6 +82,15 @@ nlohmann::json from_python(const py::handle& value, const std::string& argument)
   return schemas::parse_json_text(text, argument);
 }
 
+// What names a command-line flag in an error ("--seq-len") as the keyword argument the module
+// takes for it ("seq_len"); any other source as it is.
+std::string keyword_of(const std::string& source) {
+  if (!source.starts_with("--")) return source;
+  std::string keyword = source.substr(2);
+  std::replace(keyword.begin(), keyword.end(), '-', '_');
+  return keyword;
+}
+
 // A model or cluster given as a preset name or file path (str), or as a document (dict).
 using Spec = std::variant<std::string, py::dict>;
 
@@ -100,27 +110,27 @@ py::object describe(const Spec& model, const std::optional<Spec>& cluster,
                     std::optional<std::int64_t> seq_len, const std::string& precision) {
   return to_python(tools::describe_report(tools::describe_model(
       model_of(model), cluster ? std::optional(cluster_of(*cluster)) : std::nullopt, precision,
-      seq_len, tools::ArgumentNames::keywords)));
+      seq_len)));
 }
 
 py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
                 std::optional<std::int64_t> seq_len, std::int64_t top,
                 std::optional<std::string> precision, const std::string& framework,
                 const std::vector<std::string>& schedules,
-                std::optional<std::string> gradient_dtype) {
+                std::optional<std::string> gradient_dtype, bool variants) {
   const schemas::ModelConfig model = model_of(model_spec);
   const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
   tools::PlanRequest options;
-  options.names = tools::ArgumentNames::keywords;
   options.global_batch = global_batch;
   options.seq_length = seq_len;
   // Negative counts reach here as numbers (the command line's validator sees them as text).
-  tools::require_whole_number(top, 1, tools::kMaxTopPlans, "--top", options.names);
+  tools::require_whole_number(top, 1, tools::kMaxTopPlans, "--top");
   options.top_k = static_cast<std::size_t>(top);
   options.precision = std::move(precision);
   options.gradient_dtype = std::move(gradient_dtype);
   options.framework = framework;
   options.schedules = schedules;
+  options.all_variants = variants;
   std::string precision_note;
   const planner::SearchOptions search =
       tools::plan_search_options(options, model, cluster, precision_note);
@@ -191,7 +201,10 @@ PYBIND11_MODULE(strata, module) {
   py::register_exception_translator([](std::exception_ptr raised) {
     try {
       if (raised) std::rethrow_exception(raised);
-    } catch (const schemas::InputError& error) {
+    } catch (const schemas::InputError& raised_error) {
+      // The shared checks name the command line's flags; a caller here gave keyword arguments.
+      const schemas::InputError error(python::keyword_of(raised_error.source()),
+                                      raised_error.json_path(), raised_error.rule());
       // Called as an object (not exception::operator(), which only sets the message).
       py::object instance = py::reinterpret_borrow<py::object>(input_error)(error.what());
       instance.attr("source") = error.source();
@@ -220,10 +233,10 @@ PYBIND11_MODULE(strata, module) {
   module.def("plan", &python::plan, py::arg("model"), py::arg("cluster"), py::arg("global_batch"),
              py::arg("seq_len") = py::none(), py::arg("top") = 5, py::arg("precision") = py::none(),
              py::arg("framework") = "strata", py::arg("schedules") = std::vector<std::string>{},
-             py::arg("gradient_dtype") = py::none(),
+             py::arg("gradient_dtype") = py::none(), py::arg("variants") = false,
              "The best plans for training `model` on `cluster` at a global batch, fastest first, "
-             "as plan dicts (strata plan); raises NoPlanFits with the binding constraint when "
-             "none fits.");
+             "as plan dicts (strata plan): one per mesh, or every layout with variants=True; "
+             "raises NoPlanFits with the binding constraint when none fits.");
   module.def("simulate", &python::simulate, py::arg("plan"),
              "One training step of a plan dict predicted: time, throughput, MFU, memory per "
              "pipeline rank (strata simulate --format json).");

@@ -47,7 +47,7 @@ std::vector<Component> components_of(const costmodels::ParameterBreakdown& count
 DescribedModel describe_model(schemas::ModelConfig model_config,
                               std::optional<schemas::ClusterConfig> cluster,
                               const std::string& precision_name,
-                              std::optional<std::int64_t> seq_length, ArgumentNames names) {
+                              std::optional<std::int64_t> seq_length) {
   DescribedModel described;
   described.model = std::move(model_config);
   const schemas::ModelConfig& model = described.model;
@@ -55,11 +55,11 @@ DescribedModel describe_model(schemas::ModelConfig model_config,
   described.precision = precision_name;
   const Dtype precision = precision_named(precision_name);
   if (seq_length) {
-    require_whole_number(*seq_length, 1, schemas::kMaxSeqLength, "--seq-len", names);
+    require_whole_number(*seq_length, 1, schemas::kMaxSeqLength, "--seq-len");
   }
   described.seq_length = seq_length.value_or(model.max_seq_length);
   if (described.seq_length > model.max_seq_length) {
-    throw schemas::InputError(argument_name("--seq-len", names), "",
+    throw schemas::InputError("--seq-len", "",
                               fmt::format("{} is more than {}'s max_seq_length={}",
                                           described.seq_length, model.name, model.max_seq_length));
   }

@@ -46,12 +46,10 @@ struct DescribedModel {
 };
 
 // Counts `model` at `seq_length` (absent: its max_seq_length) and, on `cluster`, the GPUs its
-// states need at `precision`; bad input throws schemas::InputError naming the argument as
-// `names` spells it.
+// states need at `precision`; bad input throws schemas::InputError naming the flag.
 DescribedModel describe_model(schemas::ModelConfig model,
                               std::optional<schemas::ClusterConfig> cluster,
-                              const std::string& precision, std::optional<std::int64_t> seq_length,
-                              ArgumentNames names = ArgumentNames::flags);
+                              const std::string& precision, std::optional<std::int64_t> seq_length);
 // The --format json document.
 nlohmann::json describe_report(const DescribedModel& described);
 

@@ -13,18 +13,11 @@
 
 namespace strata::tools {
 
-std::string argument_name(std::string_view flag, ArgumentNames names) {
-  if (names == ArgumentNames::flags || !flag.starts_with("--")) return std::string(flag);
-  std::string keyword(flag.substr(2));
-  std::replace(keyword.begin(), keyword.end(), '-', '_');
-  return keyword;
-}
-
 void require_whole_number(std::int64_t value, std::int64_t minimum, std::int64_t maximum,
-                          std::string_view flag, ArgumentNames names) {
+                          std::string_view flag) {
   if (value < minimum || value > maximum) {
     throw schemas::InputError(
-        argument_name(flag, names), "",
+        std::string(flag), "",
         fmt::format("{} is not a whole number from {} to {}", value, minimum, maximum));
   }
 }
@@ -33,22 +26,19 @@ planner::SearchOptions plan_search_options(const PlanRequest& options,
                                            const schemas::ModelConfig& model,
                                            const schemas::ClusterConfig& cluster,
                                            std::string& precision_note) {
-  const ArgumentNames names = options.names;
-  const auto name = [names](std::string_view flag) { return argument_name(flag, names); };
-  require_whole_number(options.global_batch, 1, schemas::kMaxGlobalBatchSize, "--global-batch",
-                       names);
+  require_whole_number(options.global_batch, 1, schemas::kMaxGlobalBatchSize, "--global-batch");
   if (options.seq_length) {
-    require_whole_number(*options.seq_length, 1, schemas::kMaxSeqLength, "--seq-len", names);
+    require_whole_number(*options.seq_length, 1, schemas::kMaxSeqLength, "--seq-len");
   }
   require_whole_number(static_cast<std::int64_t>(std::min<std::size_t>(
                            options.top_k, static_cast<std::size_t>(kMaxTopPlans) + 1)),
-                       1, kMaxTopPlans, "--top", names);
+                       1, kMaxTopPlans, "--top");
   if (options.max_tp) {
-    require_whole_number(*options.max_tp, 1, schemas::kMaxMeshAxisSize, "--max-tp", names);
+    require_whole_number(*options.max_tp, 1, schemas::kMaxMeshAxisSize, "--max-tp");
   }
   if (!(options.memory_reserve >= 0 && options.memory_reserve <= kMaxMemoryReserve)) {
     throw schemas::InputError(
-        name("--memory-reserve"), "",
+        "--memory-reserve", "",
         fmt::format("{} is not a number from 0 to {}", options.memory_reserve, kMaxMemoryReserve));
   }
   planner::SearchOptions search;
@@ -65,14 +55,13 @@ planner::SearchOptions plan_search_options(const PlanRequest& options,
   search.precision = precision.dtype;
   precision_note = precision.note;
   // The command line checks the names; the Python module's callers are told here.
-  const auto named = [names](const std::string& name, const auto& table, const char* option) {
+  const auto named = [](const std::string& name, const auto& table, const char* option) {
     const auto value = schemas::value_of(name, table);
     if (!value) {
       std::string known;
       for (const auto& entry : table)
         known += (known.empty() ? "" : ", ") + std::string(entry.name);
-      throw schemas::InputError(argument_name(option, names), "",
-                                fmt::format("unknown {} (one of {})", name, known));
+      throw schemas::InputError(option, "", fmt::format("unknown {} (one of {})", name, known));
     }
     return *value;
   };
@@ -83,7 +72,7 @@ planner::SearchOptions plan_search_options(const PlanRequest& options,
   if (search.gradient_dtype && search.framework == schemas::TrainingFramework::strata &&
       *search.gradient_dtype != schemas::Dtype::fp32) {
     throw schemas::InputError(
-        name("--gradient-dtype"), "",
+        "--gradient-dtype", "",
         fmt::format("{}: Strata's executor accumulates and reduces gradients in fp32; name the "
                     "stack that reduces in {} with --framework",
                     *options.gradient_dtype, *options.gradient_dtype));
@@ -96,7 +85,7 @@ planner::SearchOptions plan_search_options(const PlanRequest& options,
   }
   const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
   if (seq > model.max_seq_length) {
-    throw schemas::InputError(name("--seq-len"), "",
+    throw schemas::InputError("--seq-len", "",
                               fmt::format("{} is more than {}'s max_seq_length={}", seq, model.name,
                                           model.max_seq_length));
   }

@@ -17,20 +17,14 @@
 
 namespace strata::tools {
 
-// How a caller's arguments are named in its errors: the command line's flags ("--seq-len") or the
-// Python module's keyword arguments ("seq_len").
-enum class ArgumentNames { flags, keywords };
-// `flag` ("--seq-len") as `names` spells it.
-std::string argument_name(std::string_view flag, ArgumentNames names);
-
 // The bounds of a request's numbers, read by the command line's validators and checked again
 // here for the Python module, whose arguments no validator sees.
 inline constexpr std::int64_t kMaxTopPlans = 100;
 inline constexpr double kMaxMemoryReserve = 0.9;
-// Throws schemas::InputError naming the argument, in the validator's words, when `value` is not
-// from `minimum` to `maximum`.
+// Throws schemas::InputError naming `flag`, in the validator's words, when `value` is not from
+// `minimum` to `maximum`. (The Python module names its keyword arguments instead: seq_len.)
 void require_whole_number(std::int64_t value, std::int64_t minimum, std::int64_t maximum,
-                          std::string_view flag, ArgumentNames names);
+                          std::string_view flag);
 
 // What a caller asks for, by name (the command's options, the module's arguments).
 struct PlanRequest {
@@ -44,12 +38,11 @@ struct PlanRequest {
   std::optional<std::string> gradient_dtype;  // absent: the precision's default
   std::string framework = "strata";
   bool all_variants = false;
-  ArgumentNames names = ArgumentNames::flags;
 };
 
 // The search's options for `model` on `cluster`; a number outside its bounds, a sequence longer
 // than the model's, or a name that is not a precision, framework or schedule, throws
-// schemas::InputError naming the argument as `options.names` spells it. `precision_note`
+// schemas::InputError naming the flag. `precision_note`
 // receives why the precision is not bf16 when it was chosen by default (else empty).
 planner::SearchOptions plan_search_options(const PlanRequest& options,
                                            const schemas::ModelConfig& model,
