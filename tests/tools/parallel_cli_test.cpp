@@ -28,6 +28,8 @@ using strata::testing::CommandResult;
 using strata::testing::slurp;
 using strata::testing::step_records;
 using strata::testing::strata;
+using strata::testing::strata_lines;
+using strata::testing::strata_processes_with;
 using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
 using ::testing::HasSubstr;
@@ -35,31 +37,6 @@ namespace fs = std::filesystem;
 
 const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
 const std::string kText = "/usr/share/common-licenses/GPL-3";
-
-// stderr lines that strata wrote (mpirun adds its own summary of the failed job).
-std::vector<std::string> strata_lines(const std::string& text) {
-  std::vector<std::string> found;
-  std::istringstream stream(text);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.starts_with("strata:")) found.push_back(line);
-  }
-  return found;
-}
-
-// The strata processes (mpirun's children, not mpirun or a shell) whose arguments contain `marker`.
-std::vector<pid_t> strata_processes_with(const std::string& marker) {
-  std::vector<pid_t> found;
-  for (const fs::directory_entry& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string arguments = slurp(entry.path() / "cmdline");
-    const std::string program = arguments.substr(0, arguments.find('\0'));
-    if (program == STRATA_BINARY && arguments.find(marker) != std::string::npos) {
-      found.push_back(static_cast<pid_t>(std::stol(name)));
-    }
-  }
-  return found;
-}
 
 // Each step's loss within 1e-5 (relative) of the one-rank run's at that step.
 void expect_same_losses(const std::vector<nlohmann::json>& got,

@@ -27,6 +27,8 @@ using strata::testing::CommandResult;
 using strata::testing::slurp;
 using strata::testing::step_records;
 using strata::testing::strata;
+using strata::testing::strata_lines;
+using strata::testing::strata_processes_with;
 using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
 using ::testing::HasSubstr;
@@ -35,15 +37,6 @@ namespace fs = std::filesystem;
 
 const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
 const std::string kText = "/usr/share/common-licenses/GPL-3";
-
-std::vector<std::string> strata_lines(const std::string& text) {
-  std::vector<std::string> found;
-  std::istringstream stream(text);
-  for (std::string line; std::getline(stream, line);) {
-    if (line.starts_with("strata:")) found.push_back(line);
-  }
-  return found;
-}
 
 // The losses of steps `from` (1-based) on, as logged.
 std::vector<double> losses_from(const std::vector<nlohmann::json>& records, std::int64_t from) {
@@ -194,18 +187,8 @@ TEST_F(RunRecoveryCli, AStalledJobOfFourRanksPrintsOneLine) {
         << "no step logged: " << slurp(err);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::vector<pid_t> ranks;
-  for (const fs::directory_entry& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string arguments = slurp(entry.path() / "cmdline");
-    if (arguments.substr(0, arguments.find('\0')) == STRATA_BINARY &&
-        arguments.find(marker) != std::string::npos) {
-      ranks.push_back(static_cast<pid_t>(std::stol(name)));
-    }
-  }
+  const std::vector<pid_t> ranks = strata_processes_with(marker);
   ASSERT_EQ(ranks.size(), 4u);
-  std::sort(ranks.begin(), ranks.end());
   ASSERT_EQ(::kill(ranks.back(), SIGSTOP), 0);
   int status = 0;
   pid_t ended = 0;
@@ -214,7 +197,7 @@ TEST_F(RunRecoveryCli, AStalledJobOfFourRanksPrintsOneLine) {
          std::chrono::steady_clock::now() - stopped < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  for (const pid_t rank : ranks) ::kill(rank, SIGKILL);  // no stopped process outlives the test
+  ::kill(ranks.back(), SIGKILL);  // whatever happened, no stopped process outlives the test
   if (ended == 0) {
     ::kill(launcher, SIGKILL);
     ::waitpid(launcher, &status, 0);

@@ -556,8 +556,8 @@ TrainingSummary Trainer::run(const std::function<void(const StepRecord&)>& on_st
   };
   if (validation_sampler_) evaluate_now();  // the model the run starts from
   double token_count = 0;
-  // A resumed run started in the plan in force at its checkpoint (starting_plan): the switches
-  // before it are behind it.
+  // A resumed run started in the plan in force at its checkpoint (switch_in_force_at_resume): the
+  // switches before it are behind it.
   auto next_switch =
       std::find_if(options_.switches.begin(), options_.switches.end(),
                    [&](const PlanSwitch& planned) { return planned.step >= state_.step; });
