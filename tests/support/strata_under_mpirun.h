@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata_command.h"
@@ -38,6 +39,37 @@ inline CommandResult strata_under_mpirun(int ranks, const std::string& arguments
   const int status = std::system(command.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
+
+// The fixture of the mpirun CLI tests: each test case runs in a fresh directory of its own (named
+// by `prefix`, the process and the case), removed afterwards, holding the GPL-3 text as a token
+// file (`tokens`); the case is skipped where the text is not installed.
+inline const std::string kTokenText = "/usr/share/common-licenses/GPL-3";
+
+class MpiCliTest : public ::testing::Test {
+ protected:
+  explicit MpiCliTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    if (!std::filesystem::exists(kTokenText)) GTEST_SKIP() << kTokenText << " is not installed";
+    use_mpi_test_environment();
+    directory = std::filesystem::path(::testing::TempDir()) /
+                (prefix_ + "-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(directory);
+    std::filesystem::create_directories(directory);
+    tokens = (directory / "gpl.bin").string();
+    const CommandResult data = strata("data --text " + kTokenText + " --out " + tokens);
+    ASSERT_EQ(data.exit_code, 0) << data.err;
+  }
+  void TearDown() override { std::filesystem::remove_all(directory); }
+  CommandResult mpirun(int ranks, const std::string& arguments) const {
+    return strata_under_mpirun(ranks, arguments, directory);
+  }
+  std::filesystem::path directory;
+  std::string tokens;
+
+ private:
+  std::string prefix_;
+};
 
 // stderr lines that strata wrote (mpirun adds its own summary of a failed job).
 inline std::vector<std::string> strata_lines(const std::string& text) {

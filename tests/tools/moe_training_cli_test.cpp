@@ -34,22 +34,8 @@ using strata::testing::strata_under_mpirun;
 using strata::testing::use_mpi_test_environment;
 using ::testing::HasSubstr;
 
-const std::string kText = "/usr/share/common-licenses/GPL-3";
-
-struct MoeTrainingCli : ::testing::Test {
-  void SetUp() override {
-    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
-    use_mpi_test_environment();
-    directory = fs::path(::testing::TempDir()) /
-                ("moe-cli-" + std::to_string(::getpid()) + "-" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory);
-    fs::create_directories(directory);
-    tokens = (directory / "gpl.bin").string();
-    const CommandResult data = strata("data --text " + kText + " --out " + tokens);
-    ASSERT_EQ(data.exit_code, 0) << data.err;
-  }
-  void TearDown() override { fs::remove_all(directory); }
+struct MoeTrainingCli : strata::testing::MpiCliTest {
+  MoeTrainingCli() : MpiCliTest("moe-cli") {}
 
   // 4 sequences of 32 tokens per step, in micro-batches of 2 (of 1 where 4 ranks read them).
   std::string train(const std::string& extra, int micro_batch = 2) const {
@@ -90,8 +76,6 @@ struct MoeTrainingCli : ::testing::Test {
     fs::copy(checkpoint, resumed / checkpoint.filename(), fs::copy_options::recursive);
     return " --steps 4 --resume --checkpoint-dir " + resumed.string();
   }
-  fs::path directory;
-  std::string tokens;
 };
 
 TEST_F(MoeTrainingCli, DataParallelAndPipelineRunsLogTheSingleRankSteps) {

@@ -36,7 +36,6 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
-const std::string kText = "/usr/share/common-licenses/GPL-3";
 
 // Each step's loss within 1e-5 (relative) of the one-rank run's at that step.
 void expect_same_losses(const std::vector<nlohmann::json>& got,
@@ -48,27 +47,12 @@ void expect_same_losses(const std::vector<nlohmann::json>& got,
   }
 }
 
-struct ParallelCli : ::testing::Test {
-  void SetUp() override {
-    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
-    use_mpi_test_environment();
-    directory = fs::path(::testing::TempDir()) /
-                ("parallel-cli-" + std::to_string(::getpid()) + "-" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory);
-    fs::create_directories(directory);
-    tokens = (directory / "gpl.bin").string();
-    const CommandResult data = strata("data --text " + kText + " --out " + tokens);
-    ASSERT_EQ(data.exit_code, 0) << data.err;
-  }
-  void TearDown() override { fs::remove_all(directory); }
+struct ParallelCli : strata::testing::MpiCliTest {
+  ParallelCli() : MpiCliTest("parallel-cli") {}
 
   std::string train(const std::string& extra) const {
     return "train --model " + kMicroModel + " --data " + tokens +
            " --micro-batch 2 --global-batch 4 --seq-len 32 " + extra;
-  }
-  CommandResult mpirun(int ranks, const std::string& arguments) const {
-    return strata_under_mpirun(ranks, arguments, directory);
   }
   // A dp-2 run of 100,000 steps started in the background, returned (the launcher's pid) once it
   // has logged its first step; -1 if it logged none within two minutes.
@@ -91,8 +75,6 @@ struct ParallelCli : ::testing::Test {
     }
     return launcher;
   }
-  fs::path directory;
-  std::string tokens;
 };
 
 TEST_F(ParallelCli, Tp2Dp2LogsTheSingleRankLossesWithThePredictionBeside) {

@@ -36,7 +36,6 @@ using ::testing::Not;
 namespace fs = std::filesystem;
 
 const std::string kMicroModel = std::string(STRATA_FIXTURES_DIR) + "/executor/gpt-micro.json";
-const std::string kText = "/usr/share/common-licenses/GPL-3";
 
 // The losses of steps `from` (1-based) on, as logged.
 std::vector<double> losses_from(const std::vector<nlohmann::json>& records, std::int64_t from) {
@@ -57,23 +56,8 @@ void expect_same(const std::vector<double>& got, const std::vector<double>& expe
   }
 }
 
-struct RunRecoveryCli : ::testing::Test {
-  void SetUp() override {
-    if (!fs::exists(kText)) GTEST_SKIP() << kText << " is not installed";
-    use_mpi_test_environment();
-    directory = fs::path(::testing::TempDir()) /
-                ("run-recovery-" + std::to_string(::getpid()) + "-" +
-                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(directory);
-    fs::create_directories(directory);
-    tokens = (directory / "gpl.bin").string();
-    const CommandResult data = strata("data --text " + kText + " --out " + tokens);
-    ASSERT_EQ(data.exit_code, 0) << data.err;
-  }
-  void TearDown() override { fs::remove_all(directory); }
-  CommandResult mpirun(int ranks, const std::string& arguments) const {
-    return strata_under_mpirun(ranks, arguments, directory);
-  }
+struct RunRecoveryCli : strata::testing::MpiCliTest {
+  RunRecoveryCli() : MpiCliTest("run-recovery") {}
   // Runs `steps` steps with a checkpoint after each, then resumes from the checkpoint of step
   // `resume_at` alone: the resumed steps' losses must be the uninterrupted run's.
   void expect_resume_equals_uninterrupted(int ranks, const std::string& train, int steps,
@@ -98,8 +82,6 @@ struct RunRecoveryCli : ::testing::Test {
     name << "step_" << std::string(8 - std::to_string(step).size(), '0') << step;
     return name.str();
   }
-  fs::path directory;
-  std::string tokens;
 };
 
 // Experts, cp and hybrid sharding with dp before cp in the mesh order (the planner emits such
