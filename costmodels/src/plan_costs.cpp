@@ -12,7 +12,7 @@
 #include "strata/costmodels/model_flops.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
-#include "strata/schemas/gradient_buckets.h"
+#include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::costmodels {
@@ -95,58 +95,45 @@ std::vector<double> even_gradient_buckets(double parameters, double bucket_param
   return buckets;
 }
 
-// The buckets Strata's executor forms on one tp rank of `stage`, in the order its backward
-// completes them: its parameter units (the
-// embeddings, each layer, the head) grouped by the plan's rule (schemas/gradient_buckets.h); a
-// word embedding tied across a pipeline is a bucket of its own on the first and the last stage.
-std::vector<double> unit_gradient_buckets(const schemas::Plan& plan,
-                                          const ParameterBreakdown& counts,
-                                          const schemas::PipelineStage& stage) {
-  const double tp = static_cast<double>(plan.mesh.tp);
-  const double vocab_matrix =
-      static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) / tp;
-  const bool tied_across_stages = plan.model.tied_embeddings && plan.mesh.pp > 1;
-  const std::int64_t bucket_elements = schemas::gradient_bucket_elements(plan);
-  const bool bucket_per_unit = plan.zero_stage == 3;
-  std::vector<double> buckets;
-  const auto add_run = [&](const std::vector<double>& units) {
-    std::vector<std::int64_t> elements;
-    for (const double unit : units) elements.push_back(std::llround(unit));
-    for (const schemas::UnitBucket& bucket :
-         schemas::group_units_into_buckets(elements, bucket_elements, bucket_per_unit)) {
-      double size = 0;
-      for (std::size_t u = bucket.first_unit; u <= bucket.last_unit; ++u) size += units[u];
-      buckets.push_back(size);
-    }
-  };
-  std::vector<double> units;
-  if (stage.embedding) {
-    const double embedding = vocab_matrix + static_cast<double>(counts.position_embedding) +
-                             static_cast<double>(counts.embedding_norm);
-    if (tied_across_stages) {
-      add_run({embedding});
-    } else {
-      units.push_back(embedding);
-    }
-  } else if (stage.lm_head && tied_across_stages) {
-    add_run({vocab_matrix});  // the last stage's copy of the word embedding
+// One bucket as priced: its elements, and whether it holds routed experts reduced apart.
+struct PricedBucket {
+  double elements = 0;
+  bool experts = false;
+};
+
+// The buckets Strata's executor forms on the first rank of `stage`'s tp, ep and etp groups, in
+// the order its backward completes them: layout/gradient_buckets.h, the rule the executor runs.
+std::vector<PricedBucket> executor_gradient_buckets(const schemas::Plan& plan,
+                                                    const schemas::PipelineStage& stage) {
+  std::vector<PricedBucket> buckets;
+  for (const layout::GradientBucket& bucket : layout::stage_gradient_buckets(plan, stage)) {
+    buckets.push_back({static_cast<double>(bucket.elements), bucket.experts});
   }
-  // Each layer's dense parameters (a MoE layer's routed experts are reduced over their own
-  // group, in buckets of their own).
-  for (std::int64_t layer = stage.first_layer; layer < stage.first_layer + stage.num_layers;
-       ++layer) {
-    const bool moe_layer = moe_layers_in(plan.model, layer, 1) == 1;
-    units.push_back(
-        rank_layer_parameters(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp, moe_layer).dense);
-  }
-  if (stage.lm_head) {
-    units.push_back(static_cast<double>(counts.final_norm) +
-                    (plan.model.tied_embeddings ? 0.0 : vocab_matrix));
-  }
-  if (!units.empty()) add_run(units);
-  if (buckets.empty()) buckets.push_back(0);
-  // The backward completes them from the head down.
+  if (buckets.empty()) buckets.push_back({});
   std::reverse(buckets.begin(), buckets.end());
+  return buckets;
+}
+
+// Stacks that fill buckets parameter by parameter (Megatron-Core's DDP): the stage's dense
+// parameters in even buckets and, apart, the routed experts in buckets of their own (its expert
+// gradient buffer), completed through the backward alongside the dense ones: interleaved in
+// proportion.
+std::vector<PricedBucket> even_stage_buckets(const RankParameters& held, double bucket_parameters) {
+  const std::vector<double> dense = even_gradient_buckets(held.dense, bucket_parameters);
+  const std::vector<double> expert = held.expert > 0
+                                         ? even_gradient_buckets(held.expert, bucket_parameters)
+                                         : std::vector<double>{};
+  std::vector<PricedBucket> buckets;
+  std::size_t next_dense = 0, next_expert = 0;
+  while (next_dense < dense.size() || next_expert < expert.size()) {
+    const bool expert_next =
+        next_expert < expert.size() &&
+        (next_dense == dense.size() ||
+         static_cast<double>(next_expert) * static_cast<double>(dense.size()) <
+             static_cast<double>(next_dense) * static_cast<double>(expert.size()));
+    buckets.push_back(expert_next ? PricedBucket{expert[next_expert++], true}
+                                  : PricedBucket{dense[next_dense++], false});
+  }
   return buckets;
 }
 
@@ -411,7 +398,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
                                 (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
   const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
   const double gradient_bytes = gradient_bytes_per_parameter(plan);
-  const double bucket_parameters = static_cast<double>(schemas::gradient_bucket_elements(plan));
+  const double bucket_parameters = static_cast<double>(layout::gradient_bucket_elements(plan));
   const bool all_reduced =
       plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
                                framework.zero1_bf16_gradients_all_reduced);
@@ -441,7 +428,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   costs.stages.resize(num_stages);
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
   costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
-  using BucketKey = std::tuple<std::int64_t, std::int64_t, bool, bool>;
+  using BucketKey = std::tuple<std::vector<bool>, bool, bool>;
   struct StageBuckets {
     BucketKey key;
     std::vector<double> times_s;
@@ -482,37 +469,24 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
     if (full && (reducing_ranks > 1 || (held.expert > 0 && expert_reducing_ranks > 1)) &&
         !context.zero3_layer_gathers) {
-      // A stage's buckets and their times depend on the stage only through its layer counts and
-      // whether it holds the embedding or the head: most stages of a deep pipeline share them
-      // (the planner prices hundreds of thousands of plans through here).
-      const BucketKey key{stage.num_layers,
-                          moe_layers_in(plan.model, stage.first_layer, stage.num_layers),
-                          stage.embedding, stage.lm_head};
+      // A stage's buckets and their times depend on the stage only through which of its layers
+      // are MoE layers and whether it holds the embedding or the head: most stages of a deep
+      // pipeline share them.
+      BucketKey key{{}, stage.embedding, stage.lm_head};
+      for (std::int64_t layer = stage.first_layer; layer < stage.first_layer + stage.num_layers;
+           ++layer) {
+        std::get<0>(key).push_back(moe_layers_in(plan.model, layer, 1) == 1);
+      }
       auto same = std::find_if(bucket_times.begin(), bucket_times.end(),
                                [&](const StageBuckets& entry) { return entry.key == key; });
       if (same == bucket_times.end()) {
-        const std::vector<double> dense_buckets =
-            framework.gradient_buckets_close_at_units
-                ? unit_gradient_buckets(plan, counts, stage)
-                : even_gradient_buckets(held.dense, bucket_parameters);
-        // Routed experts fill buckets of their own (Megatron-Core's expert gradient buffer),
-        // completed through the backward alongside the dense ones: interleaved in proportion.
-        const std::vector<double> expert_buckets =
-            held.expert > 0 ? even_gradient_buckets(held.expert, bucket_parameters)
-                            : std::vector<double>{};
-        StageBuckets computed{
-            key, {}, *std::max_element(dense_buckets.begin(), dense_buckets.end())};
-        std::size_t next_dense = 0, next_expert = 0;
-        while (next_dense < dense_buckets.size() || next_expert < expert_buckets.size()) {
-          const bool expert_next =
-              next_expert < expert_buckets.size() &&
-              (next_dense == dense_buckets.size() ||
-               static_cast<double>(next_expert) * static_cast<double>(dense_buckets.size()) <
-                   static_cast<double>(next_dense) * static_cast<double>(expert_buckets.size()));
-          const double bucket =
-              expert_next ? expert_buckets[next_expert++] : dense_buckets[next_dense++];
-          computed.largest = std::max(computed.largest, bucket);
-          computed.times_s.push_back(bucket_time_s(bucket, expert_next));
+        const std::vector<PricedBucket> buckets = framework.gradient_buckets_close_at_units
+                                                      ? executor_gradient_buckets(plan, stage)
+                                                      : even_stage_buckets(held, bucket_parameters);
+        StageBuckets computed{key, {}, 0};
+        for (const PricedBucket& bucket : buckets) {
+          computed.largest = std::max(computed.largest, bucket.elements);
+          computed.times_s.push_back(bucket_time_s(bucket.elements, bucket.experts));
         }
         bucket_times.push_back(std::move(computed));
         same = std::prev(bucket_times.end());

@@ -1,7 +1,21 @@
-#include "strata/executor/distributed/placement.h"
+#include "strata/layout/placement.h"
 
-namespace strata::executor {
+#include <fmt/ranges.h>
+
+#include "layout_check.h"
+
+namespace strata::layout {
 namespace {
+
+std::int64_t shape_numel(const Shape& shape) {
+  std::int64_t elements = 1;
+  for (const std::int64_t extent : shape) elements *= extent;
+  return elements;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 // Appends the intervals of one segment (blocks × block_size elements from `segment_start`).
 void segment_intervals(const ShardSegment& segment, std::int64_t segment_start, std::int64_t rank,
@@ -16,9 +30,9 @@ void segment_intervals(const ShardSegment& segment, std::int64_t segment_start, 
     intervals.push_back(
         {segment_start + (rank / replicas) * block, block, replicas, rank % replicas});
   } else {
-    STRATA_CHECK(block == 1 && blocks >= size,
-                 "{} blocks of {} cannot be split over {} ranks: neither divides the other", blocks,
-                 block, size);
+    STRATA_LAYOUT_CHECK(block == 1 && blocks >= size,
+                        "{} blocks of {} cannot be split over {} ranks: neither divides the other",
+                        blocks, block, size);
     const std::int64_t first = rank * blocks / size;
     const std::int64_t last = (rank + 1) * blocks / size;
     intervals.push_back({segment_start + first, last - first, 1, 0});
@@ -30,7 +44,7 @@ void segment_intervals(const ShardSegment& segment, std::int64_t segment_start, 
 std::vector<DimensionInterval> shard_intervals(const Placement& placement,
                                                std::int64_t dimension_size, std::int64_t rank,
                                                std::int64_t size) {
-  STRATA_CHECK(size >= 1 && rank >= 0 && rank < size, "rank {} of {}", rank, size);
+  STRATA_LAYOUT_CHECK(size >= 1 && rank >= 0 && rank < size, "rank {} of {}", rank, size);
   if (placement.kind != PlacementKind::shard || size == 1) {
     return {DimensionInterval{0, dimension_size, 1, 0}};
   }
@@ -44,8 +58,8 @@ std::vector<DimensionInterval> shard_intervals(const Placement& placement,
     segment_intervals(segment, start, rank, size, intervals);
     start += segment.blocks * segment.block_size;
   }
-  STRATA_CHECK(start == dimension_size, "segments cover {} of a dimension of {}", start,
-               dimension_size);
+  STRATA_LAYOUT_CHECK(start == dimension_size, "segments cover {} of a dimension of {}", start,
+                      dimension_size);
   return intervals;
 }
 
@@ -74,11 +88,12 @@ std::vector<std::vector<DimensionInterval>> held_intervals(const Shape& global_s
   for (const AxisSplit& split : splits) {
     const Placement& placement = *split.placement;
     if (placement.kind != PlacementKind::shard) continue;
-    STRATA_CHECK(placement.dim >= 0 && placement.dim < static_cast<int>(global_shape.size()),
-                 "shard dimension {} of a {} tensor", placement.dim, shape_to_string(global_shape));
+    STRATA_LAYOUT_CHECK(placement.dim >= 0 && placement.dim < static_cast<int>(global_shape.size()),
+                        "shard dimension {} of a {} tensor", placement.dim,
+                        shape_to_string(global_shape));
     const auto dim = static_cast<std::size_t>(placement.dim);
-    STRATA_CHECK(!split_dimension[dim], "two axes shard dimension {} of a {} tensor", dim,
-                 shape_to_string(global_shape));
+    STRATA_LAYOUT_CHECK(!split_dimension[dim], "two axes shard dimension {} of a {} tensor", dim,
+                        shape_to_string(global_shape));
     split_dimension[dim] = true;
     held[dim] = shard_intervals(placement, global_shape[dim], split.rank, split.size);
   }
@@ -133,9 +148,9 @@ std::vector<ElementRun> local_element_runs(const Shape& global_shape,
                         const DimensionInterval* replicated) -> void {
     for (const DimensionInterval& interval : held[d]) {
       const DimensionInterval* block = interval.replicas > 1 ? &interval : replicated;
-      STRATA_CHECK(!(interval.replicas > 1 && replicated != nullptr),
-                   "replicated blocks along two axes of a {} tensor",
-                   shape_to_string(global_shape));
+      STRATA_LAYOUT_CHECK(!(interval.replicas > 1 && replicated != nullptr),
+                          "replicated blocks along two axes of a {} tensor",
+                          shape_to_string(global_shape));
       if (d == last) {
         emit(ElementRun{(prefix * global_shape[d] + interval.global_start) * inner, local,
                         interval.length * inner, block ? block->replicas : 1,
@@ -151,4 +166,4 @@ std::vector<ElementRun> local_element_runs(const Shape& global_shape,
   return runs;
 }
 
-}  // namespace strata::executor
+}  // namespace strata::layout

@@ -161,6 +161,25 @@ TEST_F(MoeTrainingCli, ACheckpointOfOneLayoutResumesOnAnother) {
       2, "dp2 ZeRO-3 → pp2");
 }
 
+// The buckets a mixture of experts trains are the buckets the simulator prices (the two
+// runs, which drifted apart): on dp 2 the routed experts share the dense buckets (one bucket, where
+// the cost model used to price two); on ep 2 with ZeRO-1 and buckets of 30,000 elements each MoE
+// layer's routed experts are cut into buckets of their own.
+TEST_F(MoeTrainingCli, TheBucketsTrainedAreTheBucketsSimulated) {
+  for (const std::string layout : {"--dp 2", "--ep 2 --zero 1 --bucket-size 30000"}) {
+    const CommandResult run = strata_under_mpirun(2, train("--steps 1 " + layout), directory);
+    ASSERT_EQ(run.exit_code, 0) << layout << ": " << run.err;
+    nlohmann::json summary;
+    std::istringstream lines(run.out);
+    for (std::string line; std::getline(lines, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record.contains("summary")) summary = record;
+    }
+    ASSERT_TRUE(summary.contains("gradient_buckets")) << layout << ": " << run.out;
+    EXPECT_EQ(summary.at("gradient_buckets"), summary.at("predicted_gradient_buckets")) << layout;
+  }
+}
+
 TEST_F(MoeTrainingCli, TensorParallelismWithoutSequenceParallelismIsRefusedWithTheField) {
   // The refusal comes before the world size is compared: one process is enough to see it.
   const CommandResult without_sequence_parallel = strata(train("--tp 2 --steps 1"));

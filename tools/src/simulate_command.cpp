@@ -12,7 +12,7 @@
 #include "plan_set_prediction.h"
 #include "precision_choice.h"
 #include "strata/schemas/document_loader.h"
-#include "strata/schemas/gradient_buckets.h"
+#include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/moe_config.h"
@@ -144,7 +144,7 @@ std::string render_table(const schemas::Plan& plan, const simulator::PlanSimulat
     out += fmt::format(
         "  gradient buckets      {} per pipeline rank, at {} parameters a bucket\n",
         fmt::join(simulator::gradient_buckets_per_pipeline_rank(plan, simulation), ", "),
-        schemas::gradient_bucket_elements(plan));
+        layout::gradient_bucket_elements(plan));
   }
   out += "time per step (mean over pipeline ranks):\n";
   const simulator::TimeBreakdown& time = metrics.breakdown;

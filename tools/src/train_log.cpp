@@ -8,7 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "strata/schemas/gradient_buckets.h"
+#include "strata/layout/gradient_buckets.h"
 
 namespace strata::tools {
 
@@ -47,7 +47,7 @@ void print_run_header(const RunHeader& header, LogFormat format) {
   }
   if (header.buckets) {
     fmt::print("gradient buckets on rank 0: {} at a bucket size of {} parameters (predicted {})\n",
-               header.buckets->run, schemas::gradient_bucket_elements(plan),
+               header.buckets->run, layout::gradient_bucket_elements(plan),
                header.buckets->predicted);
   }
 }

@@ -6,7 +6,7 @@
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/zero/bucket_layout.h"
-#include "strata/schemas/gradient_buckets.h"
+#include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
@@ -68,7 +68,7 @@ nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
                           {"pp", mesh.pp},
                           {"order", schemas::mesh_order_to_string(mesh.order)}}},
                         {"zero_stage", plan.zero_stage},
-                        {"bucket_elements", schemas::gradient_bucket_elements(plan)}};
+                        {"bucket_elements", layout::gradient_bucket_elements(plan)}};
   // Hybrid sharding fixes how many shards there are and which ranks hold each.
   if (mesh.zero_shard_dp() < mesh.dp) layout["mesh"]["dp_shard"] = mesh.dp_shard;
   // Expert (tensor) parallelism fixes which routed experts, and which part of their width, each
@@ -164,29 +164,8 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
     parameter_index.push_back(static_cast<std::size_t>(found - whole.begin()));
   }
   // The buckets, as the sharded optimizer makes them.
-  std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), -1);
-  bool embedding_stage = false;
-  for (std::size_t chunk = 0; chunk < stages.size(); ++chunk) {
-    const schemas::PipelineStage& stage = stages[chunk];
-    embedding_stage = embedding_stage || stage.embedding;
-    const std::vector<std::int64_t> units = stage_units(model, stage);
-    for (std::int64_t unit : units) {
-      int& owner = unit_stage[static_cast<std::size_t>(unit)];
-      if (owner < 0) owner = static_cast<int>(chunk);
-    }
-  }
-  const bool ties = mesh.pp > 1 && model.tied_embeddings && store.contains("embedding.word");
-  const std::vector<BucketRange> buckets = bucket_layout(
-      model, store, unit_stage,
-      BucketLayoutOptions{.zero_stage = zero_stage,
-                          .bucket_elements = bucket_elements,
-                          .dp = mesh.zero_shard_dp() * mesh.cp,
-                          .expert_dp = mesh.ep * mesh.etp > 1 ? mesh.expert_zero_shards() : 0,
-                          .tp_rank = tp_rank,
-                          .expert_tp_rank = etp_rank,
-                          .pipeline = mesh.pp > 1,
-                          .tied_word_embedding_bucket = ties,
-                          .counts_word_embedding = !ties || embedding_stage});
+  const std::vector<BucketRange> buckets =
+      rank_bucket_layout(model, store, stages, mesh, zero_stage, bucket_elements);
   const ShardedCheckpointPart names =
       sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
   RankCheckpointLayout layout;

@@ -99,65 +99,6 @@ std::int64_t regroup_by_expert(const std::int32_t* count_of, int members, std::i
 
 }  // namespace
 
-std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int64_t index) {
-  const MoeConfig& moe = *model.moe;
-  const std::int64_t hidden = model.hidden_size;
-  const std::int64_t experts = moe.num_experts;
-  const std::int64_t width = moe.expert_ffn_hidden_size;
-  const std::int64_t shared_width = moe.num_shared_experts * moe.shared_expert_ffn_hidden_size;
-  const bool llama = model.mlp_activation == schemas::MlpActivation::swiglu;
-  const InitRule weight{InitKind::normal, 0.02};
-  const InitRule residual_output{InitKind::normal,
-                                 0.02 / std::sqrt(2.0 * static_cast<double>(model.num_layers))};
-  const InitRule zeros{InitKind::zeros, 0};
-  const Placement replicated = Placement::replicate();
-  // The routed experts' tensors stack the experts along dim 0: expert parallelism takes ranges.
-  const Placement expert_ranges = Placement::shard(0);
-  // The shared experts are one dense MLP, split over tp as the dense layers' MLP is.
-  const Placement column_parallel = Placement::shard(0);
-  const Placement row_parallel = Placement::shard(1);
-  std::vector<ParameterSpec> specs;
-  // Expert tensor parallelism splits each routed expert's width: its input projections by rows
-  // (column-parallel), its output projection by columns (row-parallel); the output bias, added
-  // once after the partial sums, stays whole.
-  auto add = [&](const std::string& suffix, Shape shape, InitRule init, bool decay,
-                 const Placement& tensor_parallel, const Placement& expert_width = {}) {
-    const bool routed = suffix.starts_with("experts.");
-    specs.push_back(ParameterSpec{name_of(index, suffix), std::move(shape), init, decay,
-                                  tensor_parallel, routed ? expert_ranges : replicated,
-                                  expert_width});
-  };
-  add("router.weight", {experts, hidden}, weight, true, replicated);
-  for (const char* input :
-       llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
-    add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, weight, true, replicated,
-        Placement::shard(1));
-    if (model.mlp_bias) {
-      add(fmt::format("experts.{}.bias", input), {experts, width}, zeros, false, replicated,
-          Placement::shard(1));
-    }
-  }
-  add("experts.output.weight", {experts, hidden, width}, residual_output, true, replicated,
-      Placement::shard(2));
-  if (model.mlp_bias) add("experts.output.bias", {experts, hidden}, zeros, false, replicated);
-  if (shared_width > 0) {
-    for (const char* input :
-         llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"}) {
-      add(fmt::format("shared.{}.weight", input), {shared_width, hidden}, weight, true,
-          column_parallel);
-      if (model.mlp_bias) {
-        add(fmt::format("shared.{}.bias", input), {shared_width}, zeros, false, column_parallel);
-      }
-    }
-    add("shared.output.weight", {hidden, shared_width}, residual_output, true, row_parallel);
-    if (model.mlp_bias) {
-      add("shared.output.bias", {moe.num_shared_experts, hidden}, zeros, false, replicated);
-    }
-    if (moe.shared_expert_gate) add("shared_gate.weight", {1, hidden}, weight, true, replicated);
-  }
-  return specs;
-}
-
 MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& store,
                const TensorParallelism& tp, ExpertParallelism ep, Communicator* context_group)
     : model_(model),

@@ -8,19 +8,10 @@ namespace strata::executor {
 ParameterStore::ParameterStore(std::vector<ParameterSpec> specs, ScalarType type, Device device,
                                std::optional<ScalarType> compute_type, StoreOptions options)
     : options_(options), type_(type), device_(device) {
-  // The groups that split a parameter: the expert groups (ep's range of experts, etp's part of
-  // each expert's width) for the routed experts, tensor parallelism for the rest.
-  const auto splits_of = [&options](const ParameterSpec& spec) {
-    if (spec.expert_parallel.kind == PlacementKind::shard) {
-      STRATA_CHECK(spec.tensor_parallel.kind == PlacementKind::replicate,
-                   "{}: split by both tensor and expert parallelism", spec.name);
-      return std::vector<AxisSplit>{
-          {&spec.expert_parallel, options.expert_parallel_rank, options.expert_parallel_size},
-          {&spec.expert_tensor_parallel, options.expert_tensor_parallel_rank,
-           options.expert_tensor_parallel_size}};
-    }
-    return std::vector<AxisSplit>{
-        {&spec.tensor_parallel, options.tensor_parallel_rank, options.tensor_parallel_size}};
+  // The groups that split a parameter (the parameter table's rule for this rank's coordinates).
+  const layout::RankCoordinates coordinates = options.coordinates();
+  const auto splits_of = [&coordinates](const ParameterSpec& spec) {
+    return layout::rank_splits(spec, coordinates);
   };
   std::vector<Shape> shapes;
   for (const ParameterSpec& spec : specs) {

@@ -26,69 +26,6 @@ void check_executor_supports(const ModelConfig& model, const std::string& source
   }
 }
 
-std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {
-  const InitRule embedding_init{InitKind::normal, 0.02};
-  // The vocabulary splits by rows (Megatron's VocabParallelEmbedding and the LM head's
-  // column-parallel rows); the position table and norms are replicated.
-  const Placement vocabulary_rows = Placement::shard(0);
-  const Placement replicated = Placement::replicate();
-  std::vector<ParameterSpec> specs;
-  specs.push_back({"embedding.word",
-                   {model.vocab_size, model.hidden_size},
-                   embedding_init,
-                   true,
-                   vocabulary_rows});
-  if (model.position_embedding == schemas::PositionEmbedding::learned) {
-    specs.push_back({"embedding.position",
-                     {model.max_seq_length, model.hidden_size},
-                     embedding_init,
-                     true,
-                     replicated});
-  }
-  for (std::int64_t layer = 0; layer < model.num_layers; ++layer) {
-    for (ParameterSpec& spec : transformer_layer_parameters(model, layer)) {
-      specs.push_back(std::move(spec));
-    }
-  }
-  specs.push_back(
-      {"final_norm.weight", {model.hidden_size}, {InitKind::ones, 0}, false, replicated});
-  if (model.norm == schemas::NormKind::layernorm) {
-    specs.push_back(
-        {"final_norm.bias", {model.hidden_size}, {InitKind::zeros, 0}, false, replicated});
-  }
-  if (!model.tied_embeddings) {
-    specs.push_back({"lm_head.weight",
-                     {model.vocab_size, model.hidden_size},
-                     embedding_init,
-                     true,
-                     vocabulary_rows});
-  }
-  return specs;
-}
-
-std::vector<ParameterSpec> stage_parameters(const ModelConfig& model,
-                                            const std::vector<schemas::PipelineStage>& stages) {
-  bool embedding = false, lm_head = false;
-  std::vector<bool> layer_held(static_cast<std::size_t>(model.num_layers), false);
-  for (const schemas::PipelineStage& stage : stages) {
-    embedding = embedding || stage.embedding;
-    lm_head = lm_head || stage.lm_head;
-    for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
-      layer_held[static_cast<std::size_t>(l)] = true;
-    }
-  }
-  std::vector<ParameterSpec> held;
-  for (ParameterSpec& spec : transformer_parameters(model)) {
-    const std::int64_t unit = parameter_unit(model, spec.name);
-    const bool keep =
-        unit == 0 ? embedding || (lm_head && model.tied_embeddings && spec.name == "embedding.word")
-        : unit == model.num_layers + 1 ? lm_head
-                                       : layer_held[static_cast<std::size_t>(unit - 1)];
-    if (keep) held.push_back(std::move(spec));
-  }
-  return held;
-}
-
 Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed, Device device,
                          TransformerOptions options)
     : model_(std::move(model)),
@@ -145,19 +82,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   }
 }
 
-std::vector<std::int64_t> stage_units(const ModelConfig& model,
-                                      const schemas::PipelineStage& stage) {
-  std::vector<std::int64_t> units;
-  if (stage.embedding || (stage.lm_head && model.tied_embeddings)) units.push_back(0);
-  for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
-    units.push_back(l + 1);
-  }
-  if (stage.lm_head) units.push_back(model.num_layers + 1);
-  return units;
-}
-
 std::vector<std::int64_t> Transformer::stage_units(int chunk) const {
-  return executor::stage_units(model_, stages_.at(static_cast<std::size_t>(chunk)));
+  return layout::stage_units(model_, stages_.at(static_cast<std::size_t>(chunk)));
 }
 
 void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {

@@ -48,65 +48,6 @@ DropoutKey dropout_key(const ModelConfig& model, const DropoutContext& context,
                     .total_features = model.hidden_size};
 }
 
-std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model,
-                                                        std::int64_t index) {
-  const std::int64_t hidden = model.hidden_size;
-  const std::int64_t ffn = model.ffn_hidden_size;
-  const std::int64_t heads = model.num_attention_heads;
-  const std::int64_t kv_heads = model.num_kv_heads;
-  const std::int64_t head_dim = model.head_dim;
-  const AttentionShape attention{heads, kv_heads, head_dim};
-  const bool layernorm = model.norm == schemas::NormKind::layernorm;
-  // GPT-2's scaled init: residual-branch outputs get std 0.02/√(2·layers).
-  const InitRule weight{InitKind::normal, 0.02};
-  const InitRule residual_output{InitKind::normal,
-                                 0.02 / std::sqrt(2.0 * static_cast<double>(model.num_layers))};
-  const InitRule zeros{InitKind::zeros, 0};
-  const InitRule ones{InitKind::ones, 0};
-  // The placement table (ATorch's TPInfo, Megatron's layer choice). Weights are [out, in]:
-  // column-parallel layers split their output rows, row-parallel ones their input columns. The
-  // fused qkv rows split per segment by heads, so each rank gets its q heads and the k and v
-  // heads they read.
-  const Placement replicated = Placement::replicate();
-  const Placement column_parallel = Placement::shard(0);
-  const Placement row_parallel = Placement::shard(1);
-  const Placement qkv_heads =
-      Placement::shard(0, {{heads, head_dim}, {kv_heads, head_dim}, {kv_heads, head_dim}});
-  const Placement output_heads = Placement::shard(1, {{heads, head_dim}});
-  std::vector<ParameterSpec> specs;
-  auto add = [&](const char* suffix, Shape shape, InitRule init, bool decay, Placement placement) {
-    specs.push_back(
-        ParameterSpec{name_of(index, suffix), std::move(shape), init, decay, std::move(placement)});
-  };
-  add("attention_norm.weight", {hidden}, ones, false, replicated);
-  if (layernorm) add("attention_norm.bias", {hidden}, zeros, false, replicated);
-  add("attention.qkv.weight", {attention.qkv_width(), hidden}, weight, true, qkv_heads);
-  if (model.qkv_bias) add("attention.qkv.bias", {attention.qkv_width()}, zeros, false, qkv_heads);
-  add("attention.output.weight", {hidden, attention.output_width()}, residual_output, true,
-      output_heads);
-  if (model.attention_output_bias) {
-    add("attention.output.bias", {hidden}, zeros, false, replicated);
-  }
-  add("mlp_norm.weight", {hidden}, ones, false, replicated);
-  if (layernorm) add("mlp_norm.bias", {hidden}, zeros, false, replicated);
-  if (model.moe && model.moe->is_moe_layer(index)) {
-    for (ParameterSpec& spec : moe_mlp_parameters(model, index)) specs.push_back(std::move(spec));
-    return specs;
-  }
-  if (model.mlp_activation == schemas::MlpActivation::swiglu) {
-    add("mlp.gate.weight", {ffn, hidden}, weight, true, column_parallel);
-    if (model.mlp_bias) add("mlp.gate.bias", {ffn}, zeros, false, column_parallel);
-    add("mlp.up.weight", {ffn, hidden}, weight, true, column_parallel);
-    if (model.mlp_bias) add("mlp.up.bias", {ffn}, zeros, false, column_parallel);
-  } else {
-    add("mlp.fc.weight", {ffn, hidden}, weight, true, column_parallel);
-    if (model.mlp_bias) add("mlp.fc.bias", {ffn}, zeros, false, column_parallel);
-  }
-  add("mlp.output.weight", {hidden, ffn}, residual_output, true, row_parallel);
-  if (model.mlp_bias) add("mlp.output.bias", {hidden}, zeros, false, replicated);
-  return specs;
-}
-
 AttentionShape local_attention_shape(const ModelConfig& model, std::int64_t tp_size) {
   return AttentionShape{model.num_attention_heads / tp_size,
                         model.num_kv_heads >= tp_size ? model.num_kv_heads / tp_size : 1,

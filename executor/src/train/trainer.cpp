@@ -20,7 +20,7 @@
 #include "strata/executor/train/resident_memory.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/executor_admission.h"
-#include "strata/schemas/gradient_buckets.h"
+#include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
 
@@ -219,7 +219,7 @@ Trainer::Layout::Layout(const schemas::Plan& plan, const std::string& plan_sourc
       optimizer(std::make_unique<ShardedOptimizer>(
           model, *groups,
           ShardingOptions{plan.zero_stage, plan.overlap_grad_reduce,
-                          schemas::gradient_bucket_elements(plan), fresh_values},
+                          layout::gradient_bucket_elements(plan), fresh_values},
           options.seed)),
       sampler(data, plan.batch.seq_length, plan.model.vocab_size, options.seed, options.data_order,
               plan.batch.global_batch_size),

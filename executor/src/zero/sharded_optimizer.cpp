@@ -101,25 +101,22 @@ ShardedOptimizer::~ShardedOptimizer() { model_.set_unit_hooks(nullptr); }
 
 void ShardedOptimizer::build_buckets() {
   const std::int64_t unit_count = parameter_unit_count(model_.config());
-  // Which of this rank's stages computes each unit (pipelines: buckets stay within one).
-  std::vector<int> unit_stage(static_cast<std::size_t>(unit_count), -1);
-  for (int chunk = 0; chunk < model_.stage_count(); ++chunk) {
-    for (std::int64_t unit : model_.stage_units(chunk)) {
-      int& stage = unit_stage[static_cast<std::size_t>(unit)];
-      if (stage < 0) stage = chunk;  // unit 0 on one stage holding embedding and LM head
-    }
-  }
-  const BucketLayoutOptions layout{
-      .zero_stage = options_.zero_stage,
-      .bucket_elements = options_.bucket_elements,
-      .dp = shard_group_size_,
-      .expert_dp = experts_apart_ ? groups_.expert_zero_shard().size() : 0,
-      .tp_rank = model_.tensor_parallel().rank(),
-      .expert_tp_rank = groups_.expert_tensor_parallel().rank(),
-      .pipeline = groups_.mesh().pp > 1,
-      .tied_word_embedding_bucket = ties_embedding_,
-      .counts_word_embedding = counts_word_embedding_};
-  for (BucketRange& range : bucket_layout(model_.config(), store_, unit_stage, layout)) {
+  std::vector<schemas::PipelineStage> stages;
+  for (int chunk = 0; chunk < model_.stage_count(); ++chunk) stages.push_back(model_.stage(chunk));
+  // The plan's rule (layout/gradient_buckets.h), which the cost models price as well; the groups
+  // this rank was given must be the ones it names.
+  const layout::BucketRule rule =
+      layout::bucket_rule(groups_.mesh(), model_.config(), options_.zero_stage,
+                          options_.bucket_elements, store_.contains("embedding.word"));
+  const std::int64_t expert_shards =
+      experts_apart_ ? groups_.expert_zero_shard().size() : std::int64_t{0};
+  STRATA_CHECK(rule.dp == shard_group_size_ && rule.expert_dp == expert_shards &&
+                   rule.tied_word_embedding_bucket == ties_embedding_,
+               "the mesh's bucket rule (shards of {}, experts' {}) disagrees with the rank's "
+               "groups ({}, {})",
+               rule.dp, rule.expert_dp, shard_group_size_, expert_shards);
+  for (BucketRange& range : rank_bucket_layout(model_.config(), store_, stages, groups_.mesh(),
+                                               options_.zero_stage, options_.bucket_elements)) {
     Bucket bucket;
     static_cast<BucketRange&>(bucket) = std::move(range);
     bucket.backward_done.assign(static_cast<std::size_t>(bucket.last_unit - bucket.first_unit + 1),

@@ -2,7 +2,7 @@
 // rank holds, and that the slice a rank initialises on its own is, element for element, the slice
 // of the one-device tensor — for every parameter, with kv heads replicated when tp exceeds them
 // and a vocabulary that tp does not divide.
-#include "strata/executor/distributed/placement.h"
+#include "strata/layout/placement.h"
 
 #include <gtest/gtest.h>
 

@@ -63,23 +63,23 @@ void expect_layout_holds(const schemas::ModelConfig& model, const ParameterStore
     // Closing: ZeRO-3 one unit a bucket; otherwise the first unit (walking back from the head)
     // that reaches the size closes it, so without its lowest unit a bucket is short of it —
     // except the one that reaches the embedding, which closes whatever it holds.
-    if (options.zero_stage == 3) {
+    if (options.rule.zero_stage == 3) {
       EXPECT_EQ(bucket.first_unit, bucket.last_unit) << at;
     } else {
       const std::int64_t without_first = bucket.begin + bucket.elements -
                                          units[static_cast<std::size_t>(bucket.first_unit)].second;
       if (bucket.first_unit < bucket.last_unit) {
-        EXPECT_LT(without_first, options.bucket_elements) << at;
+        EXPECT_LT(without_first, options.rule.bucket_elements) << at;
       }
       if (bucket.first_unit > 0) {
-        EXPECT_GE(bucket.elements, options.bucket_elements) << at;
+        EXPECT_GE(bucket.elements, options.rule.bucket_elements) << at;
       }
     }
     // Padding: the least multiple of dp; shards one after another.
-    EXPECT_EQ(bucket.padded % options.dp, 0) << at;
+    EXPECT_EQ(bucket.padded % options.rule.dp, 0) << at;
     EXPECT_GE(bucket.padded, bucket.elements) << at;
-    EXPECT_LT(bucket.padded - bucket.elements, options.dp) << at;
-    EXPECT_EQ(bucket.shard * options.dp, bucket.padded) << at;
+    EXPECT_LT(bucket.padded - bucket.elements, options.rule.dp) << at;
+    EXPECT_EQ(bucket.shard * options.rule.dp, bucket.padded) << at;
     EXPECT_EQ(bucket.shard_offset, shard_offset) << at;
     shard_offset += bucket.shard;
     // Entries: exactly those that start inside the bucket, in store order.
@@ -123,11 +123,11 @@ TEST(BucketLayout, EverySizeDpAndStageMeetsTheOracle) {
     for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
       for (std::int64_t dp : {1, 2, 3, 5, 8}) {
         for (std::int64_t size : sizes) {
-          expect_layout_holds(model, store,
-                              {.zero_stage = zero_stage, .bucket_elements = size, .dp = dp},
-                              model.name + (model.tied_embeddings ? " tied" : "") + ", ZeRO-" +
-                                  std::to_string(zero_stage) + ", dp " + std::to_string(dp) +
-                                  ", buckets of " + std::to_string(size));
+          expect_layout_holds(
+              model, store, {.rule = {.zero_stage = zero_stage, .bucket_elements = size, .dp = dp}},
+              model.name + (model.tied_embeddings ? " tied" : "") + ", ZeRO-" +
+                  std::to_string(zero_stage) + ", dp " + std::to_string(dp) + ", buckets of " +
+                  std::to_string(size));
           if (::testing::Test::HasFailure()) return;
         }
       }
@@ -149,9 +149,9 @@ TEST(BucketLayout, ExpertParallelismCutsBucketsAtTheRoutedExperts) {
     for (std::int64_t zero_stage = 0; zero_stage <= 3; ++zero_stage) {
       for (std::int64_t size : {std::int64_t{1}, std::int64_t{50'000}, store.total_elements()}) {
         const BucketLayoutOptions together{
-            .zero_stage = zero_stage, .bucket_elements = size, .dp = 3};
+            .rule = {.zero_stage = zero_stage, .bucket_elements = size, .dp = 3}};
         BucketLayoutOptions apart = together;
-        apart.expert_dp = 2;
+        apart.rule.expert_dp = 2;
         const std::vector<BucketRange> whole = bucket_layout(model, store, unit_stage, together);
         const std::vector<BucketRange> pieces = bucket_layout(model, store, unit_stage, apart);
         const std::string where = "ep " + std::to_string(ep) + ", ZeRO-" +

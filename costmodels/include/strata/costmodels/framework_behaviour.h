@@ -39,7 +39,7 @@ struct FrameworkBehaviour {
   bool executor_activation_buffers = false;
   // Gradient buckets hold whole parameter units (the embeddings, a layer, the head): Strata's
   // executor closes a bucket at the first unit that brings it to the plan's bucket size, walking
-  // back from the head, and under ZeRO-3 every unit is a bucket (schemas/gradient_buckets.h).
+  // back from the head, and under ZeRO-3 every unit is a bucket (layout/gradient_buckets.h).
   // Megatron-Core's DDP fills buckets parameter by parameter, which the cost models price as an
   // even split of a stage's parameters into buckets of the size.
   bool gradient_buckets_close_at_units = false;

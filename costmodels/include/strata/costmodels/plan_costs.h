@@ -12,7 +12,7 @@
 //   ZeRO 3   P·(w + g + o)/D, plus each stage's gathered weights while the schedule holds them
 // Gradients are reduced in buckets of the plan's gradient_bucket_elements (absent: Megatron-LM's
 // default max(40M, 1M·D)) at the gradient dtype — whole parameter units grouped as Strata's
-// executor groups them (schemas/gradient_buckets.h), an even split for the other stacks: an
+// executor groups them (layout/gradient_buckets.h), an even split for the other stacks: an
 // all-reduce for ZeRO 0, a reduce-scatter above it; ZeRO 1 and 2 all-gather the updated weights
 // after the optimizer step.
 #pragma once

@@ -4,7 +4,7 @@
 // parameter's: it is the state of some gradients — a replicated parameter fed by token shards
 // (sequence parallelism) or a kv head replicated over tp ranks — and follows from the table, so
 // ShardedOptimizer::complete_tensor_parallel_sums derives it instead of it being declared. Used by
-// the model's parameter table (model/transformer.h), from which shard shapes, the elements a rank
+// the model's parameter table (parameter_table.h), from which shard shapes, the elements a rank
 // owns, shard initialisation, checkpoint slicing and ZeRO's flattening all follow.
 //
 // A sharded dimension may be a concatenation of segments split separately — the fused qkv
@@ -22,9 +22,10 @@
 #include <span>
 #include <vector>
 
-#include "strata/executor/tensor/tensor.h"
+namespace strata::layout {
 
-namespace strata::executor {
+// A tensor's dimensions, outermost first (the executor's tensors use the same type).
+using Shape = std::vector<std::int64_t>;
 
 enum class PlacementKind { replicate, shard };
 
@@ -91,4 +92,4 @@ Shape local_shape(const Shape& global_shape, std::span<const AxisSplit> splits);
 std::vector<ElementRun> local_element_runs(const Shape& global_shape,
                                            std::span<const AxisSplit> splits);
 
-}  // namespace strata::executor
+}  // namespace strata::layout

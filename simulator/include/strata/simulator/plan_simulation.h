@@ -59,7 +59,7 @@ nlohmann::json simulation_to_json(const schemas::Plan& plan, const PlanSimulatio
 double peak_memory_bytes(const PlanSimulation& simulation);
 
 // The data-parallel gradient buckets each pipeline rank reduces (over its stages), as priced: the
-// plan's bucket size grouped by schemas/gradient_buckets.h for Strata. 0 without data parallelism.
+// plan's bucket size grouped by layout/gradient_buckets.h for Strata. 0 without data parallelism.
 std::vector<std::size_t> gradient_buckets_per_pipeline_rank(const schemas::Plan& plan,
                                                             const PlanSimulation& simulation);
 

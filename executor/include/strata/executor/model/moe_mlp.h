@@ -55,11 +55,6 @@
 
 namespace strata::executor {
 
-// The parameters of layer `index`'s MoE MLP, in store order (after the layer's mlp_norm): router,
-// routed experts, shared experts, shared gate. Names under "layers.<index>.mlp.".
-std::vector<ParameterSpec> moe_mlp_parameters(const schemas::ModelConfig& model,
-                                              std::int64_t index);
-
 // The groups a MoE layer's routed experts are split over: `group` (ep) takes ranges of experts,
 // `width_group` (etp) each expert's width. Null: one rank holds them all, or whole.
 struct ExpertParallelism {

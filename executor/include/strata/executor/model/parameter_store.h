@@ -18,34 +18,33 @@
 #include <string>
 #include <vector>
 
-#include "strata/executor/distributed/placement.h"
 #include "strata/executor/tensor/tensor.h"
+#include "strata/layout/gradient_buckets.h"
+#include "strata/layout/parameter_table.h"
 
 namespace strata::executor {
 
-// How a parameter starts: N(0, std²) from the counter-based generator, or a constant.
-enum class InitKind { normal, zeros, ones };
-struct InitRule {
-  InitKind kind = InitKind::normal;
-  double std = 0.02;
-};
-
-struct ParameterSpec {
-  std::string name;  // e.g. "layers.3.attention.qkv.weight"; keys init, checkpoints, reference
-  Shape shape;       // the whole parameter
-  InitRule init;
-  bool weight_decay = false;  // AdamW decays matrices and embeddings, not biases or norm gains
-  // How the ranks of a tensor-parallel group split it (Megatron's column- and row-parallel
-  // layers, the vocabulary-parallel embedding): the model's placement table.
-  Placement tensor_parallel{};
-  // How the ranks of an expert-parallel group split it: Shard(0) for a MoE layer's stacked routed
-  // experts (each rank its range of experts), Replicate for everything else. A parameter is split
-  // by tensor parallelism or by the expert groups, never both.
-  Placement expert_parallel{};
-  // How the ranks of an expert-tensor-parallel group split a routed expert's tensor (its width:
-  // column-parallel inputs, row-parallel output); read only where expert_parallel is a Shard.
-  Placement expert_tensor_parallel{};
-};
+// The parameter table and placements live in layout/ (below the executor and the cost models);
+// the executor names them as its own.
+using layout::AxisSplit;
+using layout::DimensionInterval;
+using layout::ElementRun;
+using layout::InitKind;
+using layout::InitRule;
+using layout::local_element_runs;
+using layout::local_shape;
+using layout::moe_mlp_parameters;
+using layout::parameter_unit;
+using layout::parameter_unit_count;
+using layout::ParameterSpec;
+using layout::Placement;
+using layout::PlacementKind;
+using layout::shard_intervals;
+using layout::ShardSegment;
+using layout::stage_parameters;
+using layout::stage_units;
+using layout::transformer_layer_parameters;
+using layout::transformer_parameters;
 
 // Which tensor- and expert-parallel slice of each parameter a store holds, and which flat buffers
 // it owns.
@@ -58,6 +57,11 @@ struct StoreOptions {
   std::int64_t expert_parallel_size = 1;
   std::int64_t expert_tensor_parallel_rank = 0;
   std::int64_t expert_tensor_parallel_size = 1;
+  // The rank's place on the axes that split parameters (the parameter table's coordinates).
+  layout::RankCoordinates coordinates() const {
+    return {tensor_parallel_rank, tensor_parallel_size,        expert_parallel_rank,
+            expert_parallel_size, expert_tensor_parallel_rank, expert_tensor_parallel_size};
+  }
 };
 
 struct ParameterEntry {

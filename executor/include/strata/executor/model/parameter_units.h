@@ -8,16 +8,12 @@
 #include <cstdint>
 #include <string_view>
 
-#include "strata/schemas/model_config.h"
+#include "strata/executor/model/parameter_store.h"
 
 namespace strata::executor {
 
-// Unit of a parameter by name: 0 for "embedding.*", 1 + l for "layers.l.*", num_layers + 1 for
-// the final norm and the LM head.
-std::int64_t parameter_unit(const schemas::ModelConfig& model, std::string_view name);
-inline std::int64_t parameter_unit_count(const schemas::ModelConfig& model) {
-  return model.num_layers + 2;
-}
+// A parameter's unit and a model's unit count: layout::parameter_unit and
+// layout::parameter_unit_count (named here through model/parameter_store.h).
 
 // Acquire and release come in pairs and may nest (with tied embeddings the head uses unit 0's
 // word embedding too). A unit's values are valid between acquire_values and the matching

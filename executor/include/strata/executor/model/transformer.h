@@ -33,23 +33,8 @@ namespace strata::executor {
 void check_executor_supports(const schemas::ModelConfig& model, const std::string& source,
                              const std::string& json_prefix);
 
-// Every parameter of the model in store order — embeddings, layers 0..L−1, final norm, LM head —
-// with its tensor-parallel placement: the model's placement table. The word embedding and LM
-// head split the vocabulary (unevenly when tp does not divide it), the layers as
-// transformer_layer_parameters says; norms and the position embedding are replicated.
-std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& model);
-
-// The parameters a rank holding `stages` keeps: the embeddings with the first stage, each stage's
-// layers, the final norm and LM head with the last stage — and, with tied embeddings, the word
-// embedding on the last stage too (its copy of the LM head, kept equal by the tied all-reduce).
-// In transformer_parameters' order.
-std::vector<ParameterSpec> stage_parameters(const schemas::ModelConfig& model,
-                                            const std::vector<schemas::PipelineStage>& stages);
-
-// The parameter units (parameter_units.h) a stage computes with: the embeddings on the first
-// stage (and a tied word embedding on the last), its layers, the head on the last.
-std::vector<std::int64_t> stage_units(const schemas::ModelConfig& model,
-                                      const schemas::PipelineStage& stage);
+// The model's parameter table (transformer_parameters, stage_parameters, stage_units) is
+// layout/parameter_table.h's, named here through model/parameter_store.h.
 
 // How a model is built beyond its config: its rank's share of a tensor-parallel group, which flat
 // buffers its store leaves to a ZeRO owner, which layers recompute, which stages it holds.

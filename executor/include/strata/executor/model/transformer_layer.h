@@ -51,11 +51,6 @@ struct DropoutContext {
 DropoutKey dropout_key(const schemas::ModelConfig& model, const DropoutContext& context,
                        std::uint32_t site);
 
-// The parameters of layer `index` in the order the ParameterStore lays them out, each with its
-// tensor-parallel placement (part of the model's placement table, with transformer_parameters).
-std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConfig& model,
-                                                        std::int64_t index);
-
 // The attention shape a rank of a tp group of `tp_size` computes: its query heads and the kv
 // heads they read (one replicated kv head when tp exceeds the kv heads).
 AttentionShape local_attention_shape(const schemas::ModelConfig& model, std::int64_t tp_size);

@@ -57,7 +57,7 @@ namespace strata::executor {
 struct ShardingOptions {
   std::int64_t zero_stage = 0;
   bool overlap_grad_reduce = true;
-  std::int64_t bucket_elements = 40'000'000;  // the plan's (schemas/gradient_buckets.h)
+  std::int64_t bucket_elements = 40'000'000;  // the plan's (layout/gradient_buckets.h)
   // False when a checkpoint or an llm.c file fills the ZeRO-3 value shards right after
   // construction (see TransformerOptions::initialize_values).
   bool initialize_values = true;

@@ -1,0 +1,86 @@
+// The parameter table: every parameter a model has — its name, whole shape, how it starts, whether
+// AdamW decays it, and how the tp, ep and etp axes of a mesh split it — in the order a rank lays
+// its parameters out, grouped into units (the embeddings, each layer, the head). It is the one
+// description of a model's parameters: the executor's store allocates and initialises from it,
+// checkpoints are sliced by it, and the bucket layout (gradient_buckets.h) that data parallelism
+// reduces and ZeRO shards is computed from it for any rank, by the executor and the cost models
+// alike. Models the executor does not build yet (latent attention, query/key norms, an embedding
+// norm, a router's expert bias) are in it too, so that the costs of their plans follow from the
+// same table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/layout/placement.h"
+#include "strata/schemas/model_config.h"
+#include "strata/schemas/plan.h"
+
+namespace strata::layout {
+
+// How a parameter starts: N(0, std²) from the counter-based generator, or a constant.
+enum class InitKind { normal, zeros, ones };
+struct InitRule {
+  InitKind kind = InitKind::normal;
+  double std = 0.02;
+};
+
+struct ParameterSpec {
+  std::string name;  // e.g. "layers.3.attention.qkv.weight"; keys init, checkpoints, reference
+  Shape shape;       // the whole parameter
+  InitRule init;
+  bool weight_decay = false;  // AdamW decays matrices and embeddings, not biases or norm gains
+  // How the ranks of a tensor-parallel group split it (Megatron's column- and row-parallel
+  // layers, the vocabulary-parallel embedding).
+  Placement tensor_parallel{};
+  // How the ranks of an expert-parallel group split it: Shard(0) for a MoE layer's stacked routed
+  // experts (each rank its range of experts), Replicate for everything else. A parameter is split
+  // by tensor parallelism or by the expert groups, never both.
+  Placement expert_parallel{};
+  // How the ranks of an expert-tensor-parallel group split a routed expert's tensor (its width:
+  // column-parallel inputs, row-parallel output); read only where expert_parallel is a Shard.
+  Placement expert_tensor_parallel{};
+
+  // A MoE layer's routed experts: reduced over the expert data-parallel group when the mesh
+  // splits them (experts_reduced_apart in gradient_buckets.h).
+  bool routed_expert() const { return expert_parallel.kind == PlacementKind::shard; }
+};
+
+// Every parameter of the model in store order — embeddings, layers 0..L−1, final norm, LM head.
+// The word embedding and LM head split the vocabulary (unevenly when tp does not divide it), the
+// layers as transformer_layer_parameters says; norms and the position embedding are replicated.
+std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& model);
+
+// The parameters of layer `index` in store order. The placement table (ATorch's TPInfo,
+// Megatron's layer choice): weights are [out, in]; column-parallel layers split their output
+// rows, row-parallel ones their input columns, the fused qkv rows split per segment by heads.
+std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConfig& model,
+                                                        std::int64_t index);
+
+// The parameters of layer `index`'s MoE MLP, in store order (after the layer's mlp_norm): router,
+// routed experts, shared experts, shared gate. Names under "layers.<index>.mlp.".
+std::vector<ParameterSpec> moe_mlp_parameters(const schemas::ModelConfig& model,
+                                              std::int64_t index);
+
+// The parameters a rank holding `stages` keeps: the embeddings with the first stage, each stage's
+// layers, the final norm and LM head with the last stage — and, with tied embeddings, the word
+// embedding on the last stage too (its copy of the LM head, kept equal by the tied all-reduce).
+// In transformer_parameters' order.
+std::vector<ParameterSpec> stage_parameters(const schemas::ModelConfig& model,
+                                            const std::vector<schemas::PipelineStage>& stages);
+
+// Unit of a parameter by name: 0 for "embedding.*", 1 + l for "layers.l.*", num_layers + 1 for
+// the final norm and the LM head. ZeRO-3 gathers a unit at a time; buckets close between units.
+std::int64_t parameter_unit(const schemas::ModelConfig& model, std::string_view name);
+inline std::int64_t parameter_unit_count(const schemas::ModelConfig& model) {
+  return model.num_layers + 2;
+}
+
+// The parameter units a stage computes with: the embeddings on the first stage (and a tied word
+// embedding on the last), its layers, the head on the last.
+std::vector<std::int64_t> stage_units(const schemas::ModelConfig& model,
+                                      const schemas::PipelineStage& stage);
+
+}  // namespace strata::layout
