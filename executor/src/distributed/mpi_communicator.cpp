@@ -1,6 +1,6 @@
 // The Open MPI backend: one MPI communicator per group, over host memory. Device tensors (CUDA
 // ranks that share a GPU, where NCCL cannot run) travel through host copies. The only file of the
-// executor that calls MPI (ARCHITECTURE.md "Communicator").
+// executor that calls MPI (executor/README.md, "Communicator").
 #include <fmt/format.h>
 #include <mpi.h>
 #include <omp.h>
