@@ -277,72 +277,68 @@ LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
   return dims;
 }
 
-LayerContext layer_context(const schemas::Plan& plan) {
+LayerContext layer_context(const schemas::Plan& plan, const MeshPlacement* placement) {
+  const MeshPlacement computed =
+      placement ? MeshPlacement{} : mesh_placement(plan.cluster, plan.mesh, plan.model);
+  const MeshPlacement& groups = placement ? *placement : computed;
   const FrameworkBehaviour behaviour = framework_behaviour(plan.framework);
-  LayerContext context{
-      .model = &plan.model,
-      .cluster = &plan.cluster,
-      .precision = plan.precision,
-      .gradient_dtype = plan.gradient_dtype,
-      .tp = plan.mesh.tp,
-      .cp = plan.mesh.cp,
-      .sequence_parallel = plan.sequence_parallel && plan.mesh.tp > 1,
-      .micro_batch_size = plan.batch.micro_batch_size,
-      .seq_length = plan.batch.seq_length,
-      .recompute = plan.recompute.granularity,
-      .tp_comm_overlap = plan.tp_comm_overlap,
-      .attention = plan.attention,
-      .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
-                             plan.mesh.dp * plan.mesh.cp > 1 && behaviour.zero3_gathers_per_layer,
-      .executor_activation_buffers = behaviour.executor_activation_buffers,
-      .loss_gradient_in_logits = behaviour.loss_gradient_in_logits,
-      .autocast_over_fp32_parameters = behaviour.autocast_over_fp32_parameters,
-      .bias_gradients_in_own_kernels = behaviour.bias_gradients_in_own_kernels,
-      .unfused_elementwise = behaviour.unfused_elementwise,
-      .dp_span = {},
-      .replica_span = std::nullopt,
-      .zero_shards = 1,
-      .expert_zero_span = {},
-      .expert_zero_shards = 1,
-      .tp_span = group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::tp})),
-      .cp_comm = plan.cp_comm,
-      .cp_tier = 0,
-      .cp_span = {},
-      .ep = 1,
-      .etp = 1,
-      .ep_span = {},
-      .etp_span = {},
-      .expert_load_imbalance = 1.0,
-      .ep_comm_overlap = false};
+  LayerContext context{.model = &plan.model,
+                       .cluster = &plan.cluster,
+                       .precision = plan.precision,
+                       .gradient_dtype = plan.gradient_dtype,
+                       .tp = plan.mesh.tp,
+                       .cp = plan.mesh.cp,
+                       .sequence_parallel = plan.sequence_parallel && plan.mesh.tp > 1,
+                       .micro_batch_size = plan.batch.micro_batch_size,
+                       .seq_length = plan.batch.seq_length,
+                       .recompute = plan.recompute.granularity,
+                       .tp_comm_overlap = plan.tp_comm_overlap,
+                       .attention = plan.attention,
+                       .zero3_layer_gathers = plan.zero_stage == 3 && plan.mesh.pp == 1 &&
+                                              plan.mesh.dp * plan.mesh.cp > 1 &&
+                                              behaviour.zero3_gathers_per_layer,
+                       .executor_activation_buffers = behaviour.executor_activation_buffers,
+                       .loss_gradient_in_logits = behaviour.loss_gradient_in_logits,
+                       .autocast_over_fp32_parameters = behaviour.autocast_over_fp32_parameters,
+                       .bias_gradients_in_own_kernels = behaviour.bias_gradients_in_own_kernels,
+                       .unfused_elementwise = behaviour.unfused_elementwise,
+                       .dp_span = {},
+                       .replica_span = std::nullopt,
+                       .zero_shards = 1,
+                       .expert_zero_span = {},
+                       .expert_zero_shards = 1,
+                       .tp_span = groups.tp,
+                       .cp_comm = plan.cp_comm,
+                       .cp_tier = 0,
+                       .cp_span = {},
+                       .ep = 1,
+                       .etp = 1,
+                       .ep_span = {},
+                       .etp_span = {},
+                       .expert_load_imbalance = 1.0,
+                       .ep_comm_overlap = false};
   if (plan.mesh.cp > 1) {
-    context.cp_tier =
-        tier_between(plan.cluster, 0, schemas::axis_stride(plan.mesh, schemas::MeshAxis::cp));
-    context.cp_span =
-        group_span(plan.cluster, first_group_ranks(plan.mesh, {schemas::MeshAxis::cp}));
+    context.cp_tier = groups.cp_tier;
+    context.cp_span = groups.cp;
   }
   if (plan.model.moe) {
     context.ep = plan.mesh.ep;
     context.etp = plan.mesh.etp;
-    context.ep_span =
-        group_span(plan.cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::ep}, 0));
-    context.etp_span = group_span(
-        plan.cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::etp}, 0));
+    context.ep_span = groups.ep;
+    context.etp_span = groups.etp;
     context.expert_load_imbalance =
         plan.expert_load_imbalance.value_or(kDefaultExpertLoadImbalance);
     context.ep_comm_overlap = plan.ep_comm_overlap;
     if (context.zero3_layer_gathers) {
-      context.expert_zero_span =
-          group_span(plan.cluster, schemas::expert_zero_shard_group_of(plan.mesh, 0));
+      context.expert_zero_span = groups.expert_zero_shard;
       context.expert_zero_shards = static_cast<double>(plan.mesh.expert_zero_shards());
     }
   }
   // Only per-layer ZeRO-3 reads it; the planner builds a context for every candidate.
   if (context.zero3_layer_gathers) {
-    context.dp_span = group_span(plan.cluster, schemas::zero_shard_group_of(plan.mesh, 0));
+    context.dp_span = groups.zero_shard;
     context.zero_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
-    if (plan.mesh.zero_replicas() > 1) {
-      context.replica_span = group_span(plan.cluster, schemas::zero_replica_group_of(plan.mesh, 0));
-    }
+    if (plan.mesh.zero_replicas() > 1) context.replica_span = groups.zero_replica;
   }
   for (schemas::CudaGraphScope scope : plan.cuda_graph_scope) {
     context.cuda_graph_scopes |= 1u << static_cast<unsigned>(scope);

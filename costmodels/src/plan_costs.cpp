@@ -333,10 +333,13 @@ LayerCostSet layer_cost_set(const LayerContext& context) {
   return set;
 }
 
-PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers,
-                     CostDetail detail) {
+PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers, CostDetail detail,
+                     const MeshPlacement* placement) {
   const bool full = detail == CostDetail::full;
-  const LayerContext context = layer_context(plan);
+  const MeshPlacement own_placement =
+      placement ? MeshPlacement{} : mesh_placement(plan.cluster, plan.mesh, plan.model);
+  const MeshPlacement& groups = placement ? *placement : own_placement;
+  const LayerContext context = layer_context(plan, &groups);
   const ParameterBreakdown counts = count_parameters(plan.model);
   const schemas::ClusterConfig& cluster = plan.cluster;
   const std::int64_t pp = plan.mesh.pp;
@@ -350,34 +353,19 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas).
   const double reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
   const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
-  // The optimizer step's all-gather needs the shard group's span; only the gradient buckets
-  // the reduction's and the replicas'.
-  const GroupSpan reduction_span =
-      full ? group_span(cluster, first_group_ranks(plan.mesh, {MeshAxis::dp, MeshAxis::cp}))
-           : GroupSpan{};
-  const GroupSpan dp_span = full || plan.zero_stage == 1 || plan.zero_stage == 2
-                                ? group_span(cluster, schemas::zero_shard_group_of(plan.mesh, 0))
-                                : GroupSpan{};
+  // Where each group sits (mesh_placement.h): the reduction's, the shard group's and the
+  // replicas' for the gradient buckets and the optimizer step's gathers.
+  const GroupSpan& reduction_span = groups.reduction;
+  const GroupSpan& dp_span = groups.zero_shard;
   const std::optional<GroupSpan> replica_span =
-      full && plan.mesh.zero_replicas() > 1
-          ? std::optional<GroupSpan>(
-                group_span(cluster, schemas::zero_replica_group_of(plan.mesh, 0)))
-          : std::nullopt;
+      plan.mesh.zero_replicas() > 1 ? std::optional<GroupSpan>(groups.zero_replica) : std::nullopt;
   // A MoE model's routed experts: their gradients summed over the expert data-parallel group,
   // their ZeRO state sharded over its blocks.
-  const bool has_experts = plan.model.moe.has_value();
   const double expert_reducing_ranks = static_cast<double>(plan.mesh.expert_dp());
   const double expert_shards = static_cast<double>(plan.mesh.expert_zero_shards());
-  const GroupSpan expert_reduction_span =
-      full && has_experts
-          ? group_span(cluster, schemas::expert_group_of(plan.mesh, {schemas::ExpertAxis::edp}, 0))
-          : GroupSpan{};
-  const GroupSpan expert_shard_span =
-      has_experts && (full || plan.zero_stage == 1 || plan.zero_stage == 2)
-          ? group_span(cluster, schemas::expert_zero_shard_group_of(plan.mesh, 0))
-          : GroupSpan{};
-  const std::int64_t pp_stride = schemas::axis_stride(plan.mesh, MeshAxis::pp);
-  const int pp_tier = pp > 1 ? tier_between(cluster, 0, pp_stride) : 0;
+  const GroupSpan& expert_reduction_span = groups.edp;
+  const GroupSpan& expert_shard_span = groups.expert_zero_shard;
+  const int pp_tier = groups.pp_tier;
 
   PlanCosts costs;
   costs.capacity_bytes = static_cast<double>(cluster.usable_memory_bytes());
@@ -562,8 +550,8 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
   if (plan.model.tied_embeddings && pp > 1) {
     const double bytes = static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) /
                          static_cast<double>(plan.mesh.tp) * gradient_bytes;
-    const GroupSpan pair = group_span(cluster, {0, (pp - 1) * pp_stride});
-    costs.tied_embedding_grad_s = collective_time_s(cluster, pair, Collective::all_reduce, bytes);
+    costs.tied_embedding_grad_s =
+        collective_time_s(cluster, groups.embedding_pair, Collective::all_reduce, bytes);
     // The first and last pipeline ranks sum the word embedding's gradient (a blocking
     // all-reduce, after every backward of the step).
     for (const std::size_t rank : {std::size_t{0}, static_cast<std::size_t>(pp - 1)}) {

@@ -15,10 +15,12 @@
 
 #include "strata/costmodels/activation_memory.h"
 #include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/mesh_placement.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
 #include "strata/costmodels/plan_costs.h"
 #include "strata/planner/layer_split.h"
+#include "strata/planner/mesh_orders.h"
 #include "strata/schedule/micro_batches_in_flight.h"
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
@@ -31,7 +33,6 @@ namespace {
 using schemas::MeshAxis;
 using schemas::RecomputeGranularity;
 using schemas::ScheduleType;
-using MeshOrder = std::array<MeshAxis, 4>;
 
 // One candidate, small enough to keep hundreds of thousands of them.
 struct Knobs {
@@ -65,17 +66,6 @@ std::vector<std::int64_t> divisors(std::int64_t n) {
     if (n % d == 0) found.push_back(d);
   }
   return found;
-}
-
-// The 24 orders of the mesh axes, the default (tp-cp-dp-pp, Megatron's) first.
-std::vector<MeshOrder> all_orders() {
-  MeshOrder order{MeshAxis::tp, MeshAxis::cp, MeshAxis::dp, MeshAxis::pp};
-  std::vector<MeshOrder> orders{order};
-  std::array<int, 4> index{0, 1, 2, 3};
-  while (std::next_permutation(index.begin(), index.end())) {
-    orders.push_back({order[index[0]], order[index[1]], order[index[2]], order[index[3]]});
-  }
-  return orders;
 }
 
 class Evaluator {
@@ -128,7 +118,8 @@ class Evaluator {
     const std::int64_t m = plan.batch.num_micro_batches;
     const std::int64_t layers = plan.model.num_layers;
     plan.cp_comm = schemas::ContextParallelComm::ring;
-    costmodels::LayerContext context = costmodels::layer_context(plan);
+    placement_ = &placement_of(knobs);
+    costmodels::LayerContext context = costmodels::layer_context(plan, placement_);
     if (knobs.cp > 1) choose_cp_comm(context);
     const costmodels::LayerCostSet& costs = layer_costs(context);
     // The layer split balances identical layers: a mixture of experts' are its MoE layers (all
@@ -284,6 +275,9 @@ class Evaluator {
 
   schemas::Plan& plan() { return plan_; }
 
+  // Where the working plan's groups sit on the network (set by build()).
+  const costmodels::MeshPlacement& placement() const { return *placement_; }
+
   // Why the last candidate build() gave Verdict::executor was refused.
   const std::optional<schemas::ExecutorRefusal>& refusal() const { return refusal_; }
 
@@ -377,6 +371,24 @@ class Evaluator {
   costmodels::ModelStateDtypes states_;
   std::optional<schemas::ExecutorRefusal> refusal_;  // the last Verdict::executor's reason
   schemas::Plan plan_;
+  // One placement per distinct mesh (sizes, order, hybrid shards, expert mesh): what every
+  // candidate of that mesh reads.
+  const costmodels::MeshPlacement& placement_of(const Knobs& knobs) {
+    const auto key = std::make_tuple(knobs.tp, knobs.cp, knobs.dp, knobs.pp, knobs.order,
+                                     knobs.dp_shard, knobs.ep, knobs.etp);
+    auto found = placements_.find(key);
+    if (found == placements_.end()) {
+      found = placements_
+                  .emplace(key, costmodels::mesh_placement(plan_.cluster, plan_.mesh, plan_.model))
+                  .first;
+    }
+    return found->second;
+  }
+  std::map<std::tuple<std::int32_t, std::int32_t, std::int32_t, std::int32_t, std::int16_t,
+                      std::int32_t, std::int32_t, std::int32_t>,
+           costmodels::MeshPlacement>
+      placements_;
+  const costmodels::MeshPlacement* placement_ = nullptr;
   std::map<
       std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, RecomputeGranularity,
                  costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan,
@@ -392,54 +404,6 @@ class Evaluator {
   // a mixture of experts, else the first.
   std::int64_t representative_layer_ = 0;
 };
-
-// The distinct network placements of a mesh: orders that put every group on the same tiers are
-// the same candidate, so only the first of them (the default order first) is kept.
-// A mixture of experts adds the span of the expert groups each candidate expert mesh would
-// have (`expert_meshes`), which the dense groups' spans do not fix.
-std::vector<std::int16_t> distinct_orders(
-    const schemas::ClusterConfig& cluster, const std::vector<MeshOrder>& orders, std::int64_t tp,
-    std::int64_t cp, std::int64_t dp, std::int64_t pp,
-    const std::vector<std::pair<std::int32_t, std::int32_t>>& expert_meshes) {
-  std::vector<std::int16_t> kept;
-  std::vector<std::tuple<costmodels::GroupSpan, int, costmodels::GroupSpan, costmodels::GroupSpan,
-                         int, std::vector<costmodels::GroupSpan>>>
-      seen;
-  for (std::size_t i = 0; i < orders.size(); ++i) {
-    const schemas::Mesh mesh{tp, cp, dp, pp, 1, orders[i]};
-    const costmodels::GroupSpan tp_span =
-        costmodels::group_span(cluster, costmodels::first_group_ranks(mesh, {MeshAxis::tp}));
-    const int cp_tier =
-        cp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::cp))
-               : -1;
-    // The cp group's span prices the all-gather variant of cp attention.
-    const costmodels::GroupSpan cp_span =
-        costmodels::group_span(cluster, costmodels::first_group_ranks(mesh, {MeshAxis::cp}));
-    const costmodels::GroupSpan dp_span = costmodels::group_span(
-        cluster, costmodels::first_group_ranks(mesh, {MeshAxis::dp, MeshAxis::cp}));
-    const int pp_tier =
-        pp > 1 ? costmodels::tier_between(cluster, 0, schemas::axis_stride(mesh, MeshAxis::pp))
-               : -1;
-    std::vector<costmodels::GroupSpan> expert_spans;
-    for (const auto& [ep, etp] : expert_meshes) {
-      if (ep * etp == 1) continue;
-      schemas::Mesh folded = mesh;
-      folded.ep = ep;
-      folded.etp = etp;
-      expert_spans.push_back(costmodels::group_span(
-          cluster, schemas::expert_group_of(folded, {schemas::ExpertAxis::ep}, 0)));
-      expert_spans.push_back(costmodels::group_span(
-          cluster, schemas::expert_group_of(folded, {schemas::ExpertAxis::etp}, 0)));
-    }
-    auto signature =
-        std::make_tuple(tp_span, cp_tier, cp_span, dp_span, pp_tier, std::move(expert_spans));
-    if (std::find(seen.begin(), seen.end(), signature) == seen.end()) {
-      seen.push_back(std::move(signature));
-      kept.push_back(static_cast<std::int16_t>(i));
-    }
-  }
-  return kept;
-}
 
 // A mixture of experts' expert meshes over a stage of `stage_ranks`: every ep dividing the
 // experts and the ranks, with etp 1 (each expert whole, Megatron-Core's advice for fine-grained
@@ -489,24 +453,24 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
             tp_ok && (cp == 1 || seq % (2 * cp) == 0) && options.global_batch_size % dp == 0;
         const std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes =
             expert_meshes_of(model, tp * cp * dp, tp);
+        const std::int64_t node_shard = node_shard_block(cluster, tp, cp, dp);
+        std::vector<std::int64_t> dp_shards{0};
+        if (node_shard > 0) dp_shards.push_back(node_shard);
         const std::vector<std::int16_t> placements =
-            layout_ok ? distinct_orders(cluster, orders, tp, cp, dp, pp, expert_meshes)
-                      : std::vector<std::int16_t>{0};
+            layout_ok
+                ? distinct_orders(cluster, model, orders, tp, cp, dp, pp, dp_shards, expert_meshes)
+                : std::vector<std::int16_t>{0};
         for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
           for (std::int16_t order : placements) {
             // ZeRO over all of dp, and from ZeRO-1 on hybrid sharding within one node (FSDP2's
             // HSDP, Megatron's distributed-optimizer instances) where dp spans several.
             std::vector<std::pair<int, std::int64_t>> shardings{{0, 0}};
-            const std::int64_t node_shard = cluster.gpus_per_node / (tp * cp);
             for (int zero = 1; zero <= 3; ++zero) {
               shardings.emplace_back(zero, 0);
               // Megatron-LM's FSDP2 path has no hybrid form (megatron_arguments.h).
               const bool expressible =
                   zero < 3 || options.framework == schemas::TrainingFramework::strata;
-              if (expressible && node_shard >= 1 && node_shard < dp && dp % node_shard == 0 &&
-                  cluster.gpus_per_node % (tp * cp) == 0) {
-                shardings.emplace_back(zero, node_shard);
-              }
+              if (expressible && node_shard > 0) shardings.emplace_back(zero, node_shard);
             }
             for (const auto& [zero, dp_shard] : shardings) {
               for (RecomputeGranularity recompute :
@@ -651,8 +615,9 @@ Scores score_candidates(const SearchContext& context, const std::vector<Knobs>& 
       double peak = 0;
       const Verdict verdict = evaluator.build(candidates[i], &peak);
       if (verdict == Verdict::ok) {
-        const costmodels::PlanCosts costs = costmodels::plan_costs(
-            evaluator.plan(), &evaluator.current_layer_costs(), costmodels::CostDetail::step_bound);
+        const costmodels::PlanCosts costs =
+            costmodels::plan_costs(evaluator.plan(), &evaluator.current_layer_costs(),
+                                   costmodels::CostDetail::step_bound, &evaluator.placement());
         share.scored.push_back({evaluator.lower_bound(costs), i});
       } else if (options.exhaustive &&
                  (verdict == Verdict::model_states || verdict == Verdict::activations)) {

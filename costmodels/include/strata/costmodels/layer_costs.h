@@ -45,6 +45,7 @@
 #include <optional>
 
 #include "strata/costmodels/collective_time.h"
+#include "strata/costmodels/mesh_placement.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::costmodels {
@@ -169,7 +170,9 @@ struct LayerContext {
   double activation_bytes() const;  // bytes per activation element: 4 in fp32, else 2
 };
 
-LayerContext layer_context(const schemas::Plan& plan);
+// The context of a plan's layers; `placement`, when given, must be
+// mesh_placement(plan.cluster, plan.mesh, plan.model) (the planner keeps one per mesh).
+LayerContext layer_context(const schemas::Plan& plan, const MeshPlacement* placement = nullptr);
 
 // One layer's sizes as a rank of the tp group holds them: the hidden size and head dimension
 // whole, the query heads and the MLP's width split over tp, the kv heads split or replicated

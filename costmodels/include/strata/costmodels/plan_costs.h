@@ -92,9 +92,11 @@ LayerCostSet layer_cost_set(const LayerContext& context);
 // their bound and simulates a few hundred, whose full costs the simulator computes).
 enum class CostDetail { full, step_bound };
 
-// `layers`, when given, must be layer_cost_set(layer_context(plan)).
+// `layers`, when given, must be layer_cost_set(layer_context(plan)); `placement`, when given,
+// mesh_placement(plan.cluster, plan.mesh, plan.model) (mesh_placement.h).
 PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* layers = nullptr,
-                     CostDetail detail = CostDetail::full);
+                     CostDetail detail = CostDetail::full,
+                     const MeshPlacement* placement = nullptr);
 
 // Parameters of one virtual stage held by one rank. Norm scales (and LayerNorm biases), learned
 // positions, latent attention's down projections and MoE routers are replicated across tp;
