@@ -20,9 +20,12 @@
 #include <vector>
 
 #include "describe_report.h"
+#include "phased_plan_report.h"
 #include "plan_request.h"
 #include "presets_report.h"
+#include "strata/planner/phase_planning.h"
 #include "strata/planner/plan_search.h"
+#include "strata/planner/strategy_choice.h"
 #include "strata/schemas/cluster_config.h"
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/document_loader.h"
@@ -113,13 +116,12 @@ py::object describe(const Spec& model, const std::optional<Spec>& cluster,
       seq_len)));
 }
 
-py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
-                std::optional<std::int64_t> seq_len, std::int64_t top,
-                std::optional<std::string> precision, const std::string& framework,
-                const std::vector<std::string>& schedules,
-                std::optional<std::string> gradient_dtype, bool variants) {
-  const schemas::ModelConfig model = model_of(model_spec);
-  const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
+// The command line's request for these arguments (its checks name them as keywords).
+tools::PlanRequest request_of(std::int64_t global_batch, std::optional<std::int64_t> seq_len,
+                              std::int64_t top, std::optional<std::string> precision,
+                              const std::string& framework,
+                              const std::vector<std::string>& schedules,
+                              std::optional<std::string> gradient_dtype) {
   tools::PlanRequest options;
   options.global_batch = global_batch;
   options.seq_length = seq_len;
@@ -130,23 +132,100 @@ py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t g
   options.gradient_dtype = std::move(gradient_dtype);
   options.framework = framework;
   options.schedules = schedules;
-  options.all_variants = variants;
-  std::string precision_note;
-  const planner::SearchOptions search =
-      tools::plan_search_options(options, model, cluster, precision_note);
+  return options;
+}
+
+planner::SearchResult search(const schemas::ModelConfig& model,
+                             const schemas::ClusterConfig& cluster,
+                             const planner::SearchOptions& options) {
   planner::SearchResult result;
   {
     py::gil_scoped_release unlocked;  // a search of seconds need not stop other threads
-    result = planner::search_plans(model, cluster, search);
+    result = planner::search_plans(model, cluster, options);
   }
-  if (result.best.empty()) {
-    throw NoPlanFits(result.binding_constraint);
-  }
+  if (result.best.empty()) throw NoPlanFits(result.binding_constraint);
+  return result;
+}
+
+py::object plan(const Spec& model_spec, const Spec& cluster_spec, std::int64_t global_batch,
+                std::optional<std::int64_t> seq_len, std::int64_t top,
+                std::optional<std::string> precision, const std::string& framework,
+                const std::vector<std::string>& schedules,
+                std::optional<std::string> gradient_dtype, bool variants) {
+  const schemas::ModelConfig model = model_of(model_spec);
+  const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
+  tools::PlanRequest options = request_of(global_batch, seq_len, top, std::move(precision),
+                                          framework, schedules, std::move(gradient_dtype));
+  options.all_variants = variants;
+  std::string precision_note;
+  const planner::SearchResult result =
+      search(model, cluster, tools::plan_search_options(options, model, cluster, precision_note));
   py::list plans;
   for (const planner::RankedPlan& ranked : result.best) {
     plans.append(to_python(schemas::plan_to_json(ranked.plan)));
   }
   return plans;
+}
+
+// One plan per phase of a run, chosen with the switches between them (strata plan --phases).
+py::object plan_phases(const Spec& model_spec, const Spec& cluster_spec, const Spec& phases_spec,
+                       std::int64_t top, std::optional<std::string> precision,
+                       const std::string& framework, const std::vector<std::string>& schedules,
+                       std::optional<std::string> gradient_dtype) {
+  const schemas::ModelConfig model = model_of(model_spec);
+  const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
+  const auto* path = std::get_if<std::string>(&phases_spec);
+  const schemas::TrainingPhases phases =
+      path != nullptr
+          ? schemas::load_training_phases_file(*path)
+          : schemas::parse_training_phases(from_python(std::get<py::dict>(phases_spec), "phases"),
+                                           schemas::JsonLocation("phases"));
+  // Each phase sets the batch and sequence; the request's own are the command line's defaults.
+  const tools::PlanRequest options =
+      request_of(tools::PlanRequest{}.global_batch, std::nullopt, top, std::move(precision),
+                 framework, schedules, std::move(gradient_dtype));
+  std::string precision_note;
+  const planner::SearchOptions search_options =
+      tools::plan_search_options(options, model, cluster, precision_note);
+  planner::PhasedPlan planned;
+  {
+    py::gil_scoped_release unlocked;
+    planned = planner::plan_phases(model, cluster, phases, path != nullptr ? *path : "phases",
+                                   search_options);
+  }
+  return to_python(tools::phased_plan_report(model, cluster, phases, planned));
+}
+
+// `count` fast plans of different meshes with the predicted switch between each pair, as a plan
+// set (strata plan --strategies).
+py::object plan_strategies(const Spec& model_spec, const Spec& cluster_spec,
+                           std::int64_t global_batch, std::int64_t count,
+                           std::optional<std::int64_t> seq_len,
+                           std::optional<std::string> precision, const std::string& framework,
+                           const std::vector<std::string>& schedules,
+                           std::optional<std::string> gradient_dtype) {
+  const schemas::ModelConfig model = model_of(model_spec);
+  const schemas::ClusterConfig cluster = cluster_of(cluster_spec);
+  tools::require_whole_number(count, 1, tools::kMaxStrategies, "--strategies");
+  const tools::PlanRequest options =
+      request_of(global_batch, seq_len, static_cast<std::int64_t>(tools::PlanRequest{}.top_k),
+                 std::move(precision), framework, schedules, std::move(gradient_dtype));
+  std::string precision_note;
+  planner::SearchOptions search_options =
+      tools::plan_search_options(options, model, cluster, precision_note);
+  // Strategies come from a deeper list: the fastest plans often share a mesh.
+  search_options.top_k =
+      tools::strategy_search_depth(search_options.top_k, static_cast<std::size_t>(count));
+  const planner::SearchResult result = search(model, cluster, search_options);
+  const std::vector<planner::RankedPlan> strategies =
+      planner::diverse_strategies(result.best, static_cast<std::size_t>(count));
+  schemas::PlanSet set;
+  {
+    py::gil_scoped_release unlocked;  // pricing every pair of a large world takes seconds
+    set = planner::strategy_set(strategies, tools::strategies_description(
+                                                model, cluster, search_options, strategies.size()));
+  }
+  return to_python(schemas::plan_set_to_json(set));
 }
 
 py::object simulate(const py::dict& plan_document) {
@@ -237,6 +316,21 @@ PYBIND11_MODULE(strata, module) {
              "The best plans for training `model` on `cluster` at a global batch, fastest first, "
              "as plan dicts (strata plan): one per mesh, or every layout with variants=True; "
              "raises NoPlanFits with the binding constraint when none fits.");
+  module.def("plan_phases", &python::plan_phases, py::arg("model"), py::arg("cluster"),
+             py::arg("phases"), py::arg("top") = 5, py::arg("precision") = py::none(),
+             py::arg("framework") = "strata", py::arg("schedules") = std::vector<std::string>{},
+             py::arg("gradient_dtype") = py::none(),
+             "One plan per phase of a run (a phases dict or file path: steps, global batch and "
+             "sequence length of each), chosen from each phase's top plans so that the steps and "
+             "the predicted switches between phases take least time (strata plan --phases "
+             "--format json); its plan_set is what strata train --plan-set runs.");
+  module.def("plan_strategies", &python::plan_strategies, py::arg("model"), py::arg("cluster"),
+             py::arg("global_batch"), py::arg("count") = 4, py::arg("seq_len") = py::none(),
+             py::arg("precision") = py::none(), py::arg("framework") = "strata",
+             py::arg("schedules") = std::vector<std::string>{},
+             py::arg("gradient_dtype") = py::none(),
+             "`count` fast plans of different meshes for one batch, with the predicted switch "
+             "between every ordered pair, as a plan set dict (strata plan --strategies).");
   module.def("simulate", &python::simulate, py::arg("plan"),
              "One training step of a plan dict predicted: time, throughput, MFU, memory per "
              "pipeline rank (strata simulate --format json).");

@@ -1,13 +1,13 @@
-// Pricing one layout switch (tools/src/switch_prediction.h): the whole transfer plan is built —
-// every old rank's element runs indexed, every new rank's covered — and only its per-pair totals
-// kept. Its cost grows with ranks × element runs per rank (a row-split weight is a run per row),
-// which is what `strata plan --phases` and `--strategies` pay per pair of placements. Llama-3.1
-// 8B, ZeRO-1 tp 2 · dp N/2 to tp 1 · dp N, on 8, 16 and 32 H100s.
+// Pricing one layout switch (planner/switch_pricing.h): the whole transfer plan is built — every
+// old rank's state boxes listed, every new rank's covered from them — which is what `strata plan
+// --phases` and `--strategies` pay per pair of placements. Its cost grows with ranks × boxes per
+// rank (a few per parameter) × the holders of each parameter. Llama-3.1 8B, ZeRO-1 tp 2 · dp N/2
+// to tp 1 · dp N, on 8, 16, 32, 512 and 1,024 H100s.
 #include <benchmark/benchmark.h>
 
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
-#include "switch_prediction.h"
+#include "strata/planner/switch_pricing.h"
 
 namespace {
 
@@ -28,9 +28,9 @@ schemas::Plan layout(std::int64_t nodes, std::int64_t tp) {
 void BM_PredictSwitchLlama8B(benchmark::State& state) {
   const schemas::Plan from = layout(state.range(0), 2);
   const schemas::Plan to = layout(state.range(0), 1);
-  tools::SwitchPrediction prediction;
+  planner::SwitchPrediction prediction;
   for (auto _ : state) {
-    prediction = tools::predict_switch(from, to);
+    prediction = planner::predict_switch(from, to);
     benchmark::DoNotOptimize(prediction);
   }
   state.counters["ranks"] = static_cast<double>(from.mesh.world_size());
@@ -41,6 +41,8 @@ BENCHMARK(BM_PredictSwitchLlama8B)
     ->Arg(1)
     ->Arg(2)
     ->Arg(4)
+    ->Arg(64)
+    ->Arg(128)
     ->Unit(benchmark::kSecond)
     ->UseRealTime()
     ->Iterations(1);

@@ -63,6 +63,18 @@ std::vector<HeldParameter> held_parameters(const schemas::ModelConfig& model,
   return held;
 }
 
+std::vector<int> rank_unit_stages(const schemas::ModelConfig& model,
+                                  std::span<const schemas::PipelineStage> stages) {
+  std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), -1);
+  for (std::size_t chunk = 0; chunk < stages.size(); ++chunk) {
+    for (const std::int64_t unit : stage_units(model, stages[chunk])) {
+      int& owner = unit_stage[static_cast<std::size_t>(unit)];
+      if (owner < 0) owner = static_cast<int>(chunk);
+    }
+  }
+  return unit_stage;
+}
+
 BucketRule bucket_rule(const schemas::Mesh& mesh, const schemas::ModelConfig& model,
                        std::int64_t zero_stage, std::int64_t bucket_elements,
                        bool holds_word_embedding) {
@@ -182,10 +194,7 @@ std::vector<GradientBucket> stage_gradient_buckets(const schemas::Plan& plan,
   const std::vector<ParameterSpec> specs = stage_parameters(model, {stage});
   const RankCoordinates first_rank{.tp = plan.mesh.tp, .ep = plan.mesh.ep, .etp = plan.mesh.etp};
   const std::vector<HeldParameter> held = held_parameters(model, specs, first_rank);
-  std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), -1);
-  for (const std::int64_t unit : stage_units(model, stage)) {
-    unit_stage[static_cast<std::size_t>(unit)] = 0;
-  }
+  const std::vector<int> unit_stage = rank_unit_stages(model, {&stage, 1});
   const bool holds_word_embedding = stage.embedding || (stage.lm_head && model.tied_embeddings);
   return gradient_buckets(held, unit_stage,
                           bucket_rule(plan.mesh, model, plan.zero_stage,

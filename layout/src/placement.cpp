@@ -75,9 +75,6 @@ std::vector<ElementRun> local_element_runs(const Shape& global_shape, const Plac
   return local_element_runs(global_shape, std::span<const AxisSplit>(&split, 1));
 }
 
-namespace {
-
-// Each dimension's intervals held by this rank: the whole dimension where no axis splits it.
 std::vector<std::vector<DimensionInterval>> held_intervals(const Shape& global_shape,
                                                            std::span<const AxisSplit> splits) {
   std::vector<std::vector<DimensionInterval>> held(global_shape.size());
@@ -99,8 +96,6 @@ std::vector<std::vector<DimensionInterval>> held_intervals(const Shape& global_s
   }
   return held;
 }
-
-}  // namespace
 
 Shape local_shape(const Shape& global_shape, std::span<const AxisSplit> splits) {
   const std::vector<std::vector<DimensionInterval>> held = held_intervals(global_shape, splits);

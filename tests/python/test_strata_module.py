@@ -48,6 +48,42 @@ def test_a_plan_simulates_as_the_command_line_simulates_it(tmp_path):
     assert 0 < predicted["mfu"] < 1
 
 
+CONTEXT_EXTENSION = os.path.join(os.environ["STRATA_FIXTURES_DIR"], "phases", "valid",
+                                 "context-extension.json")
+
+
+def test_plan_phases_answers_what_the_command_line_answers(tmp_path):
+    answer = strata.plan_phases("gpt-tiny", "cpu-local:4", CONTEXT_EXTENSION)
+    expected = cli("plan", "--model", "gpt-tiny", "--cluster", "cpu-local:4", "--phases",
+                   CONTEXT_EXTENSION, "--quiet")
+    for phase in expected["phases"]:
+        del phase["layout"]  # the command line's table columns, in words
+    assert answer == expected
+    with open(CONTEXT_EXTENSION) as phases:
+        given = strata.plan_phases("gpt-tiny", "cpu-local:4", json.load(phases))
+    # The set's description names where the phases came from (the file, or "phases" for a dict).
+    assert given["plan_set"].pop("description").endswith("--phases phases; predicted " +
+                                                         answer["plan_set"]["description"]
+                                                         .split("; predicted ")[1])
+    del answer["plan_set"]["description"]
+    assert given == answer
+    assert strata.validate(answer["plan_set"]) == "plan_set"
+    assert [phase["name"] for phase in answer["phases"]] == ["short", "long"]
+
+
+def test_plan_strategies_answers_the_command_lines_plan_set(tmp_path):
+    answer = strata.plan_strategies("gpt-tiny", "cpu-local:8", global_batch=16, seq_len=64,
+                                    count=3)
+    out = tmp_path / "set.json"
+    cli("plan", "--model", "gpt-tiny", "--cluster", "cpu-local:8", "--global-batch", "16",
+        "--seq-len", "64", "--strategies", "3", "--out", str(out), "--quiet")
+    assert answer == json.loads(out.read_text())
+    assert len(answer["plans"]) == 3
+    assert len(answer["switches"]) == 3 * 2
+    with pytest.raises(strata.InputError, match="count|strategies"):
+        strata.plan_strategies("gpt-tiny", "cpu-local:8", global_batch=16, count=0)
+
+
 def test_describe_and_presets_match_the_command_line():
     assert strata.describe("moe-tiny", cluster="dgx-h100:1") == cli(
         "describe", "--model", "moe-tiny", "--cluster", "dgx-h100:1")

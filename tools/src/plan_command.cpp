@@ -1,8 +1,8 @@
 // `strata plan`: searches every layout of a model on a cluster for a fixed global batch and
 // prints the fastest plans that fit, why each is as fast as it is, and how the search went;
 // `--out` writes them as plan files, `--emit megatron` as Megatron-LM flags. `--phases FILE`
-// plans each phase of a run (phase_planning.h) and `--strategies K` picks K diverse strategies
-// (strategy_choice.h); both write a plan set.
+// plans each phase of a run (planner/phase_planning.h) and `--strategies K` picks K diverse
+// strategies (planner/strategy_choice.h); both write a plan set.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,15 +13,17 @@
 
 #include "cli_checks.h"
 #include "commands.h"
-#include "phase_planning.h"
+#include "phased_plan_report.h"
 #include "plan_request.h"
 #include "precision_choice.h"
 #include "report_page.h"
 #include "strata/planner/megatron_arguments.h"
+#include "strata/planner/phase_planning.h"
 #include "strata/planner/plan_search.h"
+#include "strata/planner/strategy_choice.h"
+#include "strata/planner/switch_pricing.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
-#include "strategy_choice.h"
 #include "text_format.h"
 
 namespace strata::tools {
@@ -197,7 +199,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
           ->add_option("--strategies", options.strategies,
                        "K fast plans of different meshes for one phase, with the predicted "
                        "switch between each pair; --out writes a plan set")
-          ->check(whole_number_from(1, 16));
+          ->check(whole_number_from(1, kMaxStrategies));
   command->add_option("--report", options.report_path,
                       "Also write an HTML report: the first plan in full, the others compared "
                       "with it (strata report)");
@@ -212,7 +214,7 @@ CLI::App* add_plan_command(CLI::App& app, PlanOptions& options) {
 
 namespace {
 
-std::string seconds_or_dash(const std::optional<SwitchPrediction>& prediction) {
+std::string seconds_or_dash(const std::optional<planner::SwitchPrediction>& prediction) {
   if (!prediction) return "-";
   return fmt::format("{} ({} out)", format_seconds(prediction->seconds),
                      format_bytes(static_cast<double>(prediction->most_sent_bytes)));
@@ -230,41 +232,20 @@ int run_phase_plan(const PlanOptions& options, const schemas::ModelConfig& model
       std::fflush(stderr);
     };
   }
-  const PhasedPlan planned = plan_phases(model, cluster, phases, source, request, progress);
+  std::string precision_note;
+  const planner::PhasedPlan planned =
+      planner::plan_phases(model, cluster, phases, source,
+                           plan_search_options(request, model, cluster, precision_note), progress);
   if (options.out_path) {
     schemas::write_json_document(*options.out_path, schemas::plan_set_to_json(planned.set));
   }
   if (options.format == OutputFormat::json) {
-    nlohmann::json each = nlohmann::json::array();
-    for (const PlannedPhase& phase : planned.phases) {
-      nlohmann::json entry{{"name", phase.phase.name},
-                           {"first_step", phase.first_step},
-                           {"steps", phase.phase.steps},
-                           {"global_batch_size", phase.phase.global_batch_size},
-                           {"seq_length", phase.phase.seq_length},
-                           {"layout", layout_json(phase.chosen.plan)},
-                           {"step_time_s", phase.chosen.metrics.step_time_s},
-                           {"steps_seconds", phase.steps_seconds},
-                           {"candidate", phase.candidate + 1},
-                           {"candidates", phase.candidates}};
-      if (phase.switch_in) {
-        entry["switch_in"] = {{"seconds", phase.switch_in->seconds},
-                              {"most_sent_bytes", phase.switch_in->most_sent_bytes},
-                              {"most_received_bytes", phase.switch_in->most_received_bytes}};
-      }
-      each.push_back(std::move(entry));
+    nlohmann::json report = phased_plan_report(model, cluster, phases, planned);
+    // The command line also names each chosen layout in its table's terms.
+    for (std::size_t p = 0; p < planned.phases.size(); ++p) {
+      report["phases"][p]["layout"] = layout_json(planned.phases[p].chosen.plan);
     }
-    std::cout << nlohmann::json{{"model", model.name},
-                                {"cluster", cluster.name},
-                                {"gpus", cluster.world_size()},
-                                {"phases", each},
-                                {"total_steps", phases.total_steps()},
-                                {"total_seconds", planned.total_seconds},
-                                {"switch_seconds", planned.switch_seconds},
-                                {"each_fastest_seconds", planned.each_fastest_seconds},
-                                {"plan_set", schemas::plan_set_to_json(planned.set)}}
-                     .dump(2)
-              << "\n";
+    std::cout << report.dump(2) << "\n";
     return 0;
   }
   std::cout << fmt::format("{} on {} × {} ({}): {} phases, {} steps\n", model.name,
@@ -277,7 +258,7 @@ int run_phase_plan(const PlanOptions& options, const schemas::ModelConfig& model
         true, false}},
       model.moe.has_value());
   TextTable table(columns.names, columns.right_aligned);
-  for (const PlannedPhase& phase : planned.phases) {
+  for (const planner::PlannedPhase& phase : planned.phases) {
     const schemas::Plan& plan = phase.chosen.plan;
     table.add_row(with_expert_cells(
         {phase.phase.name, group_thousands(phase.first_step), group_thousands(phase.phase.steps),
@@ -342,7 +323,7 @@ int run_plan(const PlanOptions& options) {
   if (options.phases_path) return run_phase_plan(options, model, cluster, request);
   planner::SearchOptions search = plan_search_options(request, model, cluster, precision_note);
   // Strategies come from a deeper list: the fastest plans often share a mesh.
-  if (options.strategies) search.top_k = std::max(search.top_k, 8 * *options.strategies);
+  if (options.strategies) search.top_k = strategy_search_depth(search.top_k, *options.strategies);
   const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
   if (!options.quiet && isatty(STDERR_FILENO)) {
     const auto started = std::chrono::steady_clock::now();
@@ -359,13 +340,9 @@ int run_plan(const PlanOptions& options) {
   const planner::SearchStatistics& stats = result.statistics;
   std::optional<schemas::PlanSet> strategies;
   if (options.strategies && !result.best.empty()) {
-    result.best = diverse_strategies(result.best, *options.strategies);
-    strategies = strategy_set(
-        result.best,
-        fmt::format("{} on {} × {}, global batch {} × {} tokens: {} strategies of different "
-                    "meshes by strata plan --strategies",
-                    model.name, cluster.world_size(), cluster.gpu.name, options.global_batch, seq,
-                    result.best.size()));
+    result.best = planner::diverse_strategies(result.best, *options.strategies);
+    strategies = planner::strategy_set(
+        result.best, strategies_description(model, cluster, search, result.best.size()));
   }
 
   if (strategies && options.out_path) {

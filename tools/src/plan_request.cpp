@@ -22,6 +22,20 @@ void require_whole_number(std::int64_t value, std::int64_t minimum, std::int64_t
   }
 }
 
+std::size_t strategy_search_depth(std::size_t top_k, std::size_t count) {
+  return std::max(top_k, 8 * count);
+}
+
+std::string strategies_description(const schemas::ModelConfig& model,
+                                   const schemas::ClusterConfig& cluster,
+                                   const planner::SearchOptions& search, std::size_t count) {
+  const std::int64_t seq = search.seq_length > 0 ? search.seq_length : model.max_seq_length;
+  return fmt::format(
+      "{} on {} × {}, global batch {} × {} tokens: {} strategies of different meshes by strata "
+      "plan --strategies",
+      model.name, cluster.world_size(), cluster.gpu.name, search.global_batch_size, seq, count);
+}
+
 planner::SearchOptions plan_search_options(const PlanRequest& options,
                                            const schemas::ModelConfig& model,
                                            const schemas::ClusterConfig& cluster,

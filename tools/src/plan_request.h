@@ -44,6 +44,14 @@ struct PlanRequest {
 // than the model's, or a name that is not a precision, framework or schedule, throws
 // schemas::InputError naming the flag. `precision_note`
 // receives why the precision is not bf16 when it was chosen by default (else empty).
+// --strategies K: at most this many strategies, from a search this deep (the fastest plans often
+// share a mesh, so K distinct meshes need a deeper list than K), described in the plan set so.
+inline constexpr std::int64_t kMaxStrategies = 16;
+std::size_t strategy_search_depth(std::size_t top_k, std::size_t count);
+std::string strategies_description(const schemas::ModelConfig& model,
+                                   const schemas::ClusterConfig& cluster,
+                                   const planner::SearchOptions& search, std::size_t count);
+
 planner::SearchOptions plan_search_options(const PlanRequest& options,
                                            const schemas::ModelConfig& model,
                                            const schemas::ClusterConfig& cluster,

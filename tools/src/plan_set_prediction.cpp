@@ -71,9 +71,10 @@ PlanSetPrediction predict_plan_set(const schemas::PlanSet& set,
     if (p > 0) {
       const std::string& previous = set.phases[p - 1].plan;
       // A phase that keeps the previous plan's id keeps its layout: nothing moves.
-      predicted.switch_in = previous == phase.plan ? SwitchPrediction{}
-                                                   : predict_switch(set.find(previous)->plan,
-                                                                    set.find(phase.plan)->plan);
+      predicted.switch_in =
+          previous == phase.plan
+              ? planner::SwitchPrediction{}
+              : planner::predict_switch(set.find(previous)->plan, set.find(phase.plan)->plan);
       prediction.switch_seconds += predicted.switch_in->seconds;
     }
     prediction.phases.push_back(std::move(predicted));
@@ -112,10 +113,11 @@ simulator::Timeline phases_timeline(const schemas::PlanSet& set,
     const std::string& from = set.plans[order[k]].id;
     const std::string& to = set.plans[order[k + 1]].id;
     // With phases the prediction holds each switch; a set without them runs its plans in turn.
-    const SwitchPrediction transfer =
+    const planner::SwitchPrediction transfer =
         !prediction.phases.empty() ? *prediction.phases[k + 1].switch_in
-        : from == to               ? SwitchPrediction{}
-                     : predict_switch(set.plans[order[k]].plan, set.plans[order[k + 1]].plan);
+        : from == to
+            ? planner::SwitchPrediction{}
+            : planner::predict_switch(set.plans[order[k]].plan, set.plans[order[k + 1]].plan);
     for (std::int64_t rank = 0; rank < world; ++rank) {
       timeline.slices.push_back(
           {rank, simulator::Stream::data_parallel,

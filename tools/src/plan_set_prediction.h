@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "strata/planner/switch_pricing.h"
 #include "strata/schemas/plan_set.h"
 #include "strata/simulator/plan_simulation.h"
 #include "strata/simulator/timeline.h"
-#include "switch_prediction.h"
 
 namespace strata::tools {
 
@@ -30,7 +30,7 @@ struct PhasePrediction {
   double step_time_s = 0;
   std::optional<double> seconds;  // steps × step time
   // From the previous phase's layout; absent for the first phase.
-  std::optional<SwitchPrediction> switch_in;
+  std::optional<planner::SwitchPrediction> switch_in;
 };
 
 struct PlanSetPrediction {

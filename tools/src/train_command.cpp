@@ -27,9 +27,9 @@
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/train/trainer.h"
+#include "strata/planner/switch_pricing.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
-#include "switch_prediction.h"
 #include "train_log.h"
 #include "train_plan.h"
 #include "train_trace.h"
@@ -233,7 +233,7 @@ PreparedRun prepare_run(const TrainOptions& options, int world_size, bool logs) 
   const schemas::Plan* previous = &run.chosen.plan;
   for (executor::PlanSwitch& planned : run.training.switches) {
     run.switch_predictions.push_back(predict(planned.plan, planned.directory));
-    planned.predicted_transfer_s = predict_switch(*previous, planned.plan).seconds;
+    planned.predicted_transfer_s = planner::predict_switch(*previous, planned.plan).seconds;
     previous = &planned.plan;
   }
   return run;

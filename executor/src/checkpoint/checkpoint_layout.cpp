@@ -7,6 +7,7 @@
 #include "strata/executor/model/transformer.h"
 #include "strata/executor/zero/bucket_layout.h"
 #include "strata/layout/gradient_buckets.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/mesh_ranks.h"
 
 namespace strata::executor {
@@ -59,31 +60,7 @@ void add_store_range(const ParameterStore& store, const std::vector<std::size_t>
 }  // namespace
 
 nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
-  const schemas::Mesh& mesh = plan.mesh;
-  if (mesh.world_size() == 1) return nlohmann::json();
-  nlohmann::json layout{{"mesh",
-                         {{"tp", mesh.tp},
-                          {"cp", mesh.cp},
-                          {"dp", mesh.dp},
-                          {"pp", mesh.pp},
-                          {"order", schemas::mesh_order_to_string(mesh.order)}}},
-                        {"zero_stage", plan.zero_stage},
-                        {"bucket_elements", layout::gradient_bucket_elements(plan)}};
-  // Hybrid sharding fixes how many shards there are and which ranks hold each.
-  if (mesh.zero_shard_dp() < mesh.dp) layout["mesh"]["dp_shard"] = mesh.dp_shard;
-  // Expert (tensor) parallelism fixes which routed experts, and which part of their width, each
-  // rank's files hold.
-  if (mesh.ep > 1) layout["mesh"]["ep"] = mesh.ep;
-  if (mesh.etp > 1) layout["mesh"]["etp"] = mesh.etp;
-  if (mesh.pp > 1) {
-    // The pipeline split fixes which parameters each pipeline rank's files hold.
-    nlohmann::json stages = nlohmann::json::array();
-    for (const schemas::PipelineStage& stage : plan.stages) {
-      stages.push_back({stage.first_layer, stage.num_layers, stage.embedding, stage.lm_head});
-    }
-    layout["stages"] = std::move(stages);
-  }
-  return layout;
+  return layout::to_json(layout::state_layout_of(plan));
 }
 
 std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {

@@ -1,5 +1,7 @@
 #include "strata/executor/zero/bucket_layout.h"
 
+#include <algorithm>
+
 #include "strata/executor/check.h"
 
 namespace strata::executor {
@@ -69,17 +71,9 @@ std::vector<BucketRange> rank_bucket_layout(const schemas::ModelConfig& model,
                                             const std::vector<schemas::PipelineStage>& stages,
                                             const schemas::Mesh& mesh, std::int64_t zero_stage,
                                             std::int64_t bucket_elements) {
-  // Which of the rank's stages computes each unit: unit 0 goes to the first, on one stage holding
-  // both the embedding and the LM head.
-  std::vector<int> unit_stage(static_cast<std::size_t>(parameter_unit_count(model)), -1);
-  bool embedding_stage = false;
-  for (std::size_t chunk = 0; chunk < stages.size(); ++chunk) {
-    embedding_stage = embedding_stage || stages[chunk].embedding;
-    for (const std::int64_t unit : stage_units(model, stages[chunk])) {
-      int& owner = unit_stage[static_cast<std::size_t>(unit)];
-      if (owner < 0) owner = static_cast<int>(chunk);
-    }
-  }
+  const std::vector<int> unit_stage = layout::rank_unit_stages(model, stages);
+  const bool embedding_stage = std::any_of(stages.begin(), stages.end(),
+                                           [](const auto& stage) { return stage.embedding; });
   const layout::BucketRule rule = layout::bucket_rule(mesh, model, zero_stage, bucket_elements,
                                                       store.contains("embedding.word"));
   return bucket_layout(

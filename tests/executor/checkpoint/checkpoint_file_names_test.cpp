@@ -1,7 +1,9 @@
 // The names of a parallel checkpoint's files, for random valid plans of a mixture of experts
 // (every mesh order, cp, hybrid sharding, ep and etp, every ZeRO stage): each name is written by
 // exactly one rank, every rank finds each of its files written, and the rank that wrote a file
-// holds exactly the elements every rank reading it back expects there.
+// holds exactly the elements every rank reading it back expects there. The layout component's
+// boxes of each rank's state (layout/state_boxes.h, which a switch moves and the planner prices)
+// hold the same elements at the same offsets as the files' runs.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -13,8 +15,10 @@
 #include <tuple>
 #include <vector>
 
+#include "random_plans.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/sharded_checkpoint.h"
+#include "strata/layout/state_boxes.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -31,6 +35,38 @@ Segments segments_of(const std::vector<FileSegment>& segments) {
                         segment.length);
   }
   return listed;
+}
+
+// In file order, adjacent runs of one parameter merged: the same elements listed the same way.
+Segments normalised(Segments runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
+  Segments merged;
+  for (const auto& [parameter, global, file, length] : runs) {
+    if (!merged.empty()) {
+      auto& [last_parameter, last_global, last_file, last_length] = merged.back();
+      if (last_parameter == parameter && last_global + last_length == global &&
+          last_file + last_length == file) {
+        last_length += length;
+        continue;
+      }
+    }
+    merged.emplace_back(parameter, global, file, length);
+  }
+  return merged;
+}
+
+// A rank's boxes as runs of elements: a run per row of each box.
+Segments runs_of(const std::vector<layout::StateBox>& boxes,
+                 const std::vector<layout::ParameterView>& views) {
+  Segments runs;
+  for (const layout::StateBox& box : boxes) {
+    for (std::int64_t row = 0; row < box.rows; ++row) {
+      runs.emplace_back(box.parameter, (box.row + row) * views[box.parameter].cols + box.col,
+                        box.offset + row * box.pitch, box.cols);
+    }
+  }
+  return normalised(std::move(runs));
 }
 
 // Checks one kind of file ("values" or "moments") of a plan's checkpoint; `what` names the case.
@@ -62,48 +98,31 @@ void expect_one_writer_holding_what_readers_read(const std::vector<RankCheckpoin
   }
 }
 
-TEST(CheckpointFileNames, EachFileHasOneWriterHoldingWhatEveryReaderReads) {
+TEST(CheckpointFileNames, EachFileHasOneWriterHoldingWhatEveryReaderReadsAndTheStateBoxesSay) {
   const schemas::ModelConfig model = schemas::model_preset("moe-tiny");
-  std::mt19937 random(20261129);
-  const auto pick = [&](std::initializer_list<std::int64_t> values) {
-    std::vector<std::int64_t> choices(values);
-    return choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)];
-  };
-  std::array<schemas::MeshAxis, 4> order{schemas::MeshAxis::tp, schemas::MeshAxis::cp,
-                                         schemas::MeshAxis::dp, schemas::MeshAxis::pp};
+  const layout::ModelStateBoxes state_boxes(model);
+  strata::testing::RandomPlans plans(20261129);
   int checked = 0, with_experts = 0, cp_with_shards = 0;
   for (int attempt = 0; attempt < 600 && checked < 120; ++attempt) {
-    schemas::PlanKnobs knobs;
-    knobs.mesh.tp = pick({1, 2});
-    knobs.mesh.cp = pick({1, 2});
-    knobs.mesh.dp = pick({1, 2, 4});
-    knobs.mesh.pp = pick({1, 2});
-    knobs.mesh.ep = pick({1, 2, 4, 8});
-    knobs.mesh.etp = pick({1, 1, 2});
-    knobs.mesh.dp_shard = pick({0, 0, 1, 2});
-    std::shuffle(order.begin(), order.end(), random);
-    knobs.mesh.order = order;
-    knobs.zero_stage = pick({0, 1, 2, 3});
-    knobs.sequence_parallel = knobs.mesh.tp > 1;
-    knobs.precision = schemas::Dtype::fp32;  // the CPU cluster's
-    knobs.seq_length = 64;
-    knobs.micro_batch_size = 1;
-    knobs.global_batch_size = 2 * knobs.mesh.dp;
-    const std::int64_t ranks = knobs.mesh.world_size();
-    schemas::Plan plan;
-    try {
-      plan = schemas::build_plan(model, schemas::cluster_preset(fmt::format("cpu-local:{}", ranks)),
-                                 knobs, "test");
-    } catch (const schemas::InputError&) {
-      continue;  // not a valid plan: the rules refuse it before any checkpoint
-    }
+    const std::optional<schemas::Plan> drawn = plans.draw(model);
+    if (!drawn) continue;  // not a valid plan: the rules refuse it before any checkpoint
+    const schemas::Plan& plan = *drawn;
+    const std::int64_t ranks = plan.mesh.world_size();
     const nlohmann::json layout = checkpoint_layout_of(plan);
     if (layout.is_null()) continue;
+    const std::string what = layout.dump();
     std::vector<RankCheckpointLayout> files;
     for (std::int64_t rank = 0; rank < ranks; ++rank) {
       files.push_back(rank_checkpoint_layout(model, layout, rank));
+      const layout::RankStateBoxes boxes = state_boxes.of_rank(layout::state_layout_of(plan), rank);
+      const RankCheckpointLayout& file = files.back();
+      EXPECT_EQ(boxes.values_elements, file.values_elements) << what << " rank " << rank;
+      EXPECT_EQ(boxes.moments_elements, file.moments_elements) << what << " rank " << rank;
+      EXPECT_EQ(runs_of(boxes.values, state_boxes.views()), normalised(segments_of(file.values)))
+          << what << " rank " << rank << ": values";
+      EXPECT_EQ(runs_of(boxes.moments, state_boxes.views()), normalised(segments_of(file.moments)))
+          << what << " rank " << rank << ": moments";
     }
-    const std::string what = layout.dump();
     expect_one_writer_holding_what_readers_read(files, false, what);
     expect_one_writer_holding_what_readers_read(files, true, what);
     // The writers are the ranks the resharding reads from.

@@ -4,7 +4,9 @@
 // switch each rank's values and both moments must be, element for element, the whole model's
 // elements its new layout says it holds (the checkpoint layout's map, the one the files use).
 // A switch between identical layouts moves nothing; one that only changes the ZeRO stage moves
-// only what a rank did not hold.
+// only what a rank did not hold. Random switches between layouts of a mixture of experts (every
+// mesh order, cp, hybrid shards, ep and etp, ZeRO 0–3, pipelines and bucket sizes) are checked
+// element for element the same way.
 #include "strata/executor/checkpoint/layout_transfer.h"
 
 #include <fmt/format.h>
@@ -12,9 +14,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "random_plans.h"
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/model/transformer.h"
 #include "strata/schemas/plan_builder.h"
@@ -90,6 +95,26 @@ void expect_equal(const Tensor& got, const Tensor& want, const std::string& what
   }
 }
 
+// Moves `from`'s state to `to`'s on `ranks` threads and checks every rank's new state.
+void expect_switch_moves_every_element(const schemas::ModelConfig& model,
+                                       const nlohmann::json& from, const nlohmann::json& to,
+                                       int ranks, const std::string& what) {
+  const LayoutTransfer transfer(model, from, to, ranks);
+  testing::run_on_threads(ranks, [&](Communicator& world) {
+    const int rank = world.rank();
+    State before = state_of(model, from, rank);
+    State after{Tensor::zeros({transfer.target_values_elements(rank)}, ScalarType::float64),
+                Tensor::zeros({transfer.target_moments_elements(rank)}, ScalarType::float64),
+                Tensor::zeros({transfer.target_moments_elements(rank)}, ScalarType::float64)};
+    transfer.run(world, before.view(), after.view());
+    const State expected = state_of(model, to, rank);
+    const std::string where = fmt::format("{}, rank {}", what, rank);
+    expect_equal(after.values, expected.values, where + ", values");
+    expect_equal(after.first, expected.first, where + ", first moments");
+    expect_equal(after.second, expected.second, where + ", second moments");
+  });
+}
+
 TEST(LayoutTransfer, StateCyclesThroughEveryStrategyElementForElement) {
   const schemas::ModelConfig model = eight_head_model();
   using schemas::Mesh;
@@ -112,20 +137,31 @@ TEST(LayoutTransfer, StateCyclesThroughEveryStrategyElementForElement) {
     }
     EXPECT_EQ(sent, received) << from_name << " → " << to_name;
     EXPECT_GT(sent, 0) << from_name << " → " << to_name;
-    testing::run_on_threads(kRanks, [&](Communicator& world) {
-      const int rank = world.rank();
-      State before = state_of(model, from, rank);
-      State after{Tensor::zeros({transfer.target_values_elements(rank)}, ScalarType::float64),
-                  Tensor::zeros({transfer.target_moments_elements(rank)}, ScalarType::float64),
-                  Tensor::zeros({transfer.target_moments_elements(rank)}, ScalarType::float64)};
-      transfer.run(world, before.view(), after.view());
-      const State expected = state_of(model, to, rank);
-      const std::string what = fmt::format("{} → {}, rank {}", from_name, to_name, rank);
-      expect_equal(after.values, expected.values, what + ", values");
-      expect_equal(after.first, expected.first, what + ", first moments");
-      expect_equal(after.second, expected.second, what + ", second moments");
-    });
+    expect_switch_moves_every_element(model, from, to, kRanks, from_name + " → " + to_name);
   }
+}
+
+TEST(LayoutTransfer, RandomSwitchesOfAMixtureOfExpertsMoveEveryElement) {
+  const schemas::ModelConfig model = schemas::model_preset("moe-tiny");
+  strata::testing::RandomPlans plans(20261130);
+  std::map<std::int64_t, nlohmann::json> last_of_world;  // the last layout drawn of each size
+  int switches = 0, with_experts = 0;
+  for (int attempt = 0; attempt < 400 && switches < 24; ++attempt) {
+    const std::optional<schemas::Plan> plan = plans.draw(model);
+    if (!plan || plan->mesh.world_size() == 1 || plan->mesh.world_size() > 8) continue;
+    const std::int64_t ranks = plan->mesh.world_size();
+    const nlohmann::json to = checkpoint_layout_of(*plan);
+    const auto previous = last_of_world.find(ranks);
+    if (previous != last_of_world.end() && previous->second != to) {
+      expect_switch_moves_every_element(model, previous->second, to, static_cast<int>(ranks),
+                                        previous->second.dump() + " → " + to.dump());
+      ++switches;
+      with_experts += plan->mesh.ep * plan->mesh.etp > 1;
+    }
+    last_of_world[ranks] = to;
+  }
+  EXPECT_GE(switches, 16);
+  EXPECT_GE(with_experts, 6);
 }
 
 TEST(LayoutTransfer, IdenticalPlacementsMoveNothingAndReplicasShareTheSending) {

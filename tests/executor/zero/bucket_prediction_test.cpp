@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "executor_models.h"
+#include "random_plans.h"
 #include "strata/executor/zero/bucket_layout.h"
 #include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
@@ -47,45 +48,14 @@ TEST(BucketPrediction, TheSimulatorPricesTheBucketsTheExecutorReduces) {
   const std::vector<schemas::ModelConfig> models = {
       schemas::model_preset("gpt-tiny"), schemas::model_preset("llama-tiny"),
       schemas::model_preset("moe-tiny"), testing::odd_gpt(3, true)};
-  std::mt19937 random(20261129);
-  const auto pick = [&](std::initializer_list<std::int64_t> values) {
-    std::vector<std::int64_t> choices(values);
-    return choices[std::uniform_int_distribution<std::size_t>(0, choices.size() - 1)(random)];
-  };
+  strata::testing::RandomPlans plans(20261129);
   int checked = 0, with_experts_apart = 0, pipelines = 0;
   for (int attempt = 0; attempt < 2000 && checked < 150; ++attempt) {
     const schemas::ModelConfig& model = models[static_cast<std::size_t>(attempt) % models.size()];
-    schemas::PlanKnobs knobs;
-    knobs.mesh.tp = pick({1, 2});
-    knobs.mesh.cp = pick({1, 1, 2});
-    knobs.mesh.dp = pick({1, 2, 4});
-    knobs.mesh.pp = pick({1, 1, 2});
-    knobs.mesh.vpp = knobs.mesh.pp > 1 ? pick({1, 2}) : 1;
-    knobs.mesh.dp_shard = pick({0, 0, 1, 2});
-    if (model.moe) {
-      knobs.mesh.ep = pick({1, 2, 4});
-      knobs.mesh.etp = pick({1, 1, 2});
-    }
-    if (knobs.mesh.dp * knobs.mesh.cp == 1) continue;  // no data-parallel buckets to compare
-    knobs.schedule = knobs.mesh.vpp > 1 ? schemas::ScheduleType::interleaved_one_f_one_b
-                                        : schemas::ScheduleType::one_f_one_b;
-    knobs.zero_stage = pick({0, 1, 2, 3});
-    knobs.sequence_parallel = knobs.mesh.tp > 1;
-    knobs.precision = schemas::Dtype::fp32;  // the CPU cluster's
-    knobs.seq_length = 64;
-    knobs.micro_batch_size = 1;
-    knobs.global_batch_size = 4 * knobs.mesh.dp;
-    // A few elements (a bucket per unit, or per piece), a layer's worth, or the default.
-    const std::int64_t bucket = pick({0, 1, 5'000, 30'000, 200'000});
-    if (bucket > 0) knobs.gradient_bucket_elements = bucket;
-    const std::int64_t ranks = knobs.mesh.world_size();
-    schemas::Plan plan;
-    try {
-      plan = schemas::build_plan(model, schemas::cluster_preset(fmt::format("cpu-local:{}", ranks)),
-                                 knobs, "test");
-    } catch (const schemas::InputError&) {
-      continue;  // not a valid plan
-    }
+    const std::optional<schemas::Plan> drawn = plans.draw(model);
+    // Without dp or cp there are no data-parallel buckets to compare.
+    if (!drawn || drawn->mesh.dp * drawn->mesh.cp == 1) continue;
+    const schemas::Plan& plan = *drawn;
     const simulator::PlanSimulation simulation = simulator::simulate_plan(plan, ".");
     const std::vector<std::size_t> predicted =
         simulator::gradient_buckets_per_pipeline_rank(plan, simulation);

@@ -70,6 +70,12 @@ std::vector<HeldParameter> held_parameters(const schemas::ModelConfig& model,
                                            std::span<const ParameterSpec> specs,
                                            const RankCoordinates& rank);
 
+// Which of a rank's stages (its chunks, in order) computes each unit: unit 0 goes to the first
+// stage holding it (one stage may hold both the embedding and the LM head); −1 where the rank
+// holds none of a unit.
+std::vector<int> rank_unit_stages(const schemas::ModelConfig& model,
+                                  std::span<const schemas::PipelineStage> stages);
+
 // What the rule needs beyond the parameters: the ZeRO stage, the bucket size, the ranks that
 // share a bucket (the ZeRO shard group: zero_shard_dp·cp) and a bucket of routed experts (the
 // expert shard group; 0 when the experts are not reduced apart), and whether the word embedding

@@ -89,6 +89,10 @@ struct AxisSplit {
   std::int64_t rank = 0, size = 1;
 };
 Shape local_shape(const Shape& global_shape, std::span<const AxisSplit> splits);
+// Each dimension's intervals this rank holds, in local order: the whole dimension where no axis
+// splits it.
+std::vector<std::vector<DimensionInterval>> held_intervals(const Shape& global_shape,
+                                                           std::span<const AxisSplit> splits);
 std::vector<ElementRun> local_element_runs(const Shape& global_shape,
                                            std::span<const AxisSplit> splits);
 

@@ -36,10 +36,11 @@ struct RankCheckpointLayout {
 // The mesh of a checkpoint's layout block ("mesh": tp, cp, dp, pp and the axis order).
 schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json);
 
-// The "parallel" block a run of `plan` writes into its checkpoints (and a resume must find): the
-// mesh, the ZeRO stage, the plan's gradient bucket size and, with a pipeline, the stages. Null for
-// a plan of one rank: its state is the whole model in store order at any ZeRO stage (there is no dp
-// rank to shard over), which is one device's format.
+// The "parallel" block a run of `plan` writes into its checkpoints (and a resume must find): its
+// state layout as JSON (layout/state_layout.h: the mesh, the ZeRO stage, the plan's gradient
+// bucket size and, with a pipeline, the stages). Null for a plan of one rank: its state is the
+// whole model in store order at any ZeRO stage (there is no dp rank to shard over), which is one
+// device's format.
 nlohmann::json checkpoint_layout_of(const schemas::Plan& plan);
 
 // The ranks that write files in a parallel checkpoint: the context-parallel rank 0 of each tp and

@@ -13,19 +13,19 @@
 #include "strata/planner/plan_search.h"
 #include "strata/schemas/plan_set.h"
 
-namespace strata::tools {
+namespace strata::planner {
 
 // "tp2-pp2-dp2", "dp8-z1", "single": the plan's parallel axes above 1 and its ZeRO stage, an id
 // for a plan set.
 std::string layout_id(const schemas::Plan& plan);
 
 // At most `count` of `ranked` (fastest first), each of a mesh none before it has.
-std::vector<planner::RankedPlan> diverse_strategies(const std::vector<planner::RankedPlan>& ranked,
-                                                    std::size_t count);
+std::vector<RankedPlan> diverse_strategies(const std::vector<RankedPlan>& ranked,
+                                           std::size_t count);
 
 // The strategies under their layout ids, no phases (the first throughout unless switched by
 // hand), and the predicted switch between every ordered pair.
-schemas::PlanSet strategy_set(const std::vector<planner::RankedPlan>& strategies,
+schemas::PlanSet strategy_set(const std::vector<RankedPlan>& strategies,
                               const std::string& description);
 
-}  // namespace strata::tools
+}  // namespace strata::planner

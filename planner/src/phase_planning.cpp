@@ -1,4 +1,4 @@
-#include "phase_planning.h"
+#include "strata/planner/phase_planning.h"
 
 #include <fmt/format.h>
 
@@ -6,10 +6,10 @@
 #include <map>
 #include <utility>
 
-#include "strata/executor/checkpoint/checkpoint_layout.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/input_error.h"
 
-namespace strata::tools {
+namespace strata::planner {
 namespace {
 
 // Switches priced once per pair of placements: the transfer depends only on where each element
@@ -17,8 +17,8 @@ namespace {
 class SwitchPrices {
  public:
   const SwitchPrediction& between(const schemas::Plan& from, const schemas::Plan& to) {
-    std::pair<std::string, std::string> key{executor::checkpoint_layout_of(from).dump(),
-                                            executor::checkpoint_layout_of(to).dump()};
+    std::pair<std::string, std::string> key{layout::to_json(layout::state_layout_of(from)).dump(),
+                                            layout::to_json(layout::state_layout_of(to)).dump()};
     auto found = prices_.find(key);
     if (found == prices_.end()) {
       found = prices_.emplace(std::move(key), predict_switch(from, to)).first;
@@ -69,10 +69,10 @@ std::vector<std::size_t> least_time_choice(
 
 PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::ClusterConfig& cluster,
                        const schemas::TrainingPhases& phases, const std::string& source,
-                       const PlanRequest& request,
+                       const SearchOptions& search,
                        const std::function<void(std::size_t, std::size_t)>& progress) {
   // Each phase's candidates, fastest first.
-  std::vector<std::vector<planner::RankedPlan>> candidates;
+  std::vector<std::vector<RankedPlan>> candidates;
   for (std::size_t p = 0; p < phases.phases.size(); ++p) {
     const schemas::TrainingPhase& phase = phases.phases[p];
     const std::string where = fmt::format("/phases/{}", p);
@@ -81,12 +81,10 @@ PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::Cluster
                                 fmt::format("{} is more than {}'s max_seq_length={}",
                                             phase.seq_length, model.name, model.max_seq_length));
     }
-    PlanRequest phase_request = request;
-    phase_request.global_batch = phase.global_batch_size;
-    phase_request.seq_length = phase.seq_length;
-    std::string precision_note;
-    const planner::SearchResult result = planner::search_plans(
-        model, cluster, plan_search_options(phase_request, model, cluster, precision_note));
+    SearchOptions phase_search = search;
+    phase_search.global_batch_size = phase.global_batch_size;
+    phase_search.seq_length = phase.seq_length;
+    const SearchResult result = search_plans(model, cluster, phase_search);
     if (result.best.empty()) {
       throw schemas::InputError(
           source, where,
@@ -155,4 +153,4 @@ PhasedPlan plan_phases(const schemas::ModelConfig& model, const schemas::Cluster
   return planned;
 }
 
-}  // namespace strata::tools
+}  // namespace strata::planner

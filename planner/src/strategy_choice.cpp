@@ -1,4 +1,4 @@
-#include "strategy_choice.h"
+#include "strata/planner/strategy_choice.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <set>
 #include <tuple>
 
-#include "switch_prediction.h"
+#include "strata/planner/switch_pricing.h"
 
-namespace strata::tools {
+namespace strata::planner {
 namespace {
 
 std::array<std::int64_t, 6> mesh_axes(const schemas::Plan& plan) {
@@ -32,22 +32,22 @@ std::string layout_id(const schemas::Plan& plan) {
   return id;
 }
 
-std::vector<planner::RankedPlan> diverse_strategies(const std::vector<planner::RankedPlan>& ranked,
-                                                    std::size_t count) {
-  std::vector<planner::RankedPlan> chosen;
+std::vector<RankedPlan> diverse_strategies(const std::vector<RankedPlan>& ranked,
+                                           std::size_t count) {
+  std::vector<RankedPlan> chosen;
   std::set<std::array<std::int64_t, 6>> meshes;
-  for (const planner::RankedPlan& plan : ranked) {
+  for (const RankedPlan& plan : ranked) {
     if (chosen.size() == count) break;
     if (meshes.insert(mesh_axes(plan.plan)).second) chosen.push_back(plan);
   }
   return chosen;
 }
 
-schemas::PlanSet strategy_set(const std::vector<planner::RankedPlan>& strategies,
+schemas::PlanSet strategy_set(const std::vector<RankedPlan>& strategies,
                               const std::string& description) {
   schemas::PlanSet set;
   set.description = description;
-  for (const planner::RankedPlan& strategy : strategies) {
+  for (const RankedPlan& strategy : strategies) {
     set.plans.push_back({layout_id(strategy.plan), strategy.plan});
   }
   for (const schemas::PlanSetEntry& from : set.plans) {
@@ -59,4 +59,4 @@ schemas::PlanSet strategy_set(const std::vector<planner::RankedPlan>& strategies
   return set;
 }
 
-}  // namespace strata::tools
+}  // namespace strata::planner

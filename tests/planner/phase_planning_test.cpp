@@ -1,9 +1,9 @@
-// Planning a run's phases and choosing diverse strategies (tools/src/phase_planning.h,
+// Planning a run's phases and choosing diverse strategies (planner/phase_planning.h,
 // strategy_choice.h): the choice over phases is the least total of every assignment (checked
 // against enumerating them all), what `plan_phases` reports adds up to what its plan set says, a
 // phase nothing can plan is refused naming it, and strategies differ in their mesh with a switch
 // priced between every pair — nothing between identical placements.
-#include "phase_planning.h"
+#include "strata/planner/phase_planning.h"
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -13,15 +13,21 @@
 #include <random>
 #include <set>
 
-#include "plan_request.h"
+#include "strata/planner/strategy_choice.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/presets.h"
-#include "strategy_choice.h"
 
-namespace strata::tools {
+namespace strata::planner {
 namespace {
 
 using ::testing::HasSubstr;
+
+// The search the command line makes on `cluster` (its GPU's default precision).
+SearchOptions search_on(const schemas::ClusterConfig& cluster) {
+  SearchOptions search;
+  search.precision = schemas::default_training_precision(cluster.gpu);
+  return search;
+}
 
 // Every assignment of a candidate to each phase, its total time.
 double least_by_enumeration(const std::vector<std::vector<double>>& phase_seconds,
@@ -93,7 +99,7 @@ TEST(PhasePlanning, WhatItReportsAddsUpToItsPlanSet) {
   const schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
   const schemas::ClusterConfig cluster = schemas::cluster_preset("cpu-local:4");
   const schemas::TrainingPhases phases = context_extension();
-  const PhasedPlan planned = plan_phases(model, cluster, phases, "phases.json", PlanRequest{});
+  const PhasedPlan planned = plan_phases(model, cluster, phases, "phases.json", search_on(cluster));
   ASSERT_EQ(planned.phases.size(), 3u);
   double steps = 0, switches = 0;
   std::int64_t first_step = 0;
@@ -134,7 +140,7 @@ TEST(PhasePlanning, APhaseNothingCanPlanIsRefusedNamingIt) {
   schemas::TrainingPhases phases = context_extension();
   phases.phases[1].seq_length = 512;
   try {
-    plan_phases(model, cluster, phases, "phases.json", PlanRequest{});
+    plan_phases(model, cluster, phases, "phases.json", search_on(cluster));
     FAIL() << "a sequence past the model's was planned";
   } catch (const schemas::InputError& error) {
     EXPECT_STREQ(error.what(),
@@ -144,7 +150,7 @@ TEST(PhasePlanning, APhaseNothingCanPlanIsRefusedNamingIt) {
   // 8 billion parameters' state is far more than four 4 GiB CPU "devices" hold.
   try {
     plan_phases(schemas::model_preset("llama3.1-8b"), cluster, context_extension(), "phases.json",
-                PlanRequest{});
+                search_on(cluster));
     FAIL() << "a model no layout fits was planned";
   } catch (const schemas::InputError& error) {
     EXPECT_THAT(error.what(), HasSubstr("phases.json: /phases/0: phase \"short\" (8 × 64 tokens): "
@@ -155,14 +161,12 @@ TEST(PhasePlanning, APhaseNothingCanPlanIsRefusedNamingIt) {
 TEST(StrategyChoice, StrategiesDifferInTheirMeshAndEachPairIsPriced) {
   const schemas::ModelConfig model = schemas::model_preset("gpt-tiny");
   const schemas::ClusterConfig cluster = schemas::cluster_preset("cpu-local:8");
-  std::string note;
-  PlanRequest request;
-  request.global_batch = 16;
-  request.seq_length = 64;
-  request.top_k = 40;
-  const planner::SearchResult result =
-      planner::search_plans(model, cluster, plan_search_options(request, model, cluster, note));
-  const std::vector<planner::RankedPlan> strategies = diverse_strategies(result.best, 4);
+  SearchOptions search = search_on(cluster);
+  search.global_batch_size = 16;
+  search.seq_length = 64;
+  search.top_k = 40;
+  const SearchResult result = search_plans(model, cluster, search);
+  const std::vector<RankedPlan> strategies = diverse_strategies(result.best, 4);
   ASSERT_EQ(strategies.size(), 4u);
   EXPECT_EQ(schemas::plan_to_json(strategies.front().plan),
             schemas::plan_to_json(result.best.front().plan));
@@ -219,4 +223,4 @@ TEST(StrategyChoice, LayoutIdsNameTheAxesAboveOne) {
 }
 
 }  // namespace
-}  // namespace strata::tools
+}  // namespace strata::planner

@@ -1,23 +1,22 @@
-#include "switch_prediction.h"
+#include "strata/planner/switch_pricing.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "strata/costmodels/collective_time.h"
-#include "strata/executor/checkpoint/checkpoint_layout.h"
-#include "strata/executor/checkpoint/layout_transfer.h"
+#include "strata/layout/state_layout.h"
+#include "strata/layout/transfer_plan.h"
 
-namespace strata::tools {
+namespace strata::planner {
 
 SwitchPrediction predict_switch(const schemas::Plan& from, const schemas::Plan& to) {
   const std::int64_t world = from.mesh.world_size();
-  const nlohmann::json from_layout = executor::checkpoint_layout_of(from);
-  const nlohmann::json to_layout = executor::checkpoint_layout_of(to);
-  // One layout block is one placement of every element: nothing moves, and no plan is needed
-  // (consecutive phases often keep their layout; a large world's plan takes seconds to build).
+  const std::optional<layout::StateLayout> from_layout = layout::state_layout_of(from);
+  const std::optional<layout::StateLayout> to_layout = layout::state_layout_of(to);
+  // One layout is one placement of every element: nothing moves, and no plan is needed
+  // (consecutive phases often keep their layout).
   if (from_layout == to_layout) return {};
-  const executor::LayoutTransfer transfer(from.model, from_layout, to_layout, world,
-                                          executor::TransferDetail::totals);
+  const layout::TransferPlan transfer(from.model, from_layout, to_layout, world);
   // The state is float32 on every backend.
   constexpr std::int64_t kStateBytes = 4;
   std::vector<double> sending(static_cast<std::size_t>(world), 0);
@@ -48,4 +47,4 @@ schemas::PlanSwitchCost switch_cost(const std::string& from, const std::string& 
   return {from, to, prediction.most_sent_bytes, prediction.most_received_bytes, prediction.seconds};
 }
 
-}  // namespace strata::tools
+}  // namespace strata::planner
