@@ -495,7 +495,7 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       }
     }
     if (full && context.zero3_layer_gathers) {
-      // Gathered and reduce-scattered layer by layer inside the passes (layer_costs.cpp): what is
+      // Gathered and reduce-scattered layer by layer inside the passes (transformer_layer_costs.cpp): what is
       // held is the layer running and the one prefetched, or the embedding or head if larger.
       const double largest = std::max(
           {largest_layer_parameters_on_rank(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp),

@@ -7,6 +7,7 @@
 
 #include "strata/schemas/document_kind.h"
 #include "strata/schemas/object_reader.h"
+#include "strata/schemas/plan_rules.h"
 
 namespace strata::schemas {
 namespace {
@@ -61,27 +62,10 @@ PlanSet parse_plan_set(const nlohmann::json& document, const JsonLocation& locat
     }
     if (!set.plans.empty()) {
       // One run switches between them: the same model, precision and ranks.
-      const Plan& first = set.plans.front().plan;
-      const JsonLocation plan = entry.at("plan");
-      if (parsed.plan.model != first.model) {
-        (plan / "model")
-            .fail(parsed.plan.model.name == first.model.name
-                      ? fmt::format("another {} than plan \"{}\"'s (the same name, other fields)",
-                                    first.model.name, set.plans.front().id)
-                      : fmt::format("{}: another model than plan \"{}\"'s {}",
-                                    parsed.plan.model.name, set.plans.front().id,
-                                    first.model.name));
-      }
-      if (parsed.plan.precision != first.precision) {
-        (plan / "precision")
-            .fail(fmt::format("{}: plan \"{}\" trains in {}",
-                              name_of(parsed.plan.precision, kDtypeNames), set.plans.front().id,
-                              name_of(first.precision, kDtypeNames)));
-      }
-      if (parsed.plan.mesh.world_size() != first.mesh.world_size()) {
-        (plan / "mesh")
-            .fail(fmt::format("{} ranks: plan \"{}\" has {}", parsed.plan.mesh.world_size(),
-                              set.plans.front().id, first.mesh.world_size()));
+      const PlanSetEntry& first = set.plans.front();
+      if (const std::optional<PlanRefusal> refusal =
+              switch_refusal(first.plan, fmt::format("plan \"{}\"", first.id), parsed.plan)) {
+        (entry.at("plan") / refusal->json_path.substr(1)).fail(refusal->rule);
       }
     }
     set.plans.push_back(std::move(parsed));

@@ -30,6 +30,7 @@
 #include "strata/planner/switch_pricing.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
+#include "strata/schemas/plan_rules.h"
 #include "train_log.h"
 #include "train_plan.h"
 #include "train_trace.h"
@@ -188,17 +189,9 @@ std::vector<executor::PlanSwitch> planned_switches(const TrainOptions& options,
       plan = schemas::load_plan_file(path);
     }
     executor::check_plan_runs(plan, path, chosen.device, world_size);
-    if (plan.model != chosen.plan.model) {
-      throw schemas::InputError(path, "/model",
-                                fmt::format("{}: a switch keeps the run's model ({})",
-                                            plan.model.name, chosen.plan.model.name));
-    }
-    if (plan.precision != chosen.plan.precision) {
-      throw schemas::InputError(
-          path, "/precision",
-          fmt::format("{}: a switch keeps the run's precision ({})",
-                      schemas::name_of(plan.precision, schemas::kDtypeNames),
-                      schemas::name_of(chosen.plan.precision, schemas::kDtypeNames)));
+    if (const std::optional<schemas::PlanRefusal> refusal =
+            schemas::switch_refusal(chosen.plan, "the run", plan)) {
+      throw schemas::InputError(path, refusal->json_path, refusal->rule);
     }
     const std::filesystem::path directory =
         set ? chosen.directory : std::filesystem::path(path).parent_path();

@@ -18,11 +18,12 @@
 #include "strata/executor/distributed/stall_watchdog.h"
 #include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
+#include "strata/layout/gradient_buckets.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/executor_admission.h"
-#include "strata/layout/gradient_buckets.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_rules.h"
 
 namespace strata::executor {
 
@@ -473,16 +474,9 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
   const StallContext stall_context(
       fmt::format("the switch to {} after step {}", plan_source, state_.step));
   const schemas::Plan& current = layout_->plan;
-  if (plan.model != current.model) {
-    throw InputError(plan_source, "/model",
-                     fmt::format("{}: a layout switch keeps the model ({})", plan.model.name,
-                                 current.model.name));
-  }
-  if (plan.precision != current.precision) {
-    throw InputError(plan_source, "/precision",
-                     fmt::format("{}: a layout switch keeps the precision ({})",
-                                 schemas::name_of(plan.precision, schemas::kDtypeNames),
-                                 schemas::name_of(current.precision, schemas::kDtypeNames)));
+  if (const std::optional<schemas::PlanRefusal> refusal =
+          schemas::switch_refusal(current, "the run", plan)) {
+    throw InputError(plan_source, refusal->json_path, refusal->rule);
   }
   const auto start = std::chrono::steady_clock::now();
   const bool peak_restarted = options_.device != Device::cuda && reset_peak_resident();

@@ -5,7 +5,7 @@
 // timing, ranked by a lower bound on the step time, and the most promising simulated in full until
 // no remaining bound can beat the K-th best.
 //
-// Because the bound never exceeds what the simulator predicts (layer_split.h and plan_search.cpp
+// Because the bound never exceeds what the simulator predicts (layer_split.h and src/candidate_evaluator.cpp
 // say why), stopping when the next bound passes the K-th best simulated time returns exactly the
 // top K that simulating every candidate would — the estimate cannot reorder what simulation keeps.
 #pragma once
