@@ -114,9 +114,8 @@ bool evenly_split(const schemas::Plan& plan) {
   return true;
 }
 
-}  // namespace
-
-std::string megatron_arguments(const schemas::Plan& plan) {
+// The model's own flags: sizes, attention heads, MLP, norm, positions, biases, dropout.
+std::vector<std::string> model_flags(const schemas::Plan& plan) {
   const schemas::ModelConfig& model = plan.model;
   std::vector<std::string> flags{fmt::format("--num-layers {}", model.num_layers),
                                  fmt::format("--hidden-size {}", model.hidden_size),
@@ -148,9 +147,13 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     flags.push_back("--attention-dropout 0");
     flags.push_back("--hidden-dropout 0");
   }
+  return flags;
+}
 
-  add_moe_and_latent_attention_flags(plan, flags);
-
+// The layout's: parallel sizes, the pipeline split, sequence parallelism, batch, ZeRO (and its
+// hybrid instances), gradient reduction.
+void add_layout_flags(const schemas::Plan& plan, std::vector<std::string>& flags) {
+  const schemas::ModelConfig& model = plan.model;
   const schemas::Mesh& mesh = plan.mesh;
   flags.push_back(fmt::format("--tensor-model-parallel-size {}", mesh.tp));
   flags.push_back(fmt::format("--pipeline-model-parallel-size {}", mesh.pp));
@@ -207,6 +210,10 @@ std::string megatron_arguments(const schemas::Plan& plan) {
   if (plan.gradient_bucket_elements) {
     flags.push_back(fmt::format("--ddp-bucket-size {}", *plan.gradient_bucket_elements));
   }
+}
+
+// CUDA graphs and recomputation.
+void add_graph_and_recompute_flags(const schemas::Plan& plan, std::vector<std::string>& flags) {
   if (!plan.cuda_graph_scope.empty()) {
     // The whole iteration is Megatron-Core's own capture; the per-layer scopes Transformer
     // Engine's.
@@ -245,6 +252,11 @@ std::string megatron_arguments(const schemas::Plan& plan) {
       break;
     }
   }
+}
+
+// The precision, the gradients' dtype where it is not the default, and a schedule upstream
+// Megatron-LM does not run.
+void add_precision_flags(const schemas::Plan& plan, std::vector<std::string>& flags) {
   switch (plan.precision) {
     case schemas::Dtype::bf16:
       flags.push_back("--bf16");
@@ -281,6 +293,16 @@ std::string megatron_arguments(const schemas::Plan& plan) {
     flags.push_back(
         "# need the authors' fork (github.com/sail-sg/zero-bubble-pipeline-parallelism)");
   }
+}
+
+}  // namespace
+
+std::string megatron_arguments(const schemas::Plan& plan) {
+  std::vector<std::string> flags = model_flags(plan);
+  add_moe_and_latent_attention_flags(plan, flags);
+  add_layout_flags(plan, flags);
+  add_graph_and_recompute_flags(plan, flags);
+  add_precision_flags(plan, flags);
   std::string text;
   for (std::size_t i = 0; i < flags.size(); ++i) {
     const bool comment = flags[i].starts_with("#");

@@ -304,6 +304,203 @@ std::string switch_matrix(const schemas::PlanSet& set) {
   return table.render();
 }
 
+// What a search weighed, as `plan --format json` reports it.
+nlohmann::json search_statistics_json(const planner::SearchStatistics& stats) {
+  return {{"candidates_enumerated", stats.enumerated},
+          {"pruned_by_rules", stats.pruned_by_rules},
+          {"pruned_by_executor", stats.pruned_by_executor},
+          {"pruned_as_duplicates", stats.pruned_as_duplicates},
+          {"pruned_by_model_state_memory", stats.pruned_by_model_states},
+          {"pruned_by_activation_memory", stats.pruned_by_activations},
+          {"estimated", stats.estimated},
+          {"simulated", stats.simulated},
+          {"over_memory_in_simulation", stats.over_memory_in_simulation},
+          {"search_seconds", stats.seconds}};
+}
+
+// One search's answer, as `strata plan` prints it (phases aside).
+struct PlanAnswer {
+  const schemas::ModelConfig& model;
+  const schemas::ClusterConfig& cluster;
+  const planner::SearchOptions& search;
+  const planner::SearchResult& result;
+  const std::optional<schemas::PlanSet>& strategies;
+  std::int64_t seq = 0;
+  std::string precision_note;
+};
+
+void print_plan_json(const PlanOptions& options, const PlanAnswer& answer) {
+  const schemas::ModelConfig& model = answer.model;
+  const schemas::ClusterConfig& cluster = answer.cluster;
+  const planner::SearchResult& result = answer.result;
+  const std::optional<schemas::PlanSet>& strategies = answer.strategies;
+  const std::int64_t seq = answer.seq;
+  const nlohmann::json statistics = search_statistics_json(result.statistics);
+  nlohmann::json plans = nlohmann::json::array();
+  for (const planner::RankedPlan& ranked : result.best) {
+    plans.push_back({{"layout", layout_json(ranked.plan)},
+                     {"step_time_s", ranked.metrics.step_time_s},
+                     {"tokens_per_s", ranked.metrics.tokens_per_s},
+                     {"mfu", ranked.metrics.mfu},
+                     {"peak_memory_bytes", planner::peak_memory_bytes(ranked)},
+                     {"capacity_bytes", ranked.memory.front().capacity_bytes},
+                     {"bottleneck", ranked.bottleneck},
+                     {"variants", ranked.variants},
+                     {"plan", schemas::plan_to_json(ranked.plan)}});
+  }
+  nlohmann::json nearest = nlohmann::json::array();
+  for (const planner::NearMiss& miss : result.nearest) {
+    nearest.push_back({{"layout", layout_json(miss.plan)},
+                       {"peak_memory_bytes", miss.peak_bytes},
+                       {"capacity_bytes", miss.capacity_bytes},
+                       {"lacking_bytes", miss.peak_bytes - miss.capacity_bytes},
+                       {"limited_by", miss.reason}});
+  }
+  nlohmann::json report = {{"model", model.name},
+                           {"cluster", cluster.name},
+                           {"gpus", cluster.world_size()},
+                           {"global_batch_size", options.global_batch},
+                           {"seq_length", seq},
+                           {"plans", plans},
+                           {"statistics", statistics}};
+  if (!options.emit.empty() && !result.best.empty()) {
+    try {
+      report["megatron_arguments"] = planner::megatron_arguments(result.best.front().plan);
+    } catch (const schemas::InputError& refusal) {
+      report["megatron_refusal"] = refusal.what();
+    }
+  }
+  if (strategies) report["plan_set"] = schemas::plan_set_to_json(*strategies);
+  if (result.best.empty()) {
+    report["binding_constraint"] = result.binding_constraint;
+    report["nearest"] = nearest;
+  }
+  std::cout << report.dump(2) << "\n";
+}
+
+// The table of the ranked plans, or, when none fits, why and the nearest candidates.
+void print_plan_rows(const PlanOptions& options, const PlanAnswer& answer) {
+  const schemas::ModelConfig& model = answer.model;
+  const planner::SearchResult& result = answer.result;
+  if (!result.best.empty()) {
+    const Columns columns = with_expert_columns(
+        {{"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",
+          "schedule", "order", "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
+         {true, true, true, true, true, true, true, true, true, false, false, false, false, false,
+          true, true, true, true, false}},
+        model.moe.has_value());
+    TextTable table(columns.names, columns.right_aligned);
+    for (std::size_t i = 0; i < result.best.size(); ++i) {
+      const planner::RankedPlan& ranked = result.best[i];
+      const schemas::Plan& plan = ranked.plan;
+      table.add_row(with_expert_cells(
+          {std::to_string(i + 1),
+           ranked.variants > 0 ? fmt::format("+{}", ranked.variants) : std::string(),
+           std::to_string(plan.mesh.tp), cp_text(plan), std::to_string(plan.mesh.pp),
+           std::to_string(plan.mesh.dp), std::to_string(plan.mesh.vpp),
+           std::to_string(plan.batch.micro_batch_size), zero_text(plan), recompute_text(plan),
+           plan.sequence_parallel ? "on" : "off",
+           std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
+           schemas::mesh_order_to_string(plan.mesh.order), split_text(plan),
+           fmt::format("{:.3f} s", ranked.metrics.step_time_s),
+           group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
+           format_percent(ranked.metrics.mfu),
+           memory_text(planner::peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes),
+           ranked.bottleneck},
+          5, plan));
+    }
+    std::cout << table.render();
+    if (!options.all_variants &&
+        std::any_of(result.best.begin(), result.best.end(),
+                    [](const planner::RankedPlan& ranked) { return ranked.variants > 0; })) {
+      std::cout << "variants: other layouts of the row's mesh (vpp, micro-batch, ZeRO, "
+                   "recomputation, schedule, order) that fit; each row shows its fastest "
+                   "(--variants lists each)\n";
+    }
+  } else {
+    std::cout << (result.executor_refuses_all ? "No plan runs: "
+                                              : "No plan fits. Binding constraint: ")
+              << result.binding_constraint << "\n";
+    if (!result.nearest.empty()) {
+      std::cout << "Nearest candidates:\n";
+      const Columns columns = with_expert_columns(
+          {{"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
+            "limited by"},
+           {true, true, true, true, true, true, true, false, true, true, false}},
+          model.moe.has_value());
+      TextTable table(columns.names, columns.right_aligned);
+      for (const planner::NearMiss& miss : result.nearest) {
+        const schemas::Plan& plan = miss.plan;
+        table.add_row(with_expert_cells(
+            {std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
+             std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
+             std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
+             zero_text(plan), recompute_text(plan), format_gib(miss.peak_bytes),
+             format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason},
+            3, plan));
+      }
+      std::cout << table.render();
+    }
+  }
+}
+
+void print_plan_text(const PlanOptions& options, const PlanAnswer& answer) {
+  const schemas::ModelConfig& model = answer.model;
+  const schemas::ClusterConfig& cluster = answer.cluster;
+  const planner::SearchOptions& search = answer.search;
+  const planner::SearchResult& result = answer.result;
+  const planner::SearchStatistics& stats = result.statistics;
+  const std::optional<schemas::PlanSet>& strategies = answer.strategies;
+  const std::int64_t seq = answer.seq;
+  const std::string& precision_note = answer.precision_note;
+  std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}{}\n", model.name,
+                           cluster.world_size(), cluster.gpu.name, cluster.name,
+                           options.global_batch, seq,
+                           schemas::name_of(search.precision, schemas::kDtypeNames),
+                           search.framework == schemas::TrainingFramework::strata
+                               ? ""
+                               : fmt::format(", as {} runs it (simulation only: strata train "
+                                             "runs plans for the strata framework)",
+                                             options.framework));
+  if (!precision_note.empty()) std::cout << precision_note << "\n";
+  print_plan_rows(options, answer);
+  std::cout << fmt::format(
+      "search: {} candidates; pruned {} by layout rules, {}{} as duplicates, {} by model-state "
+      "memory, {} by activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
+      group_thousands(stats.enumerated), group_thousands(stats.pruned_by_rules),
+      stats.pruned_by_executor > 0
+          ? fmt::format("{} the executor does not run, ", group_thousands(stats.pruned_by_executor))
+          : std::string(),
+      group_thousands(stats.pruned_as_duplicates), group_thousands(stats.pruned_by_model_states),
+      group_thousands(stats.pruned_by_activations), group_thousands(stats.estimated),
+      group_thousands(stats.simulated), group_thousands(stats.over_memory_in_simulation),
+      stats.seconds);
+  if (strategies) {
+    std::cout << fmt::format("strategies {}; predicted switch between them:\n",
+                             strategies->id_list())
+              << switch_matrix(*strategies);
+    if (options.out_path) {
+      std::cout << fmt::format(
+          "wrote plan set {} (strata train --plan-set it --switch STEP:ID moves between them)\n",
+          options.out_path->string());
+    }
+  } else if (options.out_path && !result.best.empty()) {
+    std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
+                             result.best.size() == 1 ? "" : "s", options.out_path->string());
+  }
+  if (options.report_path && !result.best.empty()) {
+    std::cout << fmt::format("wrote report {}\n", options.report_path->string());
+  }
+  if (!options.emit.empty() && !result.best.empty()) {
+    try {
+      const std::string flags = planner::megatron_arguments(result.best.front().plan);
+      std::cout << "Megatron-LM flags for plan 1:\n" << flags;
+    } catch (const schemas::InputError& refusal) {
+      std::cout << "Megatron-LM cannot run plan 1 as written: " << refusal.what() << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 int run_plan(const PlanOptions& options) {
@@ -337,7 +534,6 @@ int run_plan(const PlanOptions& options) {
     };
   }
   planner::SearchResult result = planner::search_plans(model, cluster, search);
-  const planner::SearchStatistics& stats = result.statistics;
   std::optional<schemas::PlanSet> strategies;
   if (options.strategies && !result.best.empty()) {
     result.best = planner::diverse_strategies(result.best, *options.strategies);
@@ -362,164 +558,11 @@ int run_plan(const PlanOptions& options) {
     }
     write_report(*options.report_path, report);
   }
-  const nlohmann::json statistics = {{"candidates_enumerated", stats.enumerated},
-                                     {"pruned_by_rules", stats.pruned_by_rules},
-                                     {"pruned_by_executor", stats.pruned_by_executor},
-                                     {"pruned_as_duplicates", stats.pruned_as_duplicates},
-                                     {"pruned_by_model_state_memory", stats.pruned_by_model_states},
-                                     {"pruned_by_activation_memory", stats.pruned_by_activations},
-                                     {"estimated", stats.estimated},
-                                     {"simulated", stats.simulated},
-                                     {"over_memory_in_simulation", stats.over_memory_in_simulation},
-                                     {"search_seconds", stats.seconds}};
-
+  const PlanAnswer answer{model, cluster, search, result, strategies, seq, precision_note};
   if (options.format == OutputFormat::json) {
-    nlohmann::json plans = nlohmann::json::array();
-    for (const planner::RankedPlan& ranked : result.best) {
-      plans.push_back({{"layout", layout_json(ranked.plan)},
-                       {"step_time_s", ranked.metrics.step_time_s},
-                       {"tokens_per_s", ranked.metrics.tokens_per_s},
-                       {"mfu", ranked.metrics.mfu},
-                       {"peak_memory_bytes", planner::peak_memory_bytes(ranked)},
-                       {"capacity_bytes", ranked.memory.front().capacity_bytes},
-                       {"bottleneck", ranked.bottleneck},
-                       {"variants", ranked.variants},
-                       {"plan", schemas::plan_to_json(ranked.plan)}});
-    }
-    nlohmann::json nearest = nlohmann::json::array();
-    for (const planner::NearMiss& miss : result.nearest) {
-      nearest.push_back({{"layout", layout_json(miss.plan)},
-                         {"peak_memory_bytes", miss.peak_bytes},
-                         {"capacity_bytes", miss.capacity_bytes},
-                         {"lacking_bytes", miss.peak_bytes - miss.capacity_bytes},
-                         {"limited_by", miss.reason}});
-    }
-    nlohmann::json report = {{"model", model.name},
-                             {"cluster", cluster.name},
-                             {"gpus", cluster.world_size()},
-                             {"global_batch_size", options.global_batch},
-                             {"seq_length", seq},
-                             {"plans", plans},
-                             {"statistics", statistics}};
-    if (!options.emit.empty() && !result.best.empty()) {
-      try {
-        report["megatron_arguments"] = planner::megatron_arguments(result.best.front().plan);
-      } catch (const schemas::InputError& refusal) {
-        report["megatron_refusal"] = refusal.what();
-      }
-    }
-    if (strategies) report["plan_set"] = schemas::plan_set_to_json(*strategies);
-    if (result.best.empty()) {
-      report["binding_constraint"] = result.binding_constraint;
-      report["nearest"] = nearest;
-    }
-    std::cout << report.dump(2) << "\n";
+    print_plan_json(options, answer);
   } else {
-    std::cout << fmt::format("{} on {} × {} ({}), global batch {} × {} tokens, {}{}\n", model.name,
-                             cluster.world_size(), cluster.gpu.name, cluster.name,
-                             options.global_batch, seq,
-                             schemas::name_of(search.precision, schemas::kDtypeNames),
-                             search.framework == schemas::TrainingFramework::strata
-                                 ? ""
-                                 : fmt::format(", as {} runs it (simulation only: strata train "
-                                               "runs plans for the strata framework)",
-                                               options.framework));
-    if (!precision_note.empty()) std::cout << precision_note << "\n";
-    if (!result.best.empty()) {
-      const Columns columns = with_expert_columns(
-          {{"#", "variants", "tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "sp",
-            "schedule", "order", "split", "step", "tokens/s", "MFU", "memory", "bottleneck"},
-           {true, true, true, true, true, true, true, true, true, false, false, false, false, false,
-            true, true, true, true, false}},
-          model.moe.has_value());
-      TextTable table(columns.names, columns.right_aligned);
-      for (std::size_t i = 0; i < result.best.size(); ++i) {
-        const planner::RankedPlan& ranked = result.best[i];
-        const schemas::Plan& plan = ranked.plan;
-        table.add_row(with_expert_cells(
-            {std::to_string(i + 1),
-             ranked.variants > 0 ? fmt::format("+{}", ranked.variants) : std::string(),
-             std::to_string(plan.mesh.tp), cp_text(plan), std::to_string(plan.mesh.pp),
-             std::to_string(plan.mesh.dp), std::to_string(plan.mesh.vpp),
-             std::to_string(plan.batch.micro_batch_size), zero_text(plan), recompute_text(plan),
-             plan.sequence_parallel ? "on" : "off",
-             std::string(schemas::name_of(plan.schedule.type, schemas::kScheduleTypeNames)),
-             schemas::mesh_order_to_string(plan.mesh.order), split_text(plan),
-             fmt::format("{:.3f} s", ranked.metrics.step_time_s),
-             group_thousands(static_cast<std::int64_t>(ranked.metrics.tokens_per_s)),
-             format_percent(ranked.metrics.mfu),
-             memory_text(planner::peak_memory_bytes(ranked), ranked.memory.front().capacity_bytes),
-             ranked.bottleneck},
-            5, plan));
-      }
-      std::cout << table.render();
-      if (!options.all_variants &&
-          std::any_of(result.best.begin(), result.best.end(),
-                      [](const planner::RankedPlan& ranked) { return ranked.variants > 0; })) {
-        std::cout << "variants: other layouts of the row's mesh (vpp, micro-batch, ZeRO, "
-                     "recomputation, schedule, order) that fit; each row shows its fastest "
-                     "(--variants lists each)\n";
-      }
-    } else {
-      std::cout << (result.executor_refuses_all ? "No plan runs: "
-                                                : "No plan fits. Binding constraint: ")
-                << result.binding_constraint << "\n";
-      if (!result.nearest.empty()) {
-        std::cout << "Nearest candidates:\n";
-        const Columns columns = with_expert_columns(
-            {{"tp", "cp", "pp", "dp", "vpp", "mb", "ZeRO", "recompute", "peak", "lacks",
-              "limited by"},
-             {true, true, true, true, true, true, true, false, true, true, false}},
-            model.moe.has_value());
-        TextTable table(columns.names, columns.right_aligned);
-        for (const planner::NearMiss& miss : result.nearest) {
-          const schemas::Plan& plan = miss.plan;
-          table.add_row(with_expert_cells(
-              {std::to_string(plan.mesh.tp), std::to_string(plan.mesh.cp),
-               std::to_string(plan.mesh.pp), std::to_string(plan.mesh.dp),
-               std::to_string(plan.mesh.vpp), std::to_string(plan.batch.micro_batch_size),
-               zero_text(plan), recompute_text(plan), format_gib(miss.peak_bytes),
-               format_gib(miss.peak_bytes - miss.capacity_bytes), miss.reason},
-              3, plan));
-        }
-        std::cout << table.render();
-      }
-    }
-    std::cout << fmt::format(
-        "search: {} candidates; pruned {} by layout rules, {}{} as duplicates, {} by model-state "
-        "memory, {} by activation memory; {} estimated, {} simulated ({} over memory); {:.2f} s\n",
-        group_thousands(stats.enumerated), group_thousands(stats.pruned_by_rules),
-        stats.pruned_by_executor > 0 ? fmt::format("{} the executor does not run, ",
-                                                   group_thousands(stats.pruned_by_executor))
-                                     : std::string(),
-        group_thousands(stats.pruned_as_duplicates), group_thousands(stats.pruned_by_model_states),
-        group_thousands(stats.pruned_by_activations), group_thousands(stats.estimated),
-        group_thousands(stats.simulated), group_thousands(stats.over_memory_in_simulation),
-        stats.seconds);
-    if (strategies) {
-      std::cout << fmt::format("strategies {}; predicted switch between them:\n",
-                               strategies->id_list())
-                << switch_matrix(*strategies);
-      if (options.out_path) {
-        std::cout << fmt::format(
-            "wrote plan set {} (strata train --plan-set it --switch STEP:ID moves between them)\n",
-            options.out_path->string());
-      }
-    } else if (options.out_path && !result.best.empty()) {
-      std::cout << fmt::format("wrote {} plan file{} starting with {}\n", result.best.size(),
-                               result.best.size() == 1 ? "" : "s", options.out_path->string());
-    }
-    if (options.report_path && !result.best.empty()) {
-      std::cout << fmt::format("wrote report {}\n", options.report_path->string());
-    }
-    if (!options.emit.empty() && !result.best.empty()) {
-      try {
-        const std::string flags = planner::megatron_arguments(result.best.front().plan);
-        std::cout << "Megatron-LM flags for plan 1:\n" << flags;
-      } catch (const schemas::InputError& refusal) {
-        std::cout << "Megatron-LM cannot run plan 1 as written: " << refusal.what() << "\n";
-      }
-    }
+    print_plan_text(options, answer);
   }
   if (result.best.empty()) {
     std::fprintf(stderr, "strata: no plan %s: %s\n", result.executor_refuses_all ? "runs" : "fits",
