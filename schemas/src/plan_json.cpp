@@ -70,6 +70,90 @@ PredictedMetrics parse_predicted(const ObjectReader& reader) {
   return predicted;
 }
 
+// The plan's batch (num_micro_batches follows from the others where absent).
+BatchConfig parse_batch(const ObjectReader& reader, const Mesh& mesh) {
+  BatchConfig parsed;
+  const ObjectReader batch(
+      reader.object("batch"), reader.at("batch"),
+      {"seq_length", "micro_batch_size", "global_batch_size", "num_micro_batches"});
+  parsed.seq_length = batch.integer("seq_length", {1, kMaxSeqLength});
+  parsed.micro_batch_size = batch.integer("micro_batch_size", {1, kMaxGlobalBatchSize});
+  parsed.global_batch_size = batch.integer("global_batch_size", {1, kMaxGlobalBatchSize});
+  parsed.num_micro_batches =
+      batch.optional_integer("num_micro_batches", {1, kMaxGlobalBatchSize})
+          .value_or(parsed.global_batch_size /
+                    std::max<std::int64_t>(1, parsed.micro_batch_size * mesh.dp));
+  return parsed;
+}
+
+// The recomputation: its granularity, the modules a selective one names, and how many layers
+// of each stage a full one recomputes.
+RecomputeConfig parse_recompute(const ObjectReader& reader) {
+  RecomputeConfig parsed;
+  const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
+                               {"granularity", "modules", "full_layers_per_stage"});
+  parsed.granularity = recompute.choice("granularity", kRecomputeGranularityNames);
+  if (recompute.has("modules")) {
+    parsed.modules = recompute.choices("modules", kRecomputeModuleNames);
+  }
+  if (recompute.has("full_layers_per_stage")) {
+    const nlohmann::json& counts = recompute.array("full_layers_per_stage", 1);
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      parsed.full_layers_per_stage.push_back(
+          read_integer(counts[i], recompute.at("full_layers_per_stage") / i, {0, kMaxLayers}));
+    }
+  }
+  return parsed;
+}
+
+// The schedule: a generator's name, or a custom schedule's file.
+ScheduleConfig parse_schedule(const ObjectReader& reader) {
+  ScheduleConfig parsed;
+  const ObjectReader schedule(reader.object("schedule"), reader.at("schedule"), {"type", "file"});
+  parsed.type = schedule.choice("type", kScheduleTypeNames);
+  if (parsed.type == ScheduleType::custom) {
+    parsed.file = schedule.string("file");
+  } else if (schedule.has("file")) {
+    schedule.at("file").fail(fmt::format("only a custom schedule reads a file (type is \"{}\")",
+                                         name_of(parsed.type, kScheduleTypeNames)));
+  }
+  return parsed;
+}
+
+// The pipeline's stages, in order.
+std::vector<PipelineStage> parse_stages(const ObjectReader& reader) {
+  std::vector<PipelineStage> parsed;
+  const ObjectReader pipeline(reader.object("pipeline"), reader.at("pipeline"), {"stages"});
+  const nlohmann::json& stages = pipeline.array("stages", 1);
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const ObjectReader stage(stages[i], pipeline.at("stages") / i,
+                             {"first_layer", "num_layers", "embedding", "lm_head"});
+    parsed.push_back({stage.integer("first_layer", {0, kMaxLayers}),
+                      stage.integer("num_layers", {0, kMaxLayers}), stage.boolean("embedding"),
+                      stage.boolean("lm_head")});
+  }
+  return parsed;
+}
+
+// A content hash must be of its form and match the embedded model and cluster: a plan edited
+// after it was made is refused.
+void check_content_hash(const ObjectReader& reader, const std::string& content_hash,
+                        const Plan& plan) {
+  if (!std::regex_match(content_hash, std::regex("fnv1a64:[0-9a-f]{16}"))) {
+    reader.at("content_hash")
+        .fail(fmt::format("\"{}\" is not of the form fnv1a64:<16 lowercase hex digits>",
+                          content_hash));
+  }
+  const std::string actual = plan_content_hash(plan.model, plan.cluster);
+  if (content_hash != actual) {
+    reader.at("content_hash")
+        .fail(fmt::format("{} does not match the embedded model and cluster ({}): they were "
+                          "edited after the plan was made; re-plan, or remove content_hash to "
+                          "accept the edit",
+                          content_hash, actual));
+  }
+}
+
 }  // namespace
 
 Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
@@ -111,16 +195,7 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
       parse_mesh(ObjectReader(reader.object("mesh"), reader.at("mesh"),
                               {"tp", "cp", "dp", "pp", "vpp", "order", "dp_shard", "ep", "etp"}));
 
-  const ObjectReader batch(
-      reader.object("batch"), reader.at("batch"),
-      {"seq_length", "micro_batch_size", "global_batch_size", "num_micro_batches"});
-  plan.batch.seq_length = batch.integer("seq_length", {1, kMaxSeqLength});
-  plan.batch.micro_batch_size = batch.integer("micro_batch_size", {1, kMaxGlobalBatchSize});
-  plan.batch.global_batch_size = batch.integer("global_batch_size", {1, kMaxGlobalBatchSize});
-  plan.batch.num_micro_batches =
-      batch.optional_integer("num_micro_batches", {1, kMaxGlobalBatchSize})
-          .value_or(plan.batch.global_batch_size /
-                    std::max<std::int64_t>(1, plan.batch.micro_batch_size * plan.mesh.dp));
+  plan.batch = parse_batch(reader, plan.mesh);
 
   plan.sequence_parallel = reader.boolean("sequence_parallel");
   plan.zero_stage = reader.integer("zero_stage", {0, 3});
@@ -141,38 +216,11 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
     plan.cuda_graph_scope = reader.choices("cuda_graph_scope", kCudaGraphScopeNames);
   }
 
-  const ObjectReader recompute(reader.object("recompute"), reader.at("recompute"),
-                               {"granularity", "modules", "full_layers_per_stage"});
-  plan.recompute.granularity = recompute.choice("granularity", kRecomputeGranularityNames);
-  if (recompute.has("modules")) {
-    plan.recompute.modules = recompute.choices("modules", kRecomputeModuleNames);
-  }
-  if (recompute.has("full_layers_per_stage")) {
-    const nlohmann::json& counts = recompute.array("full_layers_per_stage", 1);
-    for (std::size_t i = 0; i < counts.size(); ++i) {
-      plan.recompute.full_layers_per_stage.push_back(
-          read_integer(counts[i], recompute.at("full_layers_per_stage") / i, {0, kMaxLayers}));
-    }
-  }
+  plan.recompute = parse_recompute(reader);
 
-  const ObjectReader schedule(reader.object("schedule"), reader.at("schedule"), {"type", "file"});
-  plan.schedule.type = schedule.choice("type", kScheduleTypeNames);
-  if (plan.schedule.type == ScheduleType::custom) {
-    plan.schedule.file = schedule.string("file");
-  } else if (schedule.has("file")) {
-    schedule.at("file").fail(fmt::format("only a custom schedule reads a file (type is \"{}\")",
-                                         name_of(plan.schedule.type, kScheduleTypeNames)));
-  }
+  plan.schedule = parse_schedule(reader);
 
-  const ObjectReader pipeline(reader.object("pipeline"), reader.at("pipeline"), {"stages"});
-  const nlohmann::json& stages = pipeline.array("stages", 1);
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const ObjectReader stage(stages[i], pipeline.at("stages") / i,
-                             {"first_layer", "num_layers", "embedding", "lm_head"});
-    plan.stages.push_back({stage.integer("first_layer", {0, kMaxLayers}),
-                           stage.integer("num_layers", {0, kMaxLayers}), stage.boolean("embedding"),
-                           stage.boolean("lm_head")});
-  }
+  plan.stages = parse_stages(reader);
 
   plan.precision = reader.choice("precision", kDtypeNames);
   plan.gradient_dtype = reader.optional_choice("gradient_dtype", kDtypeNames);
@@ -182,25 +230,10 @@ Plan parse_plan(const nlohmann::json& document, const JsonLocation& location) {
         {"step_time_s", "tokens_per_s", "mfu", "peak_memory_bytes_per_pipeline_rank", "tool"}));
   }
 
-  if (content_hash && !std::regex_match(*content_hash, std::regex("fnv1a64:[0-9a-f]{16}"))) {
-    reader.at("content_hash")
-        .fail(fmt::format("\"{}\" is not of the form fnv1a64:<16 lowercase hex digits>",
-                          *content_hash));
-  }
-  if (content_hash) {
-    const std::string actual = plan_content_hash(plan.model, plan.cluster);
-    if (*content_hash != actual) {
-      reader.at("content_hash")
-          .fail(fmt::format("{} does not match the embedded model and cluster ({}): they were "
-                            "edited after the plan was made; re-plan, or remove content_hash to "
-                            "accept the edit",
-                            *content_hash, actual));
-    }
-  }
+  if (content_hash) check_content_hash(reader, *content_hash, plan);
   validate_plan(plan, location);
   return plan;
 }
-
 
 nlohmann::json plan_to_json(const Plan& plan) {
   nlohmann::json stages = nlohmann::json::array();
