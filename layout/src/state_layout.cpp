@@ -60,17 +60,13 @@ nlohmann::json to_json(const std::optional<StateLayout>& layout) {
   return parallel;
 }
 
-std::optional<StateLayout> state_layout_from_json(const nlohmann::json& parallel) {
-  if (parallel.is_null()) return std::nullopt;
-  StateLayout layout;
-  const nlohmann::json& mesh_json = parallel.at("mesh");
-  schemas::Mesh& mesh = layout.mesh;
+schemas::Mesh mesh_from_json(const nlohmann::json& mesh_json) {
+  schemas::Mesh mesh;
   mesh.tp = mesh_json.at("tp").get<std::int64_t>();
   mesh.cp = mesh_json.at("cp").get<std::int64_t>();
   mesh.dp = mesh_json.at("dp").get<std::int64_t>();
   mesh.pp = mesh_json.at("pp").get<std::int64_t>();
   mesh.dp_shard = mesh_json.value("dp_shard", std::int64_t{0});
-  if (mesh.dp_shard == mesh.dp) mesh.dp_shard = 0;
   mesh.ep = mesh_json.value("ep", std::int64_t{1});
   mesh.etp = mesh_json.value("etp", std::int64_t{1});
   const std::string order = mesh_json.at("order").get<std::string>();
@@ -80,6 +76,14 @@ std::optional<StateLayout> state_layout_from_json(const nlohmann::json& parallel
     STRATA_LAYOUT_CHECK(axis.has_value(), "mesh order '{}'", order);
     mesh.order[i] = *axis;
   }
+  return mesh;
+}
+
+std::optional<StateLayout> state_layout_from_json(const nlohmann::json& parallel) {
+  if (parallel.is_null()) return std::nullopt;
+  StateLayout layout;
+  layout.mesh = mesh_from_json(parallel.at("mesh"));
+  if (layout.mesh.dp_shard == layout.mesh.dp) layout.mesh.dp_shard = 0;
   layout.zero_stage = parallel.at("zero_stage").get<std::int64_t>();
   layout.bucket_elements = parallel.at("bucket_elements").get<std::int64_t>();
   if (parallel.contains("stages")) {

@@ -13,19 +13,7 @@
 namespace strata::executor {
 
 schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
-  schemas::Mesh mesh;
-  mesh.tp = mesh_json.at("tp").get<std::int64_t>();
-  mesh.cp = mesh_json.at("cp").get<std::int64_t>();
-  mesh.dp = mesh_json.at("dp").get<std::int64_t>();
-  mesh.pp = mesh_json.at("pp").get<std::int64_t>();
-  if (mesh_json.contains("dp_shard")) mesh.dp_shard = mesh_json.at("dp_shard").get<std::int64_t>();
-  if (mesh_json.contains("ep")) mesh.ep = mesh_json.at("ep").get<std::int64_t>();
-  if (mesh_json.contains("etp")) mesh.etp = mesh_json.at("etp").get<std::int64_t>();
-  const std::string order = mesh_json.at("order").get<std::string>();
-  for (std::size_t i = 0; i < 4; ++i) {
-    mesh.order[i] = *schemas::value_of(order.substr(3 * i, 2), schemas::kMeshAxisNames);
-  }
-  return mesh;
+  return layout::mesh_from_json(mesh_json);
 }
 
 namespace {
@@ -117,17 +105,8 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const std::int64_t dp_rank = schemas::zero_shard_rank(mesh, rank);
   const std::int64_t expert_dp_rank = schemas::expert_zero_shard_rank(mesh, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
-  std::vector<schemas::PipelineStage> stages;
-  if (parallel.contains("stages")) {
-    const nlohmann::json& all = parallel.at("stages");
-    for (std::size_t s = static_cast<std::size_t>(pp_rank); s < all.size();
-         s += static_cast<std::size_t>(mesh.pp)) {
-      stages.push_back({all[s].at(0).get<std::int64_t>(), all[s].at(1).get<std::int64_t>(),
-                        all[s].at(2).get<bool>(), all[s].at(3).get<bool>()});
-    }
-  } else {
-    stages.push_back({0, model.num_layers, true, true});
-  }
+  const std::vector<schemas::PipelineStage> stages =
+      layout::rank_stages(*layout::state_layout_from_json(parallel), model, pp_rank);
   const ParameterStore store(
       stage_parameters(model, stages), ScalarType::float32, Device::cpu, std::nullopt,
       StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,

@@ -41,5 +41,7 @@ std::vector<schemas::PipelineStage> rank_stages(const StateLayout& layout,
 // validated against the run's plan before it is read here).
 nlohmann::json to_json(const std::optional<StateLayout>& layout);
 std::optional<StateLayout> state_layout_from_json(const nlohmann::json& parallel);
+// The block's "mesh" alone, as written (dp_shard 0 where absent).
+schemas::Mesh mesh_from_json(const nlohmann::json& mesh_json);
 
 }  // namespace strata::layout
