@@ -159,6 +159,11 @@ LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
   return dims;
 }
 
+LayerContext layer_cost_key(LayerContext context) {
+  if (context.cp_comm == schemas::ContextParallelComm::ring) context.cp_span = {};
+  return context;
+}
+
 LayerContext layer_context(const schemas::Plan& plan, const MeshPlacement* placement) {
   const MeshPlacement computed =
       placement ? MeshPlacement{} : mesh_placement(plan.cluster, plan.mesh, plan.model);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "strata/schemas/cluster_config.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
+#include "strata/schemas/plan_rules.h"
 
 namespace strata::planner::search {
 
@@ -48,9 +50,13 @@ std::vector<std::int64_t> divisors(std::int64_t n);
 
 // Every candidate of a search: meshes that fill the cluster in each distinct order, hybrid shards,
 // expert meshes, pipeline interleavings, micro-batches, ZeRO stages, recomputation and schedules.
-// Candidates the plan rules refuse while enumerating are counted in `rule_pruned`.
+// Candidates the plan rules refuse while enumerating are counted in `rule_pruned` and, where an
+// observer is given, shown to it with the rule's refusal (their expert mesh 1 × 1): the rule
+// validate_plan would throw first for that candidate.
+using RefusalObserver = std::function<void(const Knobs&, const schemas::PlanRefusal&)>;
 std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                              const schemas::ClusterConfig& cluster, const SearchOptions& options,
-                             const std::vector<MeshOrder>& orders, std::int64_t* rule_pruned);
+                             const std::vector<MeshOrder>& orders, std::int64_t* rule_pruned,
+                             const RefusalObserver& on_refused = {});
 
 }  // namespace strata::planner::search

@@ -3,6 +3,7 @@
 #include "candidate.h"
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/mesh_ranks.h"
+#include "strata/schemas/plan_rules.h"
 
 namespace strata::planner::search {
 
@@ -44,10 +45,15 @@ std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes_of(
 
 std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                              const schemas::ClusterConfig& cluster, const SearchOptions& options,
-                             const std::vector<MeshOrder>& orders, std::int64_t* rule_pruned) {
+                             const std::vector<MeshOrder>& orders, std::int64_t* rule_pruned,
+                             const RefusalObserver& on_refused) {
   const std::int64_t world = cluster.world_size();
   const std::int64_t seq = options.seq_length;
   const std::int64_t max_tp = options.max_tp > 0 ? options.max_tp : 2 * cluster.gpus_per_node;
+  const auto batch_of = [&](std::int64_t micro, std::int64_t dp) {
+    return schemas::BatchConfig{seq, micro, options.global_batch_size,
+                                options.global_batch_size / (micro * dp)};
+  };
   const bool allowed[] = {
       std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::gpipe) > 0,
       std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::one_f_one_b) > 0,
@@ -55,18 +61,26 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                  ScheduleType::interleaved_one_f_one_b) > 0,
       std::count(options.schedules.begin(), options.schedules.end(), ScheduleType::zb_h1) > 0};
   std::vector<Knobs> candidates;
+  // The plan rules are asked once per level of the loops below, where the fields they read are
+  // set, in validate_plan's order: the mesh against the model and the sequence, the batch, then
+  // sequence parallelism, then the schedule. A candidate takes the first refusal above it.
   for (std::int64_t tp = 1; tp <= std::min(max_tp, world); tp *= 2) {
-    const bool tp_ok = model.num_attention_heads % tp == 0 && model.ffn_hidden_size % tp == 0 &&
-                       (model.num_kv_heads % tp == 0 || tp % model.num_kv_heads == 0) &&
-                       (!model.moe || model.moe->num_shared_experts == 0 ||
-                        model.moe->shared_expert_ffn_hidden_size % tp == 0);
     for (std::int64_t cp = 1; cp <= 8 && tp * cp <= world; cp *= 2) {
       if (world % (tp * cp) != 0) continue;
       for (std::int64_t pp : divisors(world / (tp * cp))) {
         if (pp > model.num_layers || pp > schemas::kMaxPipelineStages) break;
         const std::int64_t dp = world / (tp * cp * pp);
+        // Expert meshes are chosen to fit (expert_meshes_of): the rules see ep = etp = 1.
+        const schemas::Mesh mesh{tp, cp, dp, pp};
+        std::optional<schemas::PlanRefusal> mesh_refusal = schemas::mesh_model_refusal(mesh, model);
+        if (!mesh_refusal) mesh_refusal = schemas::context_parallel_refusal(mesh, seq);
+        const std::optional<schemas::PlanRefusal> sequence_parallel_refusals[] = {
+            schemas::sequence_parallel_refusal(mesh, model, seq, false),
+            schemas::sequence_parallel_refusal(mesh, model, seq, true)};
+        // Where one sequence per dp rank does not divide the global batch, no micro-batch does:
+        // the mesh's placements are not worth telling apart.
         const bool layout_ok =
-            tp_ok && (cp == 1 || seq % (2 * cp) == 0) && options.global_batch_size % dp == 0;
+            !mesh_refusal && !schemas::batch_refusal(batch_of(1, dp), mesh, model);
         const std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes =
             expert_meshes_of(model, tp * cp * dp, tp);
         const std::int64_t node_shard = node_shard_block(cluster, tp, cp, dp);
@@ -77,11 +91,22 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                 ? distinct_orders(cluster, model, orders, tp, cp, dp, pp, dp_shards, expert_meshes)
                 : std::vector<std::int16_t>{0};
         for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
+          const schemas::BatchConfig batch = batch_of(micro, dp);
+          const std::optional<schemas::PlanRefusal> batch_refusal =
+              mesh_refusal ? mesh_refusal : schemas::batch_refusal(batch, mesh, model);
+          // Interleaving's rule for the model chunks the loop below tries (vpp > 1 each).
+          schemas::Mesh chunked = mesh;
+          chunked.vpp = 2;
+          const std::optional<schemas::PlanRefusal> interleaving_refusal =
+              schemas::schedule_refusal(ScheduleType::interleaved_one_f_one_b, chunked, batch);
           for (std::int16_t order : placements) {
             // ZeRO over all of dp, and from ZeRO-1 on hybrid sharding within one node (FSDP2's
-            // HSDP, Megatron's distributed-optimizer instances) where dp spans several.
+            // HSDP, Megatron's distributed-optimizer instances) where dp spans several. Where
+            // dp·cp = 1 the dense state has no data-parallel ranks to shard over: ZeRO is left
+            // out of the search (a mixture of experts' state could still shard over tp's expert
+            // data-parallel ranks; the search does not try it).
             std::vector<std::pair<int, std::int64_t>> shardings{{0, 0}};
-            for (int zero = 1; zero <= 3; ++zero) {
+            for (int zero = 1; zero <= 3 && dp * cp > 1; ++zero) {
               shardings.emplace_back(zero, 0);
               // Megatron-LM's FSDP2 path has no hybrid form (megatron_arguments.h).
               const bool expressible =
@@ -106,15 +131,14 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
                                 sp,
                                 schedule,
                                 order};
-                    const std::int64_t per_step = micro * dp;
-                    // A mixture of experts with tp needs sequence parallelism (schemas/plan.h).
-                    const bool ok = layout_ok && options.global_batch_size % per_step == 0 &&
-                                    (!sp || (tp > 1 && (seq / cp) % tp == 0)) &&
-                                    (!model.moe || tp == 1 || sp) && (zero == 0 || dp * cp > 1) &&
-                                    (schedule != ScheduleType::interleaved_one_f_one_b ||
-                                     (options.global_batch_size / per_step) % pp == 0);
-                    if (!ok) {
+                    const std::optional<schemas::PlanRefusal>* refusal =
+                        batch_refusal                    ? &batch_refusal
+                        : sequence_parallel_refusals[sp] ? &sequence_parallel_refusals[sp]
+                        : schedule == ScheduleType::interleaved_one_f_one_b ? &interleaving_refusal
+                                                                            : nullptr;
+                    if (refusal && *refusal) {
                       ++*rule_pruned;
+                      if (on_refused) on_refused(knobs, **refusal);
                       return;
                     }
                     for (const auto& [ep, etp] : expert_meshes) {

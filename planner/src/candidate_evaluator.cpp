@@ -245,18 +245,7 @@ void Evaluator::choose_cp_comm(costmodels::LayerContext& context) {
 }
 
 const costmodels::LayerCostSet& Evaluator::layer_costs(const costmodels::LayerContext& context) {
-  auto key = std::make_tuple(
-      context.tp, context.cp, context.sequence_parallel, context.micro_batch_size,
-      context.recompute, context.tp_span, context.cp_tier, context.zero3_layer_gathers,
-      context.zero3_layer_gathers ? context.dp_span : costmodels::GroupSpan{},
-      context.zero3_layer_gathers && context.replica_span ? *context.replica_span
-                                                          : costmodels::GroupSpan{},
-      context.cp_comm,
-      context.cp_comm == schemas::ContextParallelComm::all_gather ? context.cp_span
-                                                                  : costmodels::GroupSpan{},
-      context.ep, context.etp, context.ep_span, context.etp_span,
-      context.zero3_layer_gathers ? context.expert_zero_span : costmodels::GroupSpan{},
-      context.ep_comm_overlap);
+  costmodels::LayerContext key = costmodels::layer_cost_key(context);
   auto found = cache_.find(key);
   if (found == cache_.end()) {
     found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;

@@ -98,13 +98,8 @@ class Evaluator {
            costmodels::MeshPlacement>
       placements_;
   const costmodels::MeshPlacement* placement_ = nullptr;
-  std::map<
-      std::tuple<std::int64_t, std::int64_t, bool, std::int64_t, schemas::RecomputeGranularity,
-                 costmodels::GroupSpan, int, bool, costmodels::GroupSpan, costmodels::GroupSpan,
-                 schemas::ContextParallelComm, costmodels::GroupSpan, std::int64_t, std::int64_t,
-                 costmodels::GroupSpan, costmodels::GroupSpan, costmodels::GroupSpan, bool>,
-      costmodels::LayerCostSet>
-      cache_;
+  // Layer costs by costmodels::layer_cost_key of their context.
+  std::map<costmodels::LayerContext, costmodels::LayerCostSet> cache_;
   const costmodels::LayerCostSet* current_ = nullptr;
   // The layers the split balances (the MoE layers' of a mixture of experts), set by build().
   const costmodels::LayerActivationBytes* plain_activations_ = nullptr;

@@ -210,80 +210,12 @@ void validate_recompute(const Plan& plan, const JsonLocation& location) {
 
 }  // namespace
 
-namespace {
-
-// The expert mesh (ep, etp) against the model's experts and the ranks it folds over.
-void validate_expert_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
-                                    const JsonLocation& where) {
-  if (!model.moe) {
-    for (const auto& [key, size] : {std::pair{"ep", mesh.ep}, std::pair{"etp", mesh.etp}}) {
-      if (size > 1) {
-        (where / key)
-            .fail(fmt::format("{} needs a mixture-of-experts model (the model has no moe block)",
-                              size));
-      }
-    }
-    return;
-  }
-  const MoeConfig& moe = *model.moe;
-  if (moe.num_experts % mesh.ep != 0) {
-    (where / "ep").fail(fmt::format("{} does not divide num_experts={}", mesh.ep, moe.num_experts));
-  }
-  if (moe.expert_ffn_hidden_size % mesh.etp != 0) {
-    (where / "etp")
-        .fail(fmt::format("{} does not divide expert_ffn_hidden_size={}", mesh.etp,
-                          moe.expert_ffn_hidden_size));
-  }
-  // Shared experts are dense MLPs every token visits, split over tp like the dense layers.
-  if (moe.num_shared_experts > 0 && moe.shared_expert_ffn_hidden_size % mesh.tp != 0) {
-    (where / "tp")
-        .fail(fmt::format("{} does not divide shared_expert_ffn_hidden_size={}", mesh.tp,
-                          moe.shared_expert_ffn_hidden_size));
-  }
-  const __int128 stage_ranks = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp;
-  const __int128 expert_ranks = static_cast<__int128>(mesh.ep) * mesh.etp;
-  if (stage_ranks % expert_ranks != 0) {
-    (where / "ep")
-        .fail(fmt::format("ep × etp = {} × {} does not divide tp × cp × dp = {}: the expert mesh "
-                          "folds over each pipeline stage's ranks",
-                          mesh.ep, mesh.etp, static_cast<std::int64_t>(stage_ranks)));
-  }
-}
-
-}  // namespace
-
 void validate_mesh_for_model(const Mesh& mesh, const ModelConfig& model,
-                             const JsonLocation& where) {
-  if (model.num_attention_heads % mesh.tp != 0) {
-    (where / "tp")
-        .fail(fmt::format("{} does not divide num_attention_heads={}", mesh.tp,
-                          model.num_attention_heads));
-  }
-  // Megatron splits kv heads across tp ranks; when tp exceeds them each kv head is replicated on
-  // tp / num_kv_heads ranks (as vLLM and Megatron-Core with --num-query-groups < tp do).
-  if (model.num_kv_heads % mesh.tp != 0 && mesh.tp % model.num_kv_heads != 0) {
-    (where / "tp")
-        .fail(fmt::format("{} neither divides num_kv_heads={} nor is a multiple of it", mesh.tp,
-                          model.num_kv_heads));
-  }
-  if (model.ffn_hidden_size % mesh.tp != 0) {
-    (where / "tp")
-        .fail(fmt::format("{} does not divide ffn_hidden_size={}", mesh.tp, model.ffn_hidden_size));
-  }
-  validate_expert_mesh_for_model(mesh, model, where);
-  if (static_cast<__int128>(mesh.pp) * mesh.vpp > kMaxPipelineStages) {
-    (where / "pp")
-        .fail(fmt::format("pp × vpp = {} × {} = {} pipeline stages: strata simulates at most {} "
-                          "(a step's work grows with the square of the stages)",
-                          mesh.pp, mesh.vpp, static_cast<std::int64_t>(mesh.pp * mesh.vpp),
-                          kMaxPipelineStages));
-  }
-  if (mesh.pp > model.num_layers + 2) {
-    (where / "pp")
-        .fail(fmt::format("{} pipeline ranks, but {} layer{}, the embedding and the LM head "
-                          "fill at most {} stages",
-                          mesh.pp, model.num_layers, model.num_layers == 1 ? "" : "s",
-                          model.num_layers + 2));
+                             const JsonLocation& mesh_location) {
+  if (const std::optional<PlanRefusal> refusal = mesh_model_refusal(mesh, model)) {
+    // The refusal's path is below the plan ("/mesh/tp"): here, below the mesh object given.
+    const std::string below_mesh = refusal->json_path.substr(std::string_view("/mesh").size());
+    JsonLocation(mesh_location.source(), mesh_location.pointer() + below_mesh).fail(refusal->rule);
   }
 }
 
@@ -291,7 +223,6 @@ namespace {
 
 void validate_mesh(const Plan& plan, const JsonLocation& location) {
   const Mesh& mesh = plan.mesh;
-  const ModelConfig& model = plan.model;
   const JsonLocation where = location / "mesh";
   // Each axis may be up to 2^26, so form the product in 128 bits before comparing.
   const __int128 mesh_size = static_cast<__int128>(mesh.tp) * mesh.cp * mesh.dp * mesh.pp;
@@ -302,75 +233,10 @@ void validate_mesh(const Plan& plan, const JsonLocation& location) {
                     mesh.tp, mesh.cp, mesh.dp, mesh.pp, mesh_size, plan.cluster.world_size(),
                     plan.cluster.nodes, plan.cluster.gpus_per_node));
   }
-  validate_mesh_for_model(mesh, model, where);
-  if (const std::optional<PlanRefusal> refusal = dp_shard_refusal(mesh, plan.zero_stage)) {
-    (where / "dp_shard").fail(refusal->rule);
-  }
-  // Causal context parallelism splits each sequence into 2·cp chunks so that every cp rank gets
-  // one early and one late chunk (equal attention work), as Megatron-LM requires.
-  if (mesh.cp > 1 && plan.batch.seq_length % (2 * mesh.cp) != 0) {
-    (where / "cp")
-        .fail(fmt::format("{}: seq_length={} is not divisible by 2 × cp = {}", mesh.cp,
-                          plan.batch.seq_length, 2 * mesh.cp));
-  }
-}
-
-void validate_batch(const Plan& plan, const JsonLocation& location) {
-  const BatchConfig& batch = plan.batch;
-  const JsonLocation where = location / "batch";
-  // Plans made in memory (the planner, validate-sim's rows) meet the readers' limits here.
-  if (batch.global_batch_size < 1 || batch.global_batch_size > kMaxGlobalBatchSize) {
-    (where / "global_batch_size")
-        .fail(fmt::format("{} is outside Strata's limit of 1 to {} sequences a step",
-                          batch.global_batch_size, kMaxGlobalBatchSize));
-  }
-  if (batch.micro_batch_size < 1 || batch.micro_batch_size > batch.global_batch_size) {
-    (where / "micro_batch_size")
-        .fail(fmt::format("{} is not from 1 to the global batch {}", batch.micro_batch_size,
-                          batch.global_batch_size));
-  }
-  if (batch.seq_length > plan.model.max_seq_length) {
-    (where / "seq_length")
-        .fail(fmt::format("{} is more than the model's max_seq_length={}", batch.seq_length,
-                          plan.model.max_seq_length));
-  }
-  const std::int64_t per_micro_batch_step = batch.micro_batch_size * plan.mesh.dp;
-  if (batch.global_batch_size % per_micro_batch_step != 0) {
-    (where / "global_batch_size")
-        .fail(fmt::format("{} is not divisible by micro_batch_size × dp = {} × {} = {}",
-                          batch.global_batch_size, batch.micro_batch_size, plan.mesh.dp,
-                          per_micro_batch_step));
-  }
-  const std::int64_t derived = batch.global_batch_size / per_micro_batch_step;
-  if (batch.num_micro_batches != derived) {
-    (where / "num_micro_batches")
-        .fail(fmt::format("{} does not match global_batch_size / (micro_batch_size × dp) = {} / "
-                          "({} × {}) = {}",
-                          batch.num_micro_batches, batch.global_batch_size, batch.micro_batch_size,
-                          plan.mesh.dp, derived));
-  }
-}
-
-void validate_schedule(const Plan& plan, const JsonLocation& location) {
-  const ScheduleType type = plan.schedule.type;
-  const std::string_view name = name_of(type, kScheduleTypeNames);
-  if (type == ScheduleType::interleaved_one_f_one_b && plan.mesh.vpp == 1) {
-    (location / "schedule" / "type")
-        .fail("interleaved-1f1b needs vpp > 1 (vpp = 1); use 1f1b for one chunk per rank");
-  }
-  if (plan.mesh.vpp > 1 && type != ScheduleType::interleaved_one_f_one_b &&
-      type != ScheduleType::custom) {
-    (location / "mesh" / "vpp")
-        .fail(
-            fmt::format("{} model chunks per rank need schedule interleaved-1f1b or custom, not {}",
-                        plan.mesh.vpp, name));
-  }
-  // Megatron's interleaved schedule runs micro-batches in groups of pp per chunk.
-  if (type == ScheduleType::interleaved_one_f_one_b &&
-      plan.batch.num_micro_batches % plan.mesh.pp != 0) {
-    (location / "batch" / "num_micro_batches")
-        .fail(fmt::format("{} is not a multiple of pp={}, which interleaved-1f1b needs",
-                          plan.batch.num_micro_batches, plan.mesh.pp));
+  for (const std::optional<PlanRefusal>& refusal :
+       {mesh_model_refusal(mesh, plan.model), dp_shard_refusal(mesh, plan.zero_stage),
+        context_parallel_refusal(mesh, plan.batch.seq_length)}) {
+    if (refusal) fail_at(location, *refusal);
   }
 }
 
@@ -378,22 +244,11 @@ void validate_schedule(const Plan& plan, const JsonLocation& location) {
 
 void validate_plan(const Plan& plan, const JsonLocation& location) {
   validate_mesh(plan, location);
-  validate_batch(plan, location);
-  if (plan.sequence_parallel && plan.mesh.tp == 1) {
-    (location / "sequence_parallel").fail("needs tp > 1 (tp = 1)");
-  }
-  if (plan.sequence_parallel && (plan.batch.seq_length / plan.mesh.cp) % plan.mesh.tp != 0) {
-    (location / "sequence_parallel")
-        .fail(fmt::format("seq_length / cp = {} is not divisible by tp={}",
-                          plan.batch.seq_length / plan.mesh.cp, plan.mesh.tp));
-  }
-  // Megatron-LM requires it with ep and tp: each tp rank must route its own tokens, or the tp
-  // ranks would send the same tokens to the experts tp times.
-  if (plan.model.moe && plan.mesh.tp > 1 && !plan.sequence_parallel) {
-    (location / "sequence_parallel")
-        .fail(fmt::format("a mixture-of-experts model with tp={} needs sequence parallelism: "
-                          "each tp rank routes its own share of the tokens",
-                          plan.mesh.tp));
+  for (const std::optional<PlanRefusal>& refusal :
+       {batch_refusal(plan.batch, plan.mesh, plan.model),
+        sequence_parallel_refusal(plan.mesh, plan.model, plan.batch.seq_length,
+                                  plan.sequence_parallel)}) {
+    if (refusal) fail_at(location, *refusal);
   }
   if (plan.ep_comm_overlap) {
     if (const std::optional<PlanRefusal> refusal = ep_comm_overlap_refusal(plan)) {
@@ -417,7 +272,10 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
   }
   validate_stages(plan, location);
   validate_recompute(plan, location);
-  validate_schedule(plan, location);
+  if (std::optional<PlanRefusal> refusal =
+          schedule_refusal(plan.schedule.type, plan.mesh, plan.batch)) {
+    fail_at(location, *refusal);
+  }
   if (!plan.cluster.gpu.peak_dense_tflops.contains(plan.precision)) {
     (location / "precision")
         .fail(fmt::format("\"{}\": the cluster's GPU ({}) has no {} peak in peak_dense_tflops",
@@ -454,78 +312,6 @@ void validate_plan(const Plan& plan, const JsonLocation& location) {
       }
     }
   }
-}
-
-std::optional<PlanRefusal> dp_shard_refusal(const Mesh& mesh, std::int64_t zero_stage) {
-  const auto refused = [](std::string rule) {
-    return PlanRefusal{"/mesh/dp_shard", std::move(rule)};
-  };
-  if (mesh.dp_shard > 0 && mesh.dp % mesh.dp_shard != 0) {
-    return refused(fmt::format("{} does not divide dp={}: the shard groups must tile dp",
-                               mesh.dp_shard, mesh.dp));
-  }
-  if (mesh.zero_shard_dp() < mesh.dp && zero_stage == 0) {
-    return refused(
-        fmt::format("{} < dp={} shards model state, but ZeRO-0 shards none: give "
-                    "zero_stage 1-3 or drop dp_shard",
-                    mesh.dp_shard, mesh.dp));
-  }
-  if (mesh.zero_replicas() > 1 && mesh.expert_dp() % mesh.zero_replicas() != 0) {
-    return refused(
-        fmt::format("dp / dp_shard = {} replicas do not divide the expert "
-                    "data-parallel size tp·cp·dp / (ep·etp) = {}: expert state is "
-                    "sharded into the same replicas",
-                    mesh.zero_replicas(), mesh.expert_dp()));
-  }
-  return std::nullopt;
-}
-
-std::optional<PlanRefusal> ep_comm_overlap_refusal(const Plan& plan) {
-  const auto refused = [](std::string rule) {
-    return PlanRefusal{"/ep_comm_overlap", std::move(rule)};
-  };
-  if (plan.mesh.ep * plan.mesh.etp == 1) {
-    return refused(
-        "needs expert parallelism (ep or etp > 1): there is no token exchange to overlap");
-  }
-  if (!overlaps_expert_dispatch(plan.framework)) {
-    return refused(
-        fmt::format("{} does not overlap the expert all-to-alls (Megatron-Core's "
-                    "combined 1F1B does: framework megatron-lm or nemo)",
-                    name_of(plan.framework, kTrainingFrameworkNames)));
-  }
-  if (plan.mesh.pp > 1 && plan.mesh.vpp == 1) {
-    return refused(
-        fmt::format("with pp={} the all-to-alls overlap only under the interleaved "
-                    "schedule (vpp > 1), as Megatron-Core's combined 1F1B requires",
-                    plan.mesh.pp));
-  }
-  if (plan.recompute.granularity == RecomputeGranularity::full) {
-    return refused("cannot run with full recomputation (Megatron-Core's combined 1F1B refuses it)");
-  }
-  return std::nullopt;
-}
-
-std::optional<PlanRefusal> switch_refusal(const Plan& from, const std::string& from_name,
-                                          const Plan& to) {
-  if (to.model != from.model) {
-    return PlanRefusal{"/model",
-                       to.model.name == from.model.name
-                           ? fmt::format("another {} than {}'s (the same name, other fields)",
-                                         from.model.name, from_name)
-                           : fmt::format("{}: another model than {}'s {}", to.model.name, from_name,
-                                         from.model.name)};
-  }
-  if (to.precision != from.precision) {
-    return PlanRefusal{"/precision",
-                       fmt::format("{}: {} trains in {}", name_of(to.precision, kDtypeNames),
-                                   from_name, name_of(from.precision, kDtypeNames))};
-  }
-  if (to.mesh.world_size() != from.mesh.world_size()) {
-    return PlanRefusal{"/mesh", fmt::format("{} ranks: {} has {}", to.mesh.world_size(), from_name,
-                                            from.mesh.world_size())};
-  }
-  return std::nullopt;
 }
 
 }  // namespace strata::schemas

@@ -168,7 +168,17 @@ struct LayerContext {
   double local_tokens() const;      // micro_batch · seq / cp
   double norm_tokens() const;       // local tokens, divided by tp under sequence parallelism
   double activation_bytes() const;  // bytes per activation element: 4 in fp32, else 2
+
+  // Every field, in order (the model and cluster by address): see layer_cost_key.
+  auto operator<=>(const LayerContext&) const = default;
+  bool operator==(const LayerContext&) const = default;
 };
+
+// `context` with the groups its settings leave unread cleared (the cp group under ring
+// attention, whose neighbours talk over cp_tier alone): two contexts with equal keys cost the
+// same, in every function here and in layer_cost_set, so a caller that prices many (the
+// planner) caches by it. A field added to LayerContext is in the key without more ado.
+LayerContext layer_cost_key(LayerContext context);
 
 // The context of a plan's layers; `placement`, when given, must be
 // mesh_placement(plan.cluster, plan.mesh, plan.model) (the planner keeps one per mesh).
