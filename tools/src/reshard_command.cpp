@@ -12,6 +12,7 @@
 #include "strata/executor/checkpoint/checkpoint_resharding.h"
 #include "strata/executor/train/trainer.h"
 #include "strata/executor/zero/sharded_optimizer.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 
@@ -31,9 +32,8 @@ int run_reshard(const ReshardOptions& options) {
   const schemas::Plan plan = schemas::load_plan_file(options.to_plan);
   executor::check_plan_runs(plan, options.to_plan, executor::Device::cpu, plan.mesh.world_size());
   // The plan's bucket size fixes how ZeRO shard files are laid out.
-  const nlohmann::json target = executor::checkpoint_layout_of(plan);
-  const std::filesystem::path written =
-      executor::reshard_checkpoint(options.from, plan.model, target, options.out);
+  const std::filesystem::path written = executor::reshard_checkpoint(
+      options.from, plan.model, layout::state_layout_of(plan), options.out);
   fmt::print("wrote {} for {} rank{} (tp {} × dp {} × pp {}, ZeRO-{})\n", written.string(),
              plan.mesh.world_size(), plan.mesh.world_size() == 1 ? "" : "s", plan.mesh.tp,
              plan.mesh.dp, plan.mesh.pp, plan.zero_stage);

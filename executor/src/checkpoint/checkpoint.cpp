@@ -30,10 +30,11 @@ TrainingState read_checkpoint(const fs::path& checkpoint, const schemas::ModelCo
                               ParameterStore& parameters, OptimizerMoments& moments) {
   return reading_checkpoint_state(checkpoint, [&] {
     TrainingState resumed;
-    if (!recorded_checkpoint_layout(checkpoint).is_null()) {
+    if (recorded_checkpoint_layout(checkpoint)) {
       // Written by a parallel run: gather this one device's state from its files.
-      resumed = read_resharded_checkpoint(checkpoint, model, json(), 0, {&parameters.values()},
-                                          {&moments.first, &moments.second});
+      resumed =
+          read_resharded_checkpoint(checkpoint, model, std::nullopt, 0, {&parameters.values()},
+                                    {&moments.first, &moments.second});
     } else {
       const json state = verified_state(checkpoint, model, parameters, false);
       read_tensor_file(checkpoint, state, "model.bin", {&parameters.values()});
@@ -49,8 +50,9 @@ TrainingState read_checkpoint_values(const fs::path& checkpoint, const schemas::
                                      ParameterStore& parameters) {
   return reading_checkpoint_state(checkpoint, [&] {
     TrainingState resumed;
-    if (!recorded_checkpoint_layout(checkpoint).is_null()) {
-      resumed = read_resharded_checkpoint(checkpoint, model, json(), 0, {&parameters.values()}, {});
+    if (recorded_checkpoint_layout(checkpoint)) {
+      resumed =
+          read_resharded_checkpoint(checkpoint, model, std::nullopt, 0, {&parameters.values()}, {});
     } else {
       const json state = verified_state(checkpoint, model, parameters, false);
       read_tensor_file(checkpoint, state, "model.bin", {&parameters.values()});

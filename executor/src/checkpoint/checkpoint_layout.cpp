@@ -12,10 +12,6 @@
 
 namespace strata::executor {
 
-schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json) {
-  return layout::mesh_from_json(mesh_json);
-}
-
 namespace {
 
 // The segments of the store's elements [first, last) (flat store offsets) placed from
@@ -47,27 +43,22 @@ void add_store_range(const ParameterStore& store, const std::vector<std::size_t>
 
 }  // namespace
 
-nlohmann::json checkpoint_layout_of(const schemas::Plan& plan) {
-  return layout::to_json(layout::state_layout_of(plan));
-}
-
-std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel) {
-  const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
+std::vector<std::int64_t> checkpoint_writer_ranks(const layout::StateLayout& state_layout) {
+  const schemas::Mesh& mesh = state_layout.mesh;
   if (mesh.ep * mesh.etp > 1) {
     // Expert parallelism: the ranks that write a file of their own (sharded_checkpoint_files) —
     // the first rank of each group holding the same experts for whole state, every first
     // replica of the shards from ZeRO-1 on.
-    const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
     std::vector<std::int64_t> ranks;
     for (std::int64_t rank = 0; rank < mesh.world_size(); ++rank) {
       const ShardedCheckpointPart part =
-          sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+          sharded_checkpoint_files(mesh, state_layout.zero_stage, rank);
       if (part.writes_values || part.writes_moments) ranks.push_back(rank);
     }
     return ranks;
   }
   // Every rank of the first shard group writes its shard from ZeRO-1 on; below, its first rank.
-  const bool sharded = parallel.at("zero_stage").get<std::int64_t>() >= 1;
+  const bool sharded = state_layout.zero_stage >= 1;
   const std::int64_t dp_writers = sharded ? mesh.zero_shard_dp() : 1;
   const std::int64_t cp_writers = sharded ? mesh.cp : 1;
   std::vector<std::int64_t> ranks;
@@ -90,10 +81,11 @@ std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel
 }
 
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
-                                            const nlohmann::json& parallel, std::int64_t rank) {
-  const schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
-  const std::int64_t zero_stage = parallel.at("zero_stage").get<std::int64_t>();
-  const std::int64_t bucket_elements = parallel.at("bucket_elements").get<std::int64_t>();
+                                            const layout::StateLayout& state_layout,
+                                            std::int64_t rank) {
+  const schemas::Mesh& mesh = state_layout.mesh;
+  const std::int64_t zero_stage = state_layout.zero_stage;
+  const std::int64_t bucket_elements = state_layout.bucket_elements;
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const std::int64_t tp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::tp)];
   const std::int64_t pp_rank = at[static_cast<std::size_t>(schemas::MeshAxis::pp)];
@@ -106,7 +98,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   const std::int64_t expert_dp_rank = schemas::expert_zero_shard_rank(mesh, rank);
   // This pipeline rank's stages (all of the model without a pipeline).
   const std::vector<schemas::PipelineStage> stages =
-      layout::rank_stages(*layout::state_layout_from_json(parallel), model, pp_rank);
+      layout::rank_stages(state_layout, model, pp_rank);
   const ParameterStore store(
       stage_parameters(model, stages), ScalarType::float32, Device::cpu, std::nullopt,
       StoreOptions{tp_rank, mesh.tp, /*own_values=*/false,
@@ -122,8 +114,7 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
   // The buckets, as the sharded optimizer makes them.
   const std::vector<BucketRange> buckets =
       rank_bucket_layout(model, store, stages, mesh, zero_stage, bucket_elements);
-  const ShardedCheckpointPart names =
-      sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+  const ShardedCheckpointPart names = sharded_checkpoint_files(mesh, zero_stage, rank);
   RankCheckpointLayout layout;
   layout.values_file = names.values_file;
   layout.moments_file = names.moments_file;
@@ -159,17 +150,14 @@ RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
 }
 
 RankCheckpointLayout rank_state_layout(const schemas::ModelConfig& model,
-                                       const nlohmann::json& parallel, std::int64_t rank) {
-  if (!parallel.is_null()) return rank_checkpoint_layout(model, parallel, rank);
+                                       const std::optional<layout::StateLayout>& state_layout,
+                                       std::int64_t rank) {
+  if (state_layout) return rank_checkpoint_layout(model, *state_layout, rank);
   // One device's state seen as a parallel layout of one rank, its files renamed.
-  static const nlohmann::json one_device{
-      {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
-      {"zero_stage", 0},
-      {"bucket_elements", 1}};
-  RankCheckpointLayout layout = rank_checkpoint_layout(model, one_device, 0);
-  layout.values_file = "model.bin";
-  layout.moments_file = "optimizer.bin";
-  return layout;
+  RankCheckpointLayout files = rank_checkpoint_layout(model, layout::StateLayout{}, 0);
+  files.values_file = "model.bin";
+  files.moments_file = "optimizer.bin";
+  return files;
 }
 
 }  // namespace strata::executor

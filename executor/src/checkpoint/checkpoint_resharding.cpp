@@ -24,12 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::int64_t world_of(const json& parallel) {
-  const json& mesh = parallel.at("mesh");
-  return mesh.at("tp").get<std::int64_t>() * mesh.at("cp").get<std::int64_t>() *
-         mesh.at("dp").get<std::int64_t>() * mesh.at("pp").get<std::int64_t>();
-}
-
 // Where each parameter's elements are in the files of a checkpoint of any layout, and the reads
 // that fill another layout's file from them. Source files are checked (size, CRC-32) once, before
 // their first read, so a reader touches only the files it needs.
@@ -41,13 +35,15 @@ class CheckpointSources {
         state_(state),
         names_(parameter_names(model)),
         pieces_(names_.size()) {
-    const json parallel = state.contains("parallel") ? state.at("parallel") : json();
+    // The source's layout, read once from its state.json (checked by verified_state).
+    const std::optional<layout::StateLayout> source =
+        layout::state_layout_from_json(state.contains("parallel") ? state.at("parallel") : json());
     const std::vector<std::int64_t> writers =
-        parallel.is_null() ? std::vector<std::int64_t>{0} : checkpoint_writer_ranks(parallel);
+        source ? checkpoint_writer_ranks(*source) : std::vector<std::int64_t>{0};
     for (const std::int64_t rank : writers) {
-      const RankCheckpointLayout layout = rank_state_layout(model, parallel, rank);
-      if (layout.writes_values) add(layout.values, layout.values_file, 0);
-      if (layout.writes_moments) add(layout.moments, layout.moments_file, layout.moments_elements);
+      const RankCheckpointLayout files = rank_state_layout(model, source, rank);
+      if (files.writes_values) add(files.values, files.values_file, 0);
+      if (files.writes_moments) add(files.moments, files.moments_file, files.moments_elements);
     }
   }
 
@@ -168,20 +164,21 @@ const ParameterStore& whole_model_store(const schemas::ModelConfig& model,
 }  // namespace
 
 TrainingState read_resharded_checkpoint(const fs::path& checkpoint,
-                                        const schemas::ModelConfig& model, const json& target,
+                                        const schemas::ModelConfig& model,
+                                        const std::optional<layout::StateLayout>& target,
                                         std::int64_t rank, const std::vector<Tensor*>& values,
                                         const std::vector<Tensor*>& moments) {
   return reading_checkpoint_state(checkpoint, [&] {
     std::optional<ParameterStore> whole;
     const json state = verified_state(checkpoint, model, whole_model_store(model, whole), true);
     CheckpointSources sources(checkpoint, model, state);
-    const RankCheckpointLayout layout = rank_state_layout(model, target, rank);
-    std::vector<float> buffer(static_cast<std::size_t>(layout.values_elements), 0.0f);
-    sources.fill(layout.values, false, 0, buffer);
+    const RankCheckpointLayout files = rank_state_layout(model, target, rank);
+    std::vector<float> buffer(static_cast<std::size_t>(files.values_elements), 0.0f);
+    sources.fill(files.values, false, 0, buffer);
     scatter_buffer(buffer, values);
     if (!moments.empty()) {  // none asked for: a reader of the model alone
-      buffer.assign(static_cast<std::size_t>(2 * layout.moments_elements), 0.0f);
-      sources.fill(layout.moments, true, layout.moments_elements, buffer);
+      buffer.assign(static_cast<std::size_t>(2 * files.moments_elements), 0.0f);
+      sources.fill(files.moments, true, files.moments_elements, buffer);
       scatter_buffer(buffer, moments);
     }
     return training_state_of(state);
@@ -189,7 +186,8 @@ TrainingState read_resharded_checkpoint(const fs::path& checkpoint,
 }
 
 fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& model,
-                            const json& target, const fs::path& directory) {
+                            const std::optional<layout::StateLayout>& target,
+                            const fs::path& directory) {
   return reading_checkpoint_state(source, [&] {
     std::optional<ParameterStore> whole;
     json state = verified_state(source, model, whole_model_store(model, whole), true);
@@ -207,21 +205,21 @@ fs::path reshard_checkpoint(const fs::path& source, const schemas::ModelConfig& 
       const Tensor tensor = Tensor::borrow(buffer.data(), {length}, ScalarType::float32);
       files[name] = write_tensor_file(temporary / name, {&tensor});
     };
-    const std::int64_t target_world = target.is_null() ? 1 : world_of(target);
+    const std::int64_t target_world = target ? target->mesh.world_size() : 1;
     for (std::int64_t rank = 0; rank < target_world; ++rank) {
-      const RankCheckpointLayout layout = rank_state_layout(model, target, rank);
-      if (layout.writes_values) {
-        write(layout.values_file, layout.values, false, layout.values_elements);
+      const RankCheckpointLayout target_files = rank_state_layout(model, target, rank);
+      if (target_files.writes_values) {
+        write(target_files.values_file, target_files.values, false, target_files.values_elements);
       }
-      if (layout.writes_moments) {
-        write(layout.moments_file, layout.moments, true, layout.moments_elements);
+      if (target_files.writes_moments) {
+        write(target_files.moments_file, target_files.moments, true, target_files.moments_elements);
       }
     }
     state["files"] = std::move(files);
-    if (target.is_null()) {
-      state.erase("parallel");
+    if (target) {
+      state["parallel"] = layout::to_json(target);
     } else {
-      state["parallel"] = target;
+      state.erase("parallel");
     }
     state[kCheckpointStateChecksumKey] = checkpoint_state_checksum(state);
     return commit_checkpoint(directory, temporary, step, state.dump(2) + "\n");

@@ -157,26 +157,21 @@ schemas::ModelConfig read_checkpoint_model(const fs::path& checkpoint) {
   return schemas::parse_model(state.at("model"), schemas::JsonLocation{source, "/model"});
 }
 
-json recorded_checkpoint_layout(const fs::path& checkpoint) {
+std::optional<layout::StateLayout> recorded_checkpoint_layout(const fs::path& checkpoint) {
   const json state = read_state_json(checkpoint);
   check_checkpoint_state(state, (checkpoint / "state.json").string());
-  return state.contains("parallel") ? state.at("parallel") : json();
+  return layout::state_layout_from_json(state.contains("parallel") ? state.at("parallel") : json());
 }
 
-std::string checkpoint_layout_text(const json& parallel) {
-  if (parallel.is_null()) return "one device";
-  const json& mesh = parallel.at("mesh");
-  return fmt::format(
-      "tp {} · cp {} · dp {}{}{} · pp {} ({}), ZeRO-{}, buckets of {}",
-      mesh.at("tp").get<std::int64_t>(), mesh.at("cp").get<std::int64_t>(),
-      mesh.at("dp").get<std::int64_t>(),
-      mesh.contains("dp_shard")
-          ? fmt::format(" (shards of {})", mesh.at("dp_shard").get<std::int64_t>())
-          : "",
-      mesh.contains("ep") ? fmt::format(" · ep {}", mesh.at("ep").get<std::int64_t>()) : "",
-      mesh.at("pp").get<std::int64_t>(), mesh.at("order").get<std::string>(),
-      parallel.at("zero_stage").get<std::int64_t>(),
-      parallel.at("bucket_elements").get<std::int64_t>());
+std::string checkpoint_layout_text(const std::optional<layout::StateLayout>& state_layout) {
+  if (!state_layout) return "one device";
+  const schemas::Mesh& mesh = state_layout->mesh;
+  return fmt::format("tp {} · cp {} · dp {}{}{} · pp {} ({}), ZeRO-{}, buckets of {}", mesh.tp,
+                     mesh.cp, mesh.dp,
+                     mesh.dp_shard > 0 ? fmt::format(" (shards of {})", mesh.dp_shard) : "",
+                     mesh.ep > 1 ? fmt::format(" · ep {}", mesh.ep) : "", mesh.pp,
+                     schemas::mesh_order_to_string(mesh.order), state_layout->zero_stage,
+                     state_layout->bucket_elements);
 }
 
 }  // namespace strata::executor

@@ -9,6 +9,7 @@
 #include "strata/executor/checkpoint/checkpoint_layout.h"
 #include "strata/executor/checkpoint/sharded_checkpoint.h"
 #include "strata/executor/model/transformer.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan.h"
@@ -241,7 +242,7 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
   }
   const json& parallel = state.at("parallel");
   const JsonLocation where = root / "parallel";
-  schemas::Mesh mesh = checkpoint_mesh(parallel.at("mesh"));
+  schemas::Mesh mesh = layout::mesh_from_json(parallel.at("mesh"));
   if (parallel.contains("stages")) {
     const std::vector<schemas::PipelineStage> stages = recorded_stages(parallel);
     if (static_cast<std::int64_t>(stages.size()) % mesh.pp != 0) {
@@ -265,12 +266,14 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
   // dp_shard × cp ranks) too under ZeRO-3; moments per shard under ZeRO ≥ 1. Under expert
   // parallelism, the names the writers give them: one per (tp, pp, ep) held together by a rank
   // (the ep group may fold over tp ranks), per expert shard when sharded.
+  // The block is checked: from here on the layout is read as what it is.
+  const layout::StateLayout recorded = *layout::state_layout_from_json(parallel);
   __int128 implied_files = 0;
   if (mesh.ep * mesh.etp > 1) {
     std::set<std::string> names;
-    for (const std::int64_t rank : checkpoint_writer_ranks(parallel)) {
+    for (const std::int64_t rank : checkpoint_writer_ranks(recorded)) {
       const ShardedCheckpointPart part =
-          sharded_checkpoint_files(parallel.at("mesh"), zero_stage, rank);
+          sharded_checkpoint_files(recorded.mesh, recorded.zero_stage, rank);
       if (part.writes_values) names.insert(part.values_file);
       if (part.writes_moments) names.insert(part.moments_file);
     }
@@ -286,8 +289,8 @@ void check_checkpoint_layout(const json& state, const schemas::ModelConfig& mode
         .fail(fmt::format("{} files, but a layout of {} writes {}", files.size(), layout_text,
                           static_cast<std::int64_t>(implied_files)));
   }
-  for (const std::int64_t rank : checkpoint_writer_ranks(parallel)) {
-    const RankCheckpointLayout layout = rank_checkpoint_layout(model, parallel, rank);
+  for (const std::int64_t rank : checkpoint_writer_ranks(recorded)) {
+    const RankCheckpointLayout layout = rank_checkpoint_layout(model, recorded, rank);
     if (layout.writes_values) {
       expect_file(files, layout.values_file, layout.values_elements, root / "files", layout_text);
     }

@@ -25,10 +25,11 @@ void copy_box(std::byte* to, std::int64_t to_pitch, const std::byte* from, std::
 
 }  // namespace
 
-LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
-                               const nlohmann::json& to, std::int64_t world_size)
-    : plan_(model, layout::state_layout_from_json(from), layout::state_layout_from_json(to),
-            world_size) {}
+LayoutTransfer::LayoutTransfer(const schemas::ModelConfig& model,
+                               const std::optional<layout::StateLayout>& from,
+                               const std::optional<layout::StateLayout>& to,
+                               std::int64_t world_size)
+    : plan_(model, from, to, world_size) {}
 
 void LayoutTransfer::run(Communicator& world, const RankState& from, const RankState& to) const {
   run_part(world, StatePart::values, *from.values, *to.values);

@@ -21,9 +21,8 @@ namespace strata::executor {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64_t zero_stage,
+ShardedCheckpointPart sharded_checkpoint_files(const schemas::Mesh& mesh, std::int64_t zero_stage,
                                                std::int64_t rank) {
-  const schemas::Mesh mesh = checkpoint_mesh(mesh_json);
   const schemas::MeshCoordinates at = schemas::mesh_coordinates(mesh, rank);
   const auto coordinate = [&](schemas::MeshAxis axis) {
     return at[static_cast<std::size_t>(axis)];
@@ -88,17 +87,18 @@ ShardedCheckpointPart sharded_checkpoint_files(const json& mesh_json, std::int64
   return part;
 }
 
-ShardedCheckpointPart checkpoint_part_of(const json& layout, std::int64_t rank) {
-  if (layout.is_null()) {
+ShardedCheckpointPart checkpoint_part_of(const std::optional<layout::StateLayout>& state_layout,
+                                         std::int64_t rank) {
+  if (!state_layout) {
     ShardedCheckpointPart part;
     part.values_file = "model.bin";
     part.moments_file = "optimizer.bin";
     part.writes_values = part.writes_moments = true;
     return part;
   }
-  ShardedCheckpointPart part = sharded_checkpoint_files(
-      layout.at("mesh"), layout.at("zero_stage").get<std::int64_t>(), rank);
-  part.layout = layout;
+  ShardedCheckpointPart part =
+      sharded_checkpoint_files(state_layout->mesh, state_layout->zero_stage, rank);
+  part.layout = state_layout;
   return part;
 }
 
@@ -126,10 +126,12 @@ WrittenFile write_part_file(const fs::path& path, const std::vector<Tensor>& ten
 }
 
 // state.json's "files": every rank's written files under the names its part gives them.
-json files_written(const json& layout, const std::vector<WrittenFiles>& everyone) {
+json files_written(const std::optional<layout::StateLayout>& state_layout,
+                   const std::vector<WrittenFiles>& everyone) {
   json files = json::object();
   for (std::size_t rank = 0; rank < everyone.size(); ++rank) {
-    const ShardedCheckpointPart names = checkpoint_part_of(layout, static_cast<std::int64_t>(rank));
+    const ShardedCheckpointPart names =
+        checkpoint_part_of(state_layout, static_cast<std::int64_t>(rank));
     const auto add = [&](const std::string& name, const WrittenFile& file) {
       if (file.written) {
         files[name] = json{{"bytes", file.bytes}, {"crc32", fmt::format("{:08x}", file.crc32)}};
@@ -166,8 +168,9 @@ fs::path write_sharded_checkpoint(const fs::path& directory, const schemas::Mode
   std::string failure;
   if (world.rank() == 0) {
     try {
-      const json document = state_document(model, parameters, state,
-                                           files_written(part.layout, everyone), part.layout);
+      const json document =
+          state_document(model, parameters, state, files_written(part.layout, everyone),
+                         layout::to_json(part.layout));
       commit_checkpoint(directory, temporary, state.step, document.dump(2) + "\n");
       renamed = 1;
     } catch (const schemas::InputError& error) {
@@ -194,7 +197,7 @@ TrainingState read_sharded_checkpoint(const fs::path& checkpoint, const schemas:
     if (recorded_checkpoint_layout(checkpoint) != part.layout) {
       return read_resharded_checkpoint(checkpoint, model, part.layout, part.rank, values, moments);
     }
-    const json state = verified_state(checkpoint, model, parameters, !part.layout.is_null());
+    const json state = verified_state(checkpoint, model, parameters, part.layout.has_value());
     read_tensor_file(checkpoint, state, part.values_file, values);
     read_tensor_file(checkpoint, state, part.moments_file, moments);
     return training_state_of(state);

@@ -19,6 +19,7 @@
 #include "strata/executor/distributed/typed_collectives.h"
 #include "strata/executor/train/resident_memory.h"
 #include "strata/layout/gradient_buckets.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schedule/plan_schedule.h"
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
@@ -319,7 +320,7 @@ void Trainer::claim_checkpoint_directory() {
 
 ShardedCheckpointPart Trainer::checkpoint_part() {
   ShardedCheckpointPart part =
-      checkpoint_part_of(checkpoint_layout_of(layout_->plan), world_.rank());
+      checkpoint_part_of(layout::state_layout_of(layout_->plan), world_.rank());
   part.values = layout_->optimizer->values_state();
   part.moments = layout_->optimizer->moments_state();
   return part;
@@ -327,7 +328,7 @@ ShardedCheckpointPart Trainer::checkpoint_part() {
 
 TrainingState Trainer::read_latest_checkpoint(const std::filesystem::path& checkpoint) {
   ShardedCheckpointPart part = checkpoint_part();
-  const nlohmann::json recorded = recorded_checkpoint_layout(checkpoint);
+  const std::optional<layout::StateLayout> recorded = recorded_checkpoint_layout(checkpoint);
   if (recorded != part.layout) {
     // Another plan's checkpoint: each rank reads its own elements from the files holding them.
     resume_changes_.push_back(fmt::format("layout {} → {} (resharded on load)",
@@ -495,8 +496,8 @@ SwitchRecord Trainer::switch_to(const schemas::Plan& plan, const std::string& pl
       std::make_unique<Layout>(plan, plan_source, data_, options_,
                                plan_directory.empty() ? options_.plan_directory : plan_directory,
                                /*fresh_values=*/false, group_world());
-  const LayoutTransfer transfer(plan.model, checkpoint_layout_of(current),
-                                checkpoint_layout_of(plan), world_.size());
+  const LayoutTransfer transfer(plan.model, layout::state_layout_of(current),
+                                layout::state_layout_of(plan), world_.size());
   // The new layout's state is mapped but untouched (zero pages) until the transfer writes it, so
   // each part moves on its own and the old half of the moments goes as soon as it has moved:
   // a rank never holds both layouts' whole state — at most the old values, one layout's moments

@@ -108,12 +108,12 @@ TEST(CheckpointFileNames, EachFileHasOneWriterHoldingWhatEveryReaderReadsAndTheS
     if (!drawn) continue;  // not a valid plan: the rules refuse it before any checkpoint
     const schemas::Plan& plan = *drawn;
     const std::int64_t ranks = plan.mesh.world_size();
-    const nlohmann::json layout = checkpoint_layout_of(plan);
-    if (layout.is_null()) continue;
-    const std::string what = layout.dump();
+    const std::optional<layout::StateLayout> state_layout = layout::state_layout_of(plan);
+    if (!state_layout) continue;
+    const std::string what = layout::to_json(state_layout).dump();
     std::vector<RankCheckpointLayout> files;
     for (std::int64_t rank = 0; rank < ranks; ++rank) {
-      files.push_back(rank_checkpoint_layout(model, layout, rank));
+      files.push_back(rank_checkpoint_layout(model, *state_layout, rank));
       const layout::RankStateBoxes boxes = state_boxes.of_rank(layout::state_layout_of(plan), rank);
       const RankCheckpointLayout& file = files.back();
       EXPECT_EQ(boxes.values_elements, file.values_elements) << what << " rank " << rank;
@@ -131,7 +131,7 @@ TEST(CheckpointFileNames, EachFileHasOneWriterHoldingWhatEveryReaderReadsAndTheS
       const RankCheckpointLayout& file = files[static_cast<std::size_t>(rank)];
       if (file.writes_values || file.writes_moments) writers.push_back(rank);
     }
-    EXPECT_EQ(writers, checkpoint_writer_ranks(layout)) << what;
+    EXPECT_EQ(writers, checkpoint_writer_ranks(*state_layout)) << what;
     ++checked;
     with_experts += plan.mesh.ep * plan.mesh.etp > 1;
     cp_with_shards += plan.mesh.ep > 1 && plan.mesh.cp > 1 && plan.zero_stage >= 1;
@@ -155,10 +155,10 @@ TEST(CheckpointFileNames, ExpertShardsUnderCpAndHybridShardingNameBothShards) {
   knobs.global_batch_size = 2;
   const schemas::Plan plan =
       schemas::build_plan(model, schemas::cluster_preset("cpu-local:4"), knobs, "test");
-  const nlohmann::json layout = checkpoint_layout_of(plan);
+  const std::optional<layout::StateLayout> state_layout = layout::state_layout_of(plan);
   std::vector<std::string> moments;
   for (std::int64_t rank = 0; rank < 4; ++rank) {
-    const ShardedCheckpointPart part = checkpoint_part_of(layout, rank);
+    const ShardedCheckpointPart part = checkpoint_part_of(state_layout, rank);
     if (part.writes_moments) moments.push_back(part.moments_file);
   }
   EXPECT_EQ(moments,

@@ -179,10 +179,10 @@ TEST_F(CheckpointFixture, AnEditedVersionDoesNotSwitchTheChecksumOff) {
 // refused, naming the field, before a byte of the model is read, and quickly (dp = 10^9 used to
 // make the reader walk a billion ranks).
 TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
-  const nlohmann::json zero1_dp2{
-      {"mesh", {{"tp", 1}, {"cp", 1}, {"dp", 2}, {"pp", 1}, {"order", "tp-cp-dp-pp"}}},
-      {"zero_stage", 1},
-      {"bucket_elements", 1000}};
+  const layout::StateLayout zero1_dp2{.mesh = {.tp = 1, .cp = 1, .dp = 2, .pp = 1},
+                                      .zero_stage = 1,
+                                      .bucket_elements = 1000,
+                                      .stages = {}};
   const fs::path sharded =
       reshard_checkpoint(saved, model, zero1_dp2, fresh_directory("forged-layouts"));
   // It reads back as written.
@@ -201,8 +201,7 @@ TEST_F(CheckpointFixture, ForgedLayoutValuesAreRefusedBeforeAnyRead) {
         error_of([&] { read_checkpoint(sharded, model, loaded.parameters(), loaded_moments); });
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << message;
     EXPECT_EQ(message, error_of([&] {
-                reshard_checkpoint(sharded, model, nlohmann::json(),
-                                   fresh_directory("forged-reshard"));
+                reshard_checkpoint(sharded, model, std::nullopt, fresh_directory("forged-reshard"));
               }));
     return message;
   };

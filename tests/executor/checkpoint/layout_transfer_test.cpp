@@ -39,8 +39,8 @@ schemas::ModelConfig eight_head_model() {
   return model;
 }
 
-nlohmann::json layout(const schemas::ModelConfig& model, schemas::Mesh mesh,
-                      std::int64_t zero_stage) {
+std::optional<layout::StateLayout> layout(const schemas::ModelConfig& model, schemas::Mesh mesh,
+                                          std::int64_t zero_stage) {
   schemas::PlanKnobs knobs;
   knobs.seq_length = 64;
   knobs.micro_batch_size = 1;
@@ -51,7 +51,7 @@ nlohmann::json layout(const schemas::ModelConfig& model, schemas::Mesh mesh,
   knobs.precision = schemas::Dtype::fp32;
   const schemas::Plan plan =
       schemas::build_plan(model, schemas::cluster_preset("cpu-local:8"), knobs, "test");
-  return checkpoint_layout_of(plan);
+  return layout::state_layout_of(plan);
 }
 
 // Distinct numbers for every element of the whole model's values and moments.
@@ -65,8 +65,8 @@ struct State {
 };
 
 // A rank's state under `parallel`, filled from the whole model through the layout's map.
-State state_of(const schemas::ModelConfig& model, const nlohmann::json& parallel,
-               std::int64_t rank) {
+State state_of(const schemas::ModelConfig& model,
+               const std::optional<layout::StateLayout>& parallel, std::int64_t rank) {
   const RankCheckpointLayout map = rank_state_layout(model, parallel, rank);
   State state{Tensor::zeros({map.values_elements}, ScalarType::float64),
               Tensor::zeros({map.moments_elements}, ScalarType::float64),
@@ -97,8 +97,9 @@ void expect_equal(const Tensor& got, const Tensor& want, const std::string& what
 
 // Moves `from`'s state to `to`'s on `ranks` threads and checks every rank's new state.
 void expect_switch_moves_every_element(const schemas::ModelConfig& model,
-                                       const nlohmann::json& from, const nlohmann::json& to,
-                                       int ranks, const std::string& what) {
+                                       const std::optional<layout::StateLayout>& from,
+                                       const std::optional<layout::StateLayout>& to, int ranks,
+                                       const std::string& what) {
   const LayoutTransfer transfer(model, from, to, ranks);
   testing::run_on_threads(ranks, [&](Communicator& world) {
     const int rank = world.rank();
@@ -118,7 +119,7 @@ void expect_switch_moves_every_element(const schemas::ModelConfig& model,
 TEST(LayoutTransfer, StateCyclesThroughEveryStrategyElementForElement) {
   const schemas::ModelConfig model = eight_head_model();
   using schemas::Mesh;
-  const std::vector<std::pair<std::string, nlohmann::json>> cycle{
+  const std::vector<std::pair<std::string, std::optional<layout::StateLayout>>> cycle{
       {"tp2·dp2·pp2", layout(model, Mesh{.tp = 2, .cp = 1, .dp = 2, .pp = 2}, 0)},
       {"dp8 ZeRO-1", layout(model, Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1}, 1)},
       {"tp2·dp4 ZeRO-3", layout(model, Mesh{.tp = 2, .cp = 1, .dp = 4, .pp = 1}, 3)},
@@ -144,17 +145,19 @@ TEST(LayoutTransfer, StateCyclesThroughEveryStrategyElementForElement) {
 TEST(LayoutTransfer, RandomSwitchesOfAMixtureOfExpertsMoveEveryElement) {
   const schemas::ModelConfig model = schemas::model_preset("moe-tiny");
   strata::testing::RandomPlans plans(20261130);
-  std::map<std::int64_t, nlohmann::json> last_of_world;  // the last layout drawn of each size
+  std::map<std::int64_t, std::optional<layout::StateLayout>>
+      last_of_world;  // the last layout drawn of each size
   int switches = 0, with_experts = 0;
   for (int attempt = 0; attempt < 400 && switches < 24; ++attempt) {
     const std::optional<schemas::Plan> plan = plans.draw(model);
     if (!plan || plan->mesh.world_size() == 1 || plan->mesh.world_size() > 8) continue;
     const std::int64_t ranks = plan->mesh.world_size();
-    const nlohmann::json to = checkpoint_layout_of(*plan);
+    const std::optional<layout::StateLayout> to = layout::state_layout_of(*plan);
     const auto previous = last_of_world.find(ranks);
     if (previous != last_of_world.end() && previous->second != to) {
-      expect_switch_moves_every_element(model, previous->second, to, static_cast<int>(ranks),
-                                        previous->second.dump() + " → " + to.dump());
+      expect_switch_moves_every_element(
+          model, previous->second, to, static_cast<int>(ranks),
+          layout::to_json(previous->second).dump() + " → " + layout::to_json(to).dump());
       ++switches;
       with_experts += plan->mesh.ep * plan->mesh.etp > 1;
     }
@@ -167,7 +170,8 @@ TEST(LayoutTransfer, RandomSwitchesOfAMixtureOfExpertsMoveEveryElement) {
 TEST(LayoutTransfer, IdenticalPlacementsMoveNothingAndReplicasShareTheSending) {
   const schemas::ModelConfig model = eight_head_model();
   using schemas::Mesh;
-  const nlohmann::json dp8 = layout(model, Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1}, 0);
+  const std::optional<layout::StateLayout> dp8 =
+      layout(model, Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1}, 0);
   const LayoutTransfer same(model, dp8, dp8, kRanks);
   for (int rank = 0; rank < kRanks; ++rank) {
     EXPECT_EQ(same.sent_elements(rank), 0) << rank;
@@ -175,7 +179,8 @@ TEST(LayoutTransfer, IdenticalPlacementsMoveNothingAndReplicasShareTheSending) {
   }
   // ZeRO-0 → ZeRO-1 over dp 8: every rank already holds its shard of the moments (whole state
   // before), so nothing moves either.
-  const nlohmann::json dp8_zero1 = layout(model, Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1}, 1);
+  const std::optional<layout::StateLayout> dp8_zero1 =
+      layout(model, Mesh{.tp = 1, .cp = 1, .dp = 8, .pp = 1}, 1);
   const LayoutTransfer sharding(model, dp8, dp8_zero1, kRanks);
   for (int rank = 0; rank < kRanks; ++rank) EXPECT_EQ(sharding.sent_elements(rank), 0) << rank;
   // ZeRO-1 → ZeRO-0: each rank receives the seven shards it lacks, two moments each, and the
@@ -192,7 +197,8 @@ TEST(LayoutTransfer, IdenticalPlacementsMoveNothingAndReplicasShareTheSending) {
   }
   // tp 2 · dp 4 → dp 8 (ZeRO-0): half of each rank's new values are on its own tp slice; the
   // other half comes from the four ranks of the other slice, shared between them.
-  const nlohmann::json tp2 = layout(model, Mesh{.tp = 2, .cp = 1, .dp = 4, .pp = 1}, 0);
+  const std::optional<layout::StateLayout> tp2 =
+      layout(model, Mesh{.tp = 2, .cp = 1, .dp = 4, .pp = 1}, 0);
   const LayoutTransfer merge(model, tp2, dp8, kRanks);
   std::int64_t most = 0, least = std::numeric_limits<std::int64_t>::max();
   for (int rank = 0; rank < kRanks; ++rank) {

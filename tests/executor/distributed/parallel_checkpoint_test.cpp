@@ -138,8 +138,8 @@ TEST(ParallelReshard, ContinuesOnAnotherLayout) {
       model, pipeline("Tp4Pp2", "gpt-tiny", 4, 1, 2, 1, schemas::ScheduleType::zb_h1, 1, 0.1));
   if (world.rank() == 0) {
     const fs::path step5 = root / "first" / "step_00000005";
-    reshard_checkpoint(step5, model, checkpoint_layout_of(second), root / "second");
-    reshard_checkpoint(step5, model, nlohmann::json(), root / "one");
+    reshard_checkpoint(step5, model, layout::state_layout_of(second), root / "second");
+    reshard_checkpoint(step5, model, std::nullopt, root / "one");
   }
   world.barrier();
   options.resume = true;

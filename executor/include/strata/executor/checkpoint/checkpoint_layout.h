@@ -1,17 +1,17 @@
 // CheckpointLayout: where every element of one rank's checkpoint files lives in the whole model,
-// computed from the checkpoint's layout block (mesh, pipeline stages, ZeRO stage, bucket size) and
-// the model alone — without building that rank's model or reading its files. Resharding maps each
-// element of a target layout's files to the files of the source layout through it, one file at a
-// time (strata reshard, and a resume on another plan).
+// computed from the checkpoint's state layout (layout/state_layout.h: mesh, pipeline stages, ZeRO
+// stage, bucket size) and the model alone — without building that rank's model or reading its
+// files. Resharding maps each element of a target layout's files to the files of the source layout
+// through it, one file at a time (strata reshard, and a resume on another plan).
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/model_config.h"
-#include "strata/schemas/plan.h"
 
 namespace strata::executor {
 
@@ -33,27 +33,19 @@ struct RankCheckpointLayout {
   std::vector<FileSegment> moments;  // of the first half; the second half repeats it
 };
 
-// The mesh of a checkpoint's layout block ("mesh": tp, cp, dp, pp and the axis order).
-schemas::Mesh checkpoint_mesh(const nlohmann::json& mesh_json);
-
-// The "parallel" block a run of `plan` writes into its checkpoints (and a resume must find): its
-// state layout as JSON (layout/state_layout.h: the mesh, the ZeRO stage, the plan's gradient
-// bucket size and, with a pipeline, the stages). Null for a plan of one rank: its state is the
-// whole model in store order at any ZeRO stage (there is no dp rank to shard over), which is one
-// device's format.
-nlohmann::json checkpoint_layout_of(const schemas::Plan& plan);
-
 // The ranks that write files in a parallel checkpoint: the context-parallel rank 0 of each tp and
 // pp rank, and of each dp rank where ZeRO shards (else dp rank 0 alone): as many as the
 // checkpoint has files per kind, never the whole mesh (the rest hold copies).
-std::vector<std::int64_t> checkpoint_writer_ranks(const nlohmann::json& parallel);
+std::vector<std::int64_t> checkpoint_writer_ranks(const layout::StateLayout& state_layout);
 
-// The layout of `rank`'s files in a parallel checkpoint whose "parallel" block is `parallel`.
+// The layout of `rank`'s files in a parallel checkpoint of `state_layout`.
 RankCheckpointLayout rank_checkpoint_layout(const schemas::ModelConfig& model,
-                                            const nlohmann::json& parallel, std::int64_t rank);
-// The same where `parallel` may be null (one device: the whole model in store order, in
+                                            const layout::StateLayout& state_layout,
+                                            std::int64_t rank);
+// The same where the layout may be none (one device: the whole model in store order, in
 // model.bin and optimizer.bin).
 RankCheckpointLayout rank_state_layout(const schemas::ModelConfig& model,
-                                       const nlohmann::json& parallel, std::int64_t rank);
+                                       const std::optional<layout::StateLayout>& state_layout,
+                                       std::int64_t rank);
 
 }  // namespace strata::executor

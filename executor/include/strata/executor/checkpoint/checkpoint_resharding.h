@@ -5,16 +5,17 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "strata/executor/checkpoint/checkpoint_state.h"
 #include "strata/executor/tensor/tensor.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
 
-// Loads `rank`'s part of the layout `target` (a "parallel" block; null: one device) from a
+// Loads `rank`'s part of the state layout `target` (none: one device) from a
 // checkpoint written by any layout of the same model: `values` and `moments` are the rank's state
 // tensors in file order (as read_checkpoint and read_sharded_checkpoint fill them; `moments` empty:
 // the values alone). Each element is read from a source file that holds it; only the files this
@@ -23,18 +24,18 @@ namespace strata::executor {
 // holds.
 TrainingState read_resharded_checkpoint(const std::filesystem::path& checkpoint,
                                         const schemas::ModelConfig& model,
-                                        const nlohmann::json& target, std::int64_t rank,
-                                        const std::vector<Tensor*>& values,
+                                        const std::optional<layout::StateLayout>& target,
+                                        std::int64_t rank, const std::vector<Tensor*>& values,
                                         const std::vector<Tensor*>& moments);
 
 // Writes the checkpoint at `source` (one device's or a parallel run's) as a checkpoint of another
-// layout into `directory`/step_N: `target` is the "parallel" block of the layout to write (mesh,
-// stages, ZeRO stage, bucket size; null: one device). Values and AdamW moments move element by
+// layout into `directory`/step_N: `target` is the state layout to write (mesh, stages, ZeRO
+// stage, bucket size; none: one device). Values and AdamW moments move element by
 // element through both layouts' maps (checkpoint_layout.h), one target file in memory at a time;
 // every source file's size and CRC-32 are checked first. Returns the new checkpoint's path.
 std::filesystem::path reshard_checkpoint(const std::filesystem::path& source,
                                          const schemas::ModelConfig& model,
-                                         const nlohmann::json& target,
+                                         const std::optional<layout::StateLayout>& target,
                                          const std::filesystem::path& directory);
 
 }  // namespace strata::executor

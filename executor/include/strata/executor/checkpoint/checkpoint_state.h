@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
@@ -47,9 +48,11 @@ std::string new_run_id();
 // not a checkpoint and a malformed model. What `strata sample --checkpoint` builds.
 schemas::ModelConfig read_checkpoint_model(const std::filesystem::path& checkpoint);
 
-// The "parallel" block a checkpoint records (null: written by one device), and the text naming it
-// in messages ("tp 2 · cp 1 · dp 2 · pp 1 (tp-cp-dp-pp), ZeRO-1, buckets of 4096", "one device").
-nlohmann::json recorded_checkpoint_layout(const std::filesystem::path& checkpoint);
-std::string checkpoint_layout_text(const nlohmann::json& parallel);
+// The state layout a checkpoint records as its "parallel" block (none: written by one device), its
+// state.json checked first, and the text naming a layout in messages ("tp 2 · cp 1 · dp 2 · pp 1
+// (tp-cp-dp-pp), ZeRO-1, buckets of 4096", "one device").
+std::optional<layout::StateLayout> recorded_checkpoint_layout(
+    const std::filesystem::path& checkpoint);
+std::string checkpoint_layout_text(const std::optional<layout::StateLayout>& state_layout);
 
 }  // namespace strata::executor

@@ -34,17 +34,15 @@ struct RankState {
 
 class LayoutTransfer {
  public:
-  // `from` and `to`: checkpoint layout blocks (checkpoint_layout_of; null: one device) of the
-  // same model on `world_size` ranks.
-  LayoutTransfer(const schemas::ModelConfig& model, const nlohmann::json& from,
-                 const nlohmann::json& to, std::int64_t world_size);
+  // `from` and `to`: state layouts (layout::state_layout_of; none: one device) of the same model
+  // on `world_size` ranks.
+  LayoutTransfer(const schemas::ModelConfig& model, const std::optional<layout::StateLayout>& from,
+                 const std::optional<layout::StateLayout>& to, std::int64_t world_size);
 
   const layout::TransferPlan& plan() const { return plan_; }
   // Elements `rank` sends to and receives from other ranks (a moments box counts both halves).
   std::int64_t sent_elements(std::int64_t rank) const { return plan_.sent_elements(rank); }
-  std::int64_t received_elements(std::int64_t rank) const {
-    return plan_.received_elements(rank);
-  }
+  std::int64_t received_elements(std::int64_t rank) const { return plan_.received_elements(rank); }
   // The sizes of `rank`'s state tensors under the new layout (values; one half of the moments).
   std::int64_t target_values_elements(std::int64_t rank) const {
     return plan_.target_values_elements(rank);

@@ -17,22 +17,25 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "strata/executor/checkpoint/checkpoint_state.h"
 #include "strata/executor/distributed/communicator.h"
 #include "strata/executor/model/parameter_store.h"
+#include "strata/layout/state_layout.h"
 #include "strata/schemas/model_config.h"
 
 namespace strata::executor {
 
 // One rank's part of a run's checkpoint: its state tensors (in file order, on any device) and
-// whether it is the rank that writes each piece. A run of one rank is the part of a null layout:
+// whether it is the rank that writes each piece. A run of one rank is the part of no layout:
 // model.bin and optimizer.bin, one device's files.
 struct ShardedCheckpointPart {
-  nlohmann::json layout;  // the "parallel" block of the run reading or writing it (null: one rank)
+  // The state layout of the run reading or writing it (none: one rank); state.json records it as
+  // its "parallel" block.
+  std::optional<layout::StateLayout> layout;
   std::int64_t rank = 0;  // in the world of that layout
   std::vector<Tensor> values;
   std::vector<Tensor> moments;
@@ -44,11 +47,12 @@ struct ShardedCheckpointPart {
 
 // The files and writers of `rank` in a checkpoint of a mesh at a ZeRO stage: values per (tp, pp)
 // slice, and per dp rank at ZeRO-3; moments likewise per dp rank from ZeRO-1 on.
-ShardedCheckpointPart sharded_checkpoint_files(const nlohmann::json& mesh, std::int64_t zero_stage,
+ShardedCheckpointPart sharded_checkpoint_files(const schemas::Mesh& mesh, std::int64_t zero_stage,
                                                std::int64_t rank);
-// The files and writers of `rank` under a "parallel" block (null: one rank, one device's files),
-// with the block recorded in the part.
-ShardedCheckpointPart checkpoint_part_of(const nlohmann::json& layout, std::int64_t rank);
+// The files and writers of `rank` under a state layout (none: one rank, one device's files), with
+// the layout recorded in the part.
+ShardedCheckpointPart checkpoint_part_of(const std::optional<layout::StateLayout>& state_layout,
+                                         std::int64_t rank);
 
 // Collective over `world`: writes DIR/step_<step> of a run atomically (of one rank: one device's
 // format); returns its path on every rank. `parameters` gives the parameter layout (names and whole
