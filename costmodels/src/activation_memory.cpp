@@ -68,6 +68,36 @@ double autocast_weight_copy_bytes(const LayerContext& context, LayerKind kind) {
   return context.activation_bytes() * matrices;
 }
 
+// What each module a selective plan may recompute holds beyond its input (which another part
+// keeps anyway): attention's core — its scores (unfused) or its output and log-sum-exp (flash) —
+// latent attention's queries, keys and values from the latents kept, a dense MLP's fc1 input and
+// output and fc2 input from the residual kept, the router's normed tokens and the experts'
+// activation output.
+struct RecomputableBytes {
+  double core_attention = 0;
+  double up_projections = 0;
+  double mlp = 0;
+  double router_norm = 0;
+  double moe_activation = 0;
+};
+
+// The bytes a selectively recomputed layer of `kind` drops: those of the modules it recomputes.
+double selectively_dropped_bytes(const LayerContext& context, LayerKind kind,
+                                 const RecomputableBytes& parts) {
+  using schemas::RecomputeModule;
+  const bool moe_layer = kind == LayerKind::moe;
+  double dropped = 0;
+  if (context.recomputes(RecomputeModule::core_attn)) dropped += parts.core_attention;
+  if (context.recomputes(RecomputeModule::mla_up_proj) && context.model->mla) {
+    dropped += parts.up_projections;
+  }
+  // (A layer without an MLP holds nothing there: its `mlp` is 0.)
+  if (context.recomputes(RecomputeModule::mlp) && kind == LayerKind::dense) dropped += parts.mlp;
+  if (moe_layer && context.recomputes(RecomputeModule::layernorm)) dropped += parts.router_norm;
+  if (moe_layer && context.recomputes(RecomputeModule::moe_act)) dropped += parts.moe_activation;
+  return dropped;
+}
+
 }  // namespace
 
 LayerActivationBytes layer_activation_bytes(const LayerContext& context,
@@ -166,29 +196,15 @@ LayerActivationBytes layer_activation_bytes(const LayerContext& context,
       bytes.working = backward_buffers;
       break;
     case schemas::RecomputeGranularity::selective: {
-      // Each recomputed module keeps only its input, which another part keeps anyway.
-      using schemas::RecomputeModule;
-      double dropped = 0;
-      if (context.recomputes(RecomputeModule::core_attn)) {
-        // From Q, K, V: its scores (unfused) or its output and log-sum-exp (flash).
-        dropped +=
-            kernel == AttentionKernel::unfused ? core_scores : core_scores + attention_output;
-      }
-      if (context.recomputes(RecomputeModule::mla_up_proj) && model.mla) {
-        // The queries, keys and values, from the latents kept.
-        dropped += element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim);
-      }
-      if (context.recomputes(RecomputeModule::mlp) && kind == LayerKind::dense && ffn > 0) {
-        // fc1's input and output and fc2's input, from the MLP's input (the residual kept).
-        dropped += fc1_input + element * tokens * gate * ffn + fc2_input;
-      }
-      if (moe_layer && context.recomputes(RecomputeModule::layernorm)) {
-        // The pre-MLP norm's output the router keeps.
-        dropped += element * norm_tokens * hidden;
-      }
-      if (moe_layer && context.recomputes(RecomputeModule::moe_act)) {
-        dropped += expert_fc2_inputs;  // the activation's output, fc2's input
-      }
+      const RecomputableBytes parts{
+          .core_attention =
+              kernel == AttentionKernel::unfused ? core_scores : core_scores + attention_output,
+          .up_projections =
+              element * tokens * ((heads + kv_heads) * head_dim + kv_heads * d.value_dim),
+          .mlp = fc1_input + element * tokens * gate * ffn + fc2_input,
+          .router_norm = element * norm_tokens * hidden,
+          .moe_activation = expert_fc2_inputs};
+      const double dropped = selectively_dropped_bytes(context, kind, parts);
       bytes.stored = full_layer - dropped;
       bytes.working = backward_buffers + dropped;
       break;

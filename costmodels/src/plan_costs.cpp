@@ -6,6 +6,8 @@
 #include <optional>
 #include <tuple>
 
+#include "communicator_temporaries.h"
+#include "stage_gradient_buckets.h"
 #include "strata/costmodels/collective_time.h"
 #include "strata/costmodels/framework_behaviour.h"
 #include "strata/costmodels/kernel_time.h"
@@ -84,92 +86,7 @@ double gradient_bytes_per_parameter(const schemas::Plan& plan) {
 
 namespace {
 
-// A stage's parameters split into buckets of `bucket_parameters`, the last one holding the rest:
-// how stacks that fill buckets parameter by parameter (Megatron-Core's DDP) cut them.
-std::vector<double> even_gradient_buckets(double parameters, double bucket_parameters) {
-  std::vector<double> buckets;
-  for (double remaining = parameters; remaining > 0; remaining -= bucket_parameters) {
-    buckets.push_back(std::min(remaining, bucket_parameters));
-  }
-  if (buckets.empty()) buckets.push_back(0);
-  return buckets;
-}
-
-// One bucket as priced: its elements, and whether it holds routed experts reduced apart.
-struct PricedBucket {
-  double elements = 0;
-  bool experts = false;
-};
-
-// The buckets Strata's executor forms on the first rank of `stage`'s tp, ep and etp groups, in
-// the order its backward completes them: layout/gradient_buckets.h, the rule the executor runs.
-std::vector<PricedBucket> executor_gradient_buckets(const schemas::Plan& plan,
-                                                    const schemas::PipelineStage& stage) {
-  std::vector<PricedBucket> buckets;
-  for (const layout::GradientBucket& bucket : layout::stage_gradient_buckets(plan, stage)) {
-    buckets.push_back({static_cast<double>(bucket.elements), bucket.experts});
-  }
-  if (buckets.empty()) buckets.push_back({});
-  std::reverse(buckets.begin(), buckets.end());
-  return buckets;
-}
-
-// Stacks that fill buckets parameter by parameter (Megatron-Core's DDP): the stage's dense
-// parameters in even buckets and, apart, the routed experts in buckets of their own (its expert
-// gradient buffer), completed through the backward alongside the dense ones: interleaved in
-// proportion.
-std::vector<PricedBucket> even_stage_buckets(const RankParameters& held, double bucket_parameters) {
-  const std::vector<double> dense = even_gradient_buckets(held.dense, bucket_parameters);
-  const std::vector<double> expert = held.expert > 0
-                                         ? even_gradient_buckets(held.expert, bucket_parameters)
-                                         : std::vector<double>{};
-  std::vector<PricedBucket> buckets;
-  std::size_t next_dense = 0, next_expert = 0;
-  while (next_dense < dense.size() || next_expert < expert.size()) {
-    const bool expert_next =
-        next_expert < expert.size() &&
-        (next_dense == dense.size() ||
-         static_cast<double>(next_expert) * static_cast<double>(dense.size()) <
-             static_cast<double>(next_dense) * static_cast<double>(expert.size()));
-    buckets.push_back(expert_next ? PricedBucket{expert[next_expert++], true}
-                                  : PricedBucket{dense[next_dense++], false});
-  }
-  return buckets;
-}
-
 using schemas::CommunicatorOperation;
-
-// The communicator's temporaries on each pipeline rank (zero without a measured ratio): what the
-// data-parallel all-reduces hold until the step waits for them, plus the largest a blocking
-// collective holds while it runs.
-class CommunicatorTemporaries {
- public:
-  CommunicatorTemporaries(const schemas::ClusterConfig& cluster, std::int64_t pipeline_ranks)
-      : cluster_(cluster),
-        held_until_step_(static_cast<std::size_t>(pipeline_ranks), 0.0),
-        largest_transient_(static_cast<std::size_t>(pipeline_ranks), 0.0) {}
-  void hold_until_step(std::size_t rank, CommunicatorOperation operation, double message_bytes) {
-    held_until_step_[rank] += bytes(operation, message_bytes);
-  }
-  void while_running(std::size_t rank, CommunicatorOperation operation, double message_bytes) {
-    largest_transient_[rank] = std::max(largest_transient_[rank], bytes(operation, message_bytes));
-  }
-  void while_running_on_every_rank(CommunicatorOperation operation, double message_bytes) {
-    for (std::size_t rank = 0; rank < largest_transient_.size(); ++rank) {
-      while_running(rank, operation, message_bytes);
-    }
-  }
-  double on_rank(std::size_t rank) const {
-    return held_until_step_[rank] + largest_transient_[rank];
-  }
-
- private:
-  double bytes(CommunicatorOperation operation, double message_bytes) const {
-    return cluster_.communicator_temporary_ratio(operation) * message_bytes;
-  }
-  const schemas::ClusterConfig& cluster_;
-  std::vector<double> held_until_step_, largest_transient_;
-};
 
 // One pipeline rank's optimizer step over `parameters` (its stages' `layers`): the passes over
 // memory as Megatron and both of Strata's backends run them, per parameter of the optimizer's
@@ -333,6 +250,210 @@ LayerCostSet layer_cost_set(const LayerContext& context) {
   return set;
 }
 
+namespace {
+
+// What pricing a plan's stages and ranks reads, fixed per plan: where its groups sit, how many
+// ranks sum each gradient and shard ZeRO's state, and the bytes a weight and a gradient take.
+struct PlanPricing {
+  const schemas::Plan& plan;
+  const MeshPlacement& groups;
+  const LayerContext& context;
+  const LayerCostSet& layers;
+  ParameterBreakdown counts;
+  FrameworkBehaviour framework;
+  // The model states' dtypes, and the bytes a weight is stored, gathered and sent in (the
+  // precision's, or fp32 under torch.autocast).
+  ModelStateDtypes states;
+  double weight_bytes = 0;
+  double gradient_bytes = 0;
+  double bucket_parameters = 0;
+  // Ranks that sum each gradient (dp·cp), and those one copy of ZeRO's state is sharded over
+  // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas);
+  // a MoE model's routed experts sum over the expert data-parallel group, sharded over its
+  // blocks.
+  double reducing_ranks = 0, dp_shards = 0, expert_reducing_ranks = 0, expert_shards = 0;
+  std::optional<GroupSpan> replica_span{};
+  bool all_reduced = false;
+  Collective reduction = Collective::reduce_scatter;
+
+  // A bucket's reduction: over the dp·cp group (its shard group and replicas from ZeRO-1 on), or
+  // for routed experts over the expert data-parallel group (its shard blocks).
+  double bucket_time_s(double bucket, bool experts) const {
+    const GroupSpan& span = all_reduced ? (experts ? groups.edp : groups.reduction)
+                                        : (experts ? groups.expert_zero_shard : groups.zero_shard);
+    double bucket_s = collective_time_s(plan.cluster, span, reduction, bucket * gradient_bytes);
+    if (!all_reduced && replica_span) {
+      bucket_s +=
+          collective_time_s(plan.cluster, *replica_span, Collective::all_reduce,
+                            bucket / (experts ? expert_shards : dp_shards) * gradient_bytes);
+    }
+    return bucket_s;
+  }
+};
+
+PlanPricing plan_pricing(const schemas::Plan& plan, const MeshPlacement& groups,
+                         const LayerContext& context, const LayerCostSet& layers) {
+  PlanPricing pricing{.plan = plan,
+                      .groups = groups,
+                      .context = context,
+                      .layers = layers,
+                      .counts = count_parameters(plan.model),
+                      .framework = framework_behaviour(plan.framework),
+                      .states = plan_model_state_dtypes(plan)};
+  pricing.weight_bytes = static_cast<double>(
+      adam_model_state_bytes(pricing.states.states, pricing.states.gradients).weights);
+  pricing.gradient_bytes = gradient_bytes_per_parameter(plan);
+  pricing.bucket_parameters = static_cast<double>(layout::gradient_bucket_elements(plan));
+  pricing.reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
+  pricing.dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
+  pricing.expert_reducing_ranks = static_cast<double>(plan.mesh.expert_dp());
+  pricing.expert_shards = static_cast<double>(plan.mesh.expert_zero_shards());
+  if (plan.mesh.zero_replicas() > 1) pricing.replica_span = groups.zero_replica;
+  pricing.all_reduced =
+      plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
+                               pricing.framework.zero1_bf16_gradients_all_reduced);
+  // Every framework issues a bucket's all-reduce non-blocking (it overlaps the backward, or the
+  // buckets go out together); a tier that timed that form prices it by its own curve.
+  pricing.reduction =
+      pricing.all_reduced ? Collective::all_reduce_non_blocking : Collective::reduce_scatter;
+  return pricing;
+}
+
+// What each pipeline rank holds over its stages.
+struct RankHoldings {
+  double dense_parameters = 0;
+  double expert_parameters = 0;
+  double linear_weights = 0;  // quantised GEMMs only: what the step casts
+  double layers = 0;
+};
+
+// A stage's gradient buckets and what their collectives hold on its pipeline rank.
+void price_stage_buckets(const PlanPricing& pricing, const schemas::PipelineStage& stage,
+                         const RankParameters& held, std::size_t rank_of_stage,
+                         StageBucketTimes& bucket_times, CommunicatorTemporaries& temporaries,
+                         StageCosts& stage_costs) {
+  const schemas::Plan& plan = pricing.plan;
+  const StageBucketTimes::Times& times = bucket_times.of(
+      plan, stage, held, !pricing.framework.gradient_buckets_close_at_units,
+      pricing.bucket_parameters,
+      [&](double elements, bool experts) { return pricing.bucket_time_s(elements, experts); });
+  stage_costs.gradient_buckets_s = times.times_s;
+  if (pricing.all_reduced) {
+    // Every bucket's non-blocking all-reduce is waited for only before the step.
+    temporaries.hold_until_step(rank_of_stage, CommunicatorOperation::all_reduce_non_blocking,
+                                stage_costs.parameters * pricing.gradient_bytes);
+  } else {
+    temporaries.while_running(rank_of_stage, CommunicatorOperation::reduce_scatter,
+                              times.largest * pricing.gradient_bytes);
+  }
+  if (plan.zero_stage == 1 || plan.zero_stage == 2) {
+    // The updated weights gathered back after the step, bucket by bucket.
+    temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather,
+                              times.largest * pricing.weight_bytes);
+  }
+}
+
+// ZeRO-3's gathers of a stage's weights: what they hold and, gathered at once, how long they
+// take.
+void price_stage_unshard(const PlanPricing& pricing, const schemas::PipelineStage& stage,
+                         const RankParameters& held, std::size_t rank_of_stage,
+                         CommunicatorTemporaries& temporaries, StageCosts& stage_costs) {
+  const schemas::Plan& plan = pricing.plan;
+  const ParameterBreakdown& counts = pricing.counts;
+  if (pricing.context.zero3_layer_gathers) {
+    // Gathered and reduce-scattered layer by layer inside the passes (transformer_layer_costs.cpp):
+    // what is held is the layer running and the one prefetched, or the embedding or head if
+    // larger.
+    const double largest = std::max(
+        {largest_layer_parameters_on_rank(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp),
+         stage.embedding
+             ? static_cast<double>(counts.token_embedding) / static_cast<double>(plan.mesh.tp)
+             : 0.0,
+         stage.lm_head ? static_cast<double>(counts.lm_head) / static_cast<double>(plan.mesh.tp)
+                       : 0.0});
+    stage_costs.unshard_bytes = 2 * largest * pricing.weight_bytes;
+  } else if (plan.zero_stage == 3) {
+    stage_costs.unshard_bytes = stage_costs.parameters * pricing.weight_bytes;
+    stage_costs.unshard_s =
+        collective_time_s(plan.cluster, pricing.groups.zero_shard, Collective::all_gather,
+                          held.dense * pricing.weight_bytes) +
+        collective_time_s(plan.cluster, pricing.groups.expert_zero_shard, Collective::all_gather,
+                          held.expert * pricing.weight_bytes);
+  }
+  if (stage_costs.unshard_bytes > 0) {
+    // The stage's weights at once, or layer by layer (half of what is held).
+    const double gathered = pricing.context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2
+                                                                : stage_costs.unshard_bytes;
+    temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather, gathered);
+  }
+}
+
+// Each pipeline rank's model states and optimizer step over what it holds.
+void price_rank_states(const PlanPricing& pricing, const std::vector<RankHoldings>& holdings,
+                       PlanCosts& costs) {
+  const schemas::Plan& plan = pricing.plan;
+  const ModelStateDtypes& states = pricing.states;
+  for (std::size_t rank = 0; rank < holdings.size(); ++rank) {
+    const RankHoldings& held = holdings[rank];
+    RankStateMemory state = rank_state_memory(states.states, states.gradients, plan.zero_stage,
+                                              pricing.dp_shards, held.dense_parameters);
+    costs.optimizer_step_s[rank] = optimizer_step_time_s(
+        plan, pricing.groups.zero_shard, pricing.dp_shards, pricing.weight_bytes,
+        held.dense_parameters, held.linear_weights, held.layers);
+    if (held.expert_parameters > 0) {
+      const RankStateMemory experts =
+          rank_state_memory(states.states, states.gradients, plan.zero_stage, pricing.expert_shards,
+                            held.expert_parameters);
+      state.weights_bytes += experts.weights_bytes;
+      state.gradients_bytes += experts.gradients_bytes;
+      state.optimizer_bytes += experts.optimizer_bytes;
+      costs.optimizer_step_s[rank] +=
+          optimizer_step_time_s(plan, pricing.groups.expert_zero_shard, pricing.expert_shards,
+                                pricing.weight_bytes, held.expert_parameters, 0, 0);
+    }
+    costs.rank_states[rank] = state;
+  }
+}
+
+// The communicator's temporaries of the collectives every micro-batch runs on every rank: the
+// pipeline's sends of `boundary_bytes` and tp's collectives over the micro-batch's activations.
+void hold_pass_temporaries(const PlanPricing& pricing, double boundary_bytes,
+                           CommunicatorTemporaries& temporaries) {
+  const schemas::Plan& plan = pricing.plan;
+  if (plan.mesh.pp > 1) {
+    temporaries.while_running_on_every_rank(CommunicatorOperation::send_receive, boundary_bytes);
+  }
+  if (plan.mesh.tp > 1) {
+    // Each layer's activation all-reduce (or, with sequence parallelism, its reduce-scatter and
+    // all-gather) over the micro-batch's tokens.
+    const double activation = pricing.context.local_tokens() *
+                              static_cast<double>(plan.model.hidden_size) *
+                              pricing.context.activation_bytes();
+    if (pricing.context.sequence_parallel) {
+      temporaries.while_running_on_every_rank(CommunicatorOperation::reduce_scatter, activation);
+      temporaries.while_running_on_every_rank(CommunicatorOperation::all_gather, activation);
+    } else {
+      temporaries.while_running_on_every_rank(CommunicatorOperation::all_reduce, activation);
+    }
+  }
+}
+
+// The first and last pipeline ranks sum the tied word embedding's gradient (a blocking
+// all-reduce, after every backward of the step).
+void price_tied_embedding(const PlanPricing& pricing, CommunicatorTemporaries& temporaries,
+                          PlanCosts& costs) {
+  const schemas::Plan& plan = pricing.plan;
+  const double bytes = static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) /
+                       static_cast<double>(plan.mesh.tp) * pricing.gradient_bytes;
+  costs.tied_embedding_grad_s =
+      collective_time_s(plan.cluster, pricing.groups.embedding_pair, Collective::all_reduce, bytes);
+  for (const std::size_t rank : {std::size_t{0}, static_cast<std::size_t>(plan.mesh.pp - 1)}) {
+    temporaries.while_running(rank, CommunicatorOperation::all_reduce, bytes);
+  }
+}
+
+}  // namespace
+
 PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers, CostDetail detail,
                      const MeshPlacement* placement) {
   const bool full = detail == CostDetail::full;
@@ -340,224 +461,65 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
       placement ? MeshPlacement{} : mesh_placement(plan.cluster, plan.mesh, plan.model);
   const MeshPlacement& groups = placement ? *placement : own_placement;
   const LayerContext context = layer_context(plan, &groups);
-  const ParameterBreakdown counts = count_parameters(plan.model);
-  const schemas::ClusterConfig& cluster = plan.cluster;
-  const std::int64_t pp = plan.mesh.pp;
-  const double element = context.activation_bytes();
-  // The model states' dtypes, and the bytes a weight is stored, gathered and sent in (the
-  // precision's, or fp32 under torch.autocast).
-  const ModelStateDtypes states = plan_model_state_dtypes(plan);
-  const double weight_bytes =
-      static_cast<double>(adam_model_state_bytes(states.states, states.gradients).weights);
-  // Ranks that sum each gradient (dp·cp), and those one copy of ZeRO's state is sharded over
-  // (fewer under hybrid sharding, whose reduced shards are then all-reduced over the replicas).
-  const double reducing_ranks = static_cast<double>(plan.mesh.dp * plan.mesh.cp);
-  const double dp_shards = static_cast<double>(plan.mesh.zero_shard_dp() * plan.mesh.cp);
-  // Where each group sits (mesh_placement.h): the reduction's, the shard group's and the
-  // replicas' for the gradient buckets and the optimizer step's gathers.
-  const GroupSpan& reduction_span = groups.reduction;
-  const GroupSpan& dp_span = groups.zero_shard;
-  const std::optional<GroupSpan> replica_span =
-      plan.mesh.zero_replicas() > 1 ? std::optional<GroupSpan>(groups.zero_replica) : std::nullopt;
-  // A MoE model's routed experts: their gradients summed over the expert data-parallel group,
-  // their ZeRO state sharded over its blocks.
-  const double expert_reducing_ranks = static_cast<double>(plan.mesh.expert_dp());
-  const double expert_shards = static_cast<double>(plan.mesh.expert_zero_shards());
-  const GroupSpan& expert_reduction_span = groups.edp;
-  const GroupSpan& expert_shard_span = groups.expert_zero_shard;
-  const int pp_tier = groups.pp_tier;
-
-  PlanCosts costs;
-  costs.capacity_bytes = static_cast<double>(cluster.usable_memory_bytes());
-  costs.dp_overlap_slowdown = cluster.gpu.compute_slowdown_under_communication;
-
   // Per-layer costs are the same for every layer: computed once (or handed in by a caller that
   // caches them across plans).
   const LayerCostSet computed = given_layers ? LayerCostSet{} : layer_cost_set(context);
   const LayerCostSet& layers = given_layers ? *given_layers : computed;
+  const PlanPricing pricing = plan_pricing(plan, groups, context, layers);
+  const std::int64_t pp = plan.mesh.pp;
 
-  const FrameworkBehaviour framework = framework_behaviour(plan.framework);
+  PlanCosts costs;
+  costs.capacity_bytes = static_cast<double>(plan.cluster.usable_memory_bytes());
+  costs.dp_overlap_slowdown = plan.cluster.gpu.compute_slowdown_under_communication;
+
   // Activations cross a stage boundary split across tp (Megatron scatters them before the send
   // and gathers after, or they are already split under sequence parallelism) — unless the stack
   // sends the tensor each tp rank holds, which without sequence parallelism is all of it.
-  const bool split_send = !framework.pipeline_sends_whole_activations || context.sequence_parallel;
-  const double boundary_bytes = context.local_tokens() *
-                                static_cast<double>(plan.model.hidden_size) * element /
-                                (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
-  const double send_s = pp > 1 ? point_to_point_time_s(cluster, pp_tier, boundary_bytes) : 0;
-  const double gradient_bytes = gradient_bytes_per_parameter(plan);
-  const double bucket_parameters = static_cast<double>(layout::gradient_bucket_elements(plan));
-  const bool all_reduced =
-      plan.zero_stage == 0 || (plan.zero_stage == 1 && plan.precision == schemas::Dtype::bf16 &&
-                               framework.zero1_bf16_gradients_all_reduced);
-  // Every framework issues a bucket's all-reduce non-blocking (it overlaps the backward, or the
-  // buckets go out together); a tier that timed that form prices it by its own curve.
-  const Collective reduction =
-      all_reduced ? Collective::all_reduce_non_blocking : Collective::reduce_scatter;
-
-  CommunicatorTemporaries temporaries(cluster, pp);
-  if (pp > 1) {
-    temporaries.while_running_on_every_rank(CommunicatorOperation::send_receive, boundary_bytes);
-  }
-  if (plan.mesh.tp > 1) {
-    // Each layer's activation all-reduce (or, with sequence parallelism, its reduce-scatter and
-    // all-gather) over the micro-batch's tokens.
-    const double activation =
-        context.local_tokens() * static_cast<double>(plan.model.hidden_size) * element;
-    if (context.sequence_parallel) {
-      temporaries.while_running_on_every_rank(CommunicatorOperation::reduce_scatter, activation);
-      temporaries.while_running_on_every_rank(CommunicatorOperation::all_gather, activation);
-    } else {
-      temporaries.while_running_on_every_rank(CommunicatorOperation::all_reduce, activation);
-    }
-  }
+  const bool split_send =
+      !pricing.framework.pipeline_sends_whole_activations || context.sequence_parallel;
+  const double boundary_bytes =
+      context.local_tokens() * static_cast<double>(plan.model.hidden_size) *
+      context.activation_bytes() / (split_send ? static_cast<double>(plan.mesh.tp) : 1.0);
+  const double send_s =
+      pp > 1 ? point_to_point_time_s(plan.cluster, groups.pp_tier, boundary_bytes) : 0;
+  CommunicatorTemporaries temporaries(plan.cluster, pp);
+  hold_pass_temporaries(pricing, boundary_bytes, temporaries);
 
   const std::size_t num_stages = plan.stages.size();
   costs.stages.resize(num_stages);
   costs.rank_states.assign(static_cast<std::size_t>(pp), {});
   costs.optimizer_step_s.assign(static_cast<std::size_t>(pp), 0.0);
-  using BucketKey = std::tuple<std::vector<bool>, bool, bool>;
-  struct StageBuckets {
-    BucketKey key;
-    std::vector<double> times_s;
-    double largest = 0;  // parameters of the largest bucket
-  };
-  std::vector<StageBuckets> bucket_times;
+  StageBucketTimes bucket_times;
   // What each pipeline rank holds over its stages (one allocation: this runs per candidate).
-  struct RankHoldings {
-    double dense_parameters = 0;
-    double expert_parameters = 0;
-    double linear_weights = 0;  // quantised GEMMs only: what the step casts
-    double layers = 0;
-  };
   std::vector<RankHoldings> rank_holdings(static_cast<std::size_t>(pp));
-  // A bucket's reduction: over the dp·cp group (its shard group and replicas from ZeRO-1 on), or
-  // for routed experts over the expert data-parallel group (its shard blocks).
-  const auto bucket_time_s = [&](double bucket, bool experts) {
-    const GroupSpan& span = all_reduced ? (experts ? expert_reduction_span : reduction_span)
-                                        : (experts ? expert_shard_span : dp_span);
-    double bucket_s = collective_time_s(cluster, span, reduction, bucket * gradient_bytes);
-    if (!all_reduced && replica_span) {
-      bucket_s +=
-          collective_time_s(cluster, *replica_span, Collective::all_reduce,
-                            bucket / (experts ? expert_shards : dp_shards) * gradient_bytes);
-    }
-    return bucket_s;
-  };
   for (std::size_t s = 0; s < num_stages; ++s) {
     const schemas::PipelineStage& stage = plan.stages[s];
     StageCosts& stage_costs = costs.stages[s];
     add_stage_passes(plan, context, layers, s, stage_costs);
-    const RankParameters held = stage_parameters(plan.model, counts, plan.mesh, stage);
+    const RankParameters held = stage_parameters(plan.model, pricing.counts, plan.mesh, stage);
     stage_costs.parameters = held.total();
     stage_costs.expert_parameters = held.expert;
     if (s + 1 < num_stages) stage_costs.send_forward_s = send_s;
     if (s > 0) stage_costs.send_backward_s = send_s;
 
     const std::size_t rank_of_stage = s % static_cast<std::size_t>(pp);
-    if (full && (reducing_ranks > 1 || (held.expert > 0 && expert_reducing_ranks > 1)) &&
-        !context.zero3_layer_gathers) {
-      // A stage's buckets and their times depend on the stage only through which of its layers
-      // are MoE layers and whether it holds the embedding or the head: most stages of a deep
-      // pipeline share them.
-      BucketKey key{{}, stage.embedding, stage.lm_head};
-      for (std::int64_t layer = stage.first_layer; layer < stage.first_layer + stage.num_layers;
-           ++layer) {
-        std::get<0>(key).push_back(moe_layers_in(plan.model, layer, 1) == 1);
-      }
-      auto same = std::find_if(bucket_times.begin(), bucket_times.end(),
-                               [&](const StageBuckets& entry) { return entry.key == key; });
-      if (same == bucket_times.end()) {
-        const std::vector<PricedBucket> buckets = framework.gradient_buckets_close_at_units
-                                                      ? executor_gradient_buckets(plan, stage)
-                                                      : even_stage_buckets(held, bucket_parameters);
-        StageBuckets computed{key, {}, 0};
-        for (const PricedBucket& bucket : buckets) {
-          computed.largest = std::max(computed.largest, bucket.elements);
-          computed.times_s.push_back(bucket_time_s(bucket.elements, bucket.experts));
-        }
-        bucket_times.push_back(std::move(computed));
-        same = std::prev(bucket_times.end());
-      }
-      stage_costs.gradient_buckets_s = same->times_s;
-      if (all_reduced) {
-        // Every bucket's non-blocking all-reduce is waited for only before the step.
-        temporaries.hold_until_step(rank_of_stage, CommunicatorOperation::all_reduce_non_blocking,
-                                    stage_costs.parameters * gradient_bytes);
-      } else {
-        temporaries.while_running(rank_of_stage, CommunicatorOperation::reduce_scatter,
-                                  same->largest * gradient_bytes);
-      }
-      if (plan.zero_stage == 1 || plan.zero_stage == 2) {
-        // The updated weights gathered back after the step, bucket by bucket.
-        temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather,
-                                  same->largest * weight_bytes);
-      }
+    const bool reduced =
+        pricing.reducing_ranks > 1 || (held.expert > 0 && pricing.expert_reducing_ranks > 1);
+    if (full && reduced && !context.zero3_layer_gathers) {
+      price_stage_buckets(pricing, stage, held, rank_of_stage, bucket_times, temporaries,
+                          stage_costs);
     }
-    if (full && context.zero3_layer_gathers) {
-      // Gathered and reduce-scattered layer by layer inside the passes (transformer_layer_costs.cpp): what is
-      // held is the layer running and the one prefetched, or the embedding or head if larger.
-      const double largest = std::max(
-          {largest_layer_parameters_on_rank(counts, plan.mesh.tp, plan.mesh.ep, plan.mesh.etp),
-           stage.embedding
-               ? static_cast<double>(counts.token_embedding) / static_cast<double>(plan.mesh.tp)
-               : 0.0,
-           stage.lm_head ? static_cast<double>(counts.lm_head) / static_cast<double>(plan.mesh.tp)
-                         : 0.0});
-      stage_costs.unshard_bytes = 2 * largest * weight_bytes;
-    } else if (full && plan.zero_stage == 3) {
-      stage_costs.unshard_bytes = stage_costs.parameters * weight_bytes;
-      stage_costs.unshard_s =
-          collective_time_s(cluster, dp_span, Collective::all_gather, held.dense * weight_bytes) +
-          collective_time_s(cluster, expert_shard_span, Collective::all_gather,
-                            held.expert * weight_bytes);
-    }
-    if (stage_costs.unshard_bytes > 0) {
-      // ZeRO-3's gathers: the stage's weights at once, or layer by layer (half of what is held).
-      const double gathered =
-          context.zero3_layer_gathers ? stage_costs.unshard_bytes / 2 : stage_costs.unshard_bytes;
-      temporaries.while_running(rank_of_stage, CommunicatorOperation::all_gather, gathered);
-    }
+    if (full) price_stage_unshard(pricing, stage, held, rank_of_stage, temporaries, stage_costs);
     RankHoldings& holdings = rank_holdings[rank_of_stage];
     holdings.dense_parameters += held.dense;
     holdings.expert_parameters += held.expert;
     if (schemas::quantises_gemms(plan.precision)) {
-      holdings.linear_weights += stage_linear_weights(plan, counts, stage, held.expert);
+      holdings.linear_weights += stage_linear_weights(plan, pricing.counts, stage, held.expert);
     }
     holdings.layers += static_cast<double>(stage.num_layers);
   }
-
-  for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
-    const RankHoldings& holdings = rank_holdings[rank];
-    RankStateMemory state = rank_state_memory(states.states, states.gradients, plan.zero_stage,
-                                              dp_shards, holdings.dense_parameters);
-    costs.optimizer_step_s[rank] =
-        optimizer_step_time_s(plan, dp_span, dp_shards, weight_bytes, holdings.dense_parameters,
-                              holdings.linear_weights, holdings.layers);
-    if (holdings.expert_parameters > 0) {
-      const RankStateMemory experts =
-          rank_state_memory(states.states, states.gradients, plan.zero_stage, expert_shards,
-                            holdings.expert_parameters);
-      state.weights_bytes += experts.weights_bytes;
-      state.gradients_bytes += experts.gradients_bytes;
-      state.optimizer_bytes += experts.optimizer_bytes;
-      costs.optimizer_step_s[rank] += optimizer_step_time_s(
-          plan, expert_shard_span, expert_shards, weight_bytes, holdings.expert_parameters, 0, 0);
-    }
-    costs.rank_states[rank] = state;
-  }
-
-  if (plan.model.tied_embeddings && pp > 1) {
-    const double bytes = static_cast<double>(plan.model.vocab_size * plan.model.hidden_size) /
-                         static_cast<double>(plan.mesh.tp) * gradient_bytes;
-    costs.tied_embedding_grad_s =
-        collective_time_s(cluster, groups.embedding_pair, Collective::all_reduce, bytes);
-    // The first and last pipeline ranks sum the word embedding's gradient (a blocking
-    // all-reduce, after every backward of the step).
-    for (const std::size_t rank : {std::size_t{0}, static_cast<std::size_t>(pp - 1)}) {
-      temporaries.while_running(rank, CommunicatorOperation::all_reduce, bytes);
-    }
-  }
+  price_rank_states(pricing, rank_holdings, costs);
+  if (plan.model.tied_embeddings && pp > 1) price_tied_embedding(pricing, temporaries, costs);
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
     costs.rank_states[rank].communicator_bytes = temporaries.on_rank(rank);
   }

@@ -41,6 +41,24 @@ std::vector<std::pair<std::int32_t, std::int32_t>> expert_meshes_of(
   return meshes;
 }
 
+// The ZeRO stages and shard groups of a mesh: ZeRO over all of dp, and from ZeRO-1 on hybrid
+// sharding within one node (FSDP2's HSDP, Megatron's distributed-optimizer instances) where dp
+// spans several (`node_shard` > 0). Where dp·cp = 1 the dense state has no data-parallel ranks to
+// shard over: ZeRO is left out of the search (a mixture of experts' state could still shard over
+// tp's expert data-parallel ranks; the search does not try it).
+std::vector<std::pair<int, std::int64_t>> zero_shardings(std::int64_t data_parallel_ranks,
+                                                         std::int64_t node_shard,
+                                                         schemas::TrainingFramework framework) {
+  std::vector<std::pair<int, std::int64_t>> shardings{{0, 0}};
+  for (int zero = 1; zero <= 3 && data_parallel_ranks > 1; ++zero) {
+    shardings.emplace_back(zero, 0);
+    // Megatron-LM's FSDP2 path has no hybrid form (megatron_arguments.h).
+    const bool expressible = zero < 3 || framework == schemas::TrainingFramework::strata;
+    if (expressible && node_shard > 0) shardings.emplace_back(zero, node_shard);
+  }
+  return shardings;
+}
+
 }  // namespace
 
 std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
@@ -100,19 +118,8 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
           const std::optional<schemas::PlanRefusal> interleaving_refusal =
               schemas::schedule_refusal(ScheduleType::interleaved_one_f_one_b, chunked, batch);
           for (std::int16_t order : placements) {
-            // ZeRO over all of dp, and from ZeRO-1 on hybrid sharding within one node (FSDP2's
-            // HSDP, Megatron's distributed-optimizer instances) where dp spans several. Where
-            // dp·cp = 1 the dense state has no data-parallel ranks to shard over: ZeRO is left
-            // out of the search (a mixture of experts' state could still shard over tp's expert
-            // data-parallel ranks; the search does not try it).
-            std::vector<std::pair<int, std::int64_t>> shardings{{0, 0}};
-            for (int zero = 1; zero <= 3 && dp * cp > 1; ++zero) {
-              shardings.emplace_back(zero, 0);
-              // Megatron-LM's FSDP2 path has no hybrid form (megatron_arguments.h).
-              const bool expressible =
-                  zero < 3 || options.framework == schemas::TrainingFramework::strata;
-              if (expressible && node_shard > 0) shardings.emplace_back(zero, node_shard);
-            }
+            const std::vector<std::pair<int, std::int64_t>> shardings =
+                zero_shardings(dp * cp, node_shard, options.framework);
             for (const auto& [zero, dp_shard] : shardings) {
               for (RecomputeGranularity recompute :
                    {RecomputeGranularity::none, RecomputeGranularity::selective,

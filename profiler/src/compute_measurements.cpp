@@ -221,6 +221,30 @@ void add_sample(ComputeMeasurements& result, std::string kernel, double bytes,
   result.elementwise.push_back({std::move(kernel), bytes, special_functions, 0, timing});
 }
 
+// AdamW over a layer's worth of parameters and over a whole small model's (a GPU's: a whole
+// GPT-2 124M and more).
+void measure_adamw(const ProfileSettings& settings, const Backend& backend,
+                   ComputeMeasurements& result) {
+  const int repeats = settings.repeats;
+  const std::vector<std::int64_t> parameter_counts =
+      backend.gpu() ? std::vector<std::int64_t>{std::int64_t{1} << 24, std::int64_t{1} << 27}
+                    : std::vector<std::int64_t>{std::int64_t{1} << 20, std::int64_t{1} << 23};
+  for (const std::int64_t parameters : parameter_counts) {
+    check_interrupt(settings);
+    settings.report(fmt::format("AdamW over {} parameters", parameters));
+    Tensor values = backend.random_float({parameters}, 11);
+    const Tensor gradient = backend.random_float({parameters}, 12);
+    Tensor first = backend.zeros_float({parameters}), second = backend.zeros_float({parameters});
+    std::int64_t step = 0;
+    // Reads value, gradient and both moments; writes value and both moments.
+    add_sample(
+        result, "adamw", 7 * kFloatBytes * static_cast<double>(parameters), 0,
+        backend.time(
+            [&] { executor::adamw_update(values, gradient, first, second, 1e-4, 0.1, ++step, {}); },
+            repeats));
+  }
+}
+
 void measure_elementwise(const ProfileSettings& settings, const Backend& backend,
                          ComputeMeasurements& result) {
   std::vector<ElementwiseShape> shapes;
@@ -326,25 +350,7 @@ void measure_elementwise(const ProfileSettings& settings, const Backend& backend
                      repeats));
     }
   }
-  // AdamW over a layer's worth of parameters and over a whole small model's (a GPU's: a whole
-  // GPT-2 124M and more).
-  const std::vector<std::int64_t> parameter_counts =
-      backend.gpu() ? std::vector<std::int64_t>{std::int64_t{1} << 24, std::int64_t{1} << 27}
-                    : std::vector<std::int64_t>{std::int64_t{1} << 20, std::int64_t{1} << 23};
-  for (const std::int64_t parameters : parameter_counts) {
-    check_interrupt(settings);
-    settings.report(fmt::format("AdamW over {} parameters", parameters));
-    Tensor values = backend.random_float({parameters}, 11);
-    const Tensor gradient = backend.random_float({parameters}, 12);
-    Tensor first = backend.zeros_float({parameters}), second = backend.zeros_float({parameters});
-    std::int64_t step = 0;
-    // Reads value, gradient and both moments; writes value and both moments.
-    add_sample(
-        result, "adamw", 7 * kFloatBytes * static_cast<double>(parameters), 0,
-        backend.time(
-            [&] { executor::adamw_update(values, gradient, first, second, 1e-4, 0.1, ++step, {}); },
-            repeats));
-  }
+  measure_adamw(settings, backend, result);
 }
 
 // What the first rank of a cp group of 2 computes of `whole`'s attention: its two chunks of each

@@ -313,69 +313,75 @@ void validate_cluster(const ClusterConfig& cluster, const JsonLocation& location
   }
 }
 
-nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
+namespace {
+
+// The "gpu" object of a cluster document.
+nlohmann::json gpu_profile_to_json(const GpuProfile& profile) {
   nlohmann::json peaks = nlohmann::json::object();
-  for (const auto& [dtype, tflops] : cluster.gpu.peak_dense_tflops) {
+  for (const auto& [dtype, tflops] : profile.peak_dense_tflops) {
     peaks[std::string(name_of(dtype, kDtypeNames))] = tflops;
   }
-  nlohmann::json gpu = {{"name", cluster.gpu.name},
-                        {"memory_bytes", cluster.gpu.memory_bytes},
+  nlohmann::json gpu = {{"name", profile.name},
+                        {"memory_bytes", profile.memory_bytes},
                         {"peak_dense_tflops", peaks},
-                        {"hbm_bandwidth_gb_per_s", cluster.gpu.hbm_bandwidth_gb_per_s}};
-  if (cluster.gpu.description) gpu["description"] = *cluster.gpu.description;
-  if (!cluster.gpu.gemm_efficiency_by_flops.empty()) {
-    gpu["gemm_efficiency"] =
-        efficiency_curve_to_json(cluster.gpu.gemm_efficiency_by_flops, "flops");
+                        {"hbm_bandwidth_gb_per_s", profile.hbm_bandwidth_gb_per_s}};
+  if (profile.description) gpu["description"] = *profile.description;
+  if (!profile.gemm_efficiency_by_flops.empty()) {
+    gpu["gemm_efficiency"] = efficiency_curve_to_json(profile.gemm_efficiency_by_flops, "flops");
   }
-  if (!cluster.gpu.hbm_efficiency_by_bytes.empty()) {
-    gpu["hbm_efficiency"] = efficiency_curve_to_json(cluster.gpu.hbm_efficiency_by_bytes, "bytes");
+  if (!profile.hbm_efficiency_by_bytes.empty()) {
+    gpu["hbm_efficiency"] = efficiency_curve_to_json(profile.hbm_efficiency_by_bytes, "bytes");
   }
-  if (!cluster.gpu.gemm_dtype_efficiency.empty()) {
+  if (!profile.gemm_dtype_efficiency.empty()) {
     nlohmann::json factors = nlohmann::json::object();
-    for (const auto& [dtype, fraction] : cluster.gpu.gemm_dtype_efficiency) {
+    for (const auto& [dtype, fraction] : profile.gemm_dtype_efficiency) {
       factors[std::string(name_of(dtype, kDtypeNames))] = fraction;
     }
     gpu["gemm_dtype_efficiency"] = factors;
   }
-  if (cluster.gpu.streaming_multiprocessors) {
-    gpu["streaming_multiprocessors"] = *cluster.gpu.streaming_multiprocessors;
+  if (profile.streaming_multiprocessors) {
+    gpu["streaming_multiprocessors"] = *profile.streaming_multiprocessors;
   }
-  if (cluster.gpu.gemm_tiles) {
-    const GemmTileModel& tiles = *cluster.gpu.gemm_tiles;
+  if (profile.gemm_tiles) {
+    const GemmTileModel& tiles = *profile.gemm_tiles;
     gpu["gemm_tiles"] = {{"rows", tiles.rows},
                          {"columns", tiles.columns},
                          {"k_overhead", tiles.k_overhead},
                          {"fixed_us", tiles.fixed_us},
                          {"efficiency", tiles.efficiency}};
   }
-  if (cluster.gpu.attention_efficiency) {
-    gpu["attention_efficiency"] = *cluster.gpu.attention_efficiency;
+  if (profile.attention_efficiency) {
+    gpu["attention_efficiency"] = *profile.attention_efficiency;
   }
-  if (cluster.gpu.context_parallel_attention_efficiency) {
-    gpu["context_parallel_attention_efficiency"] =
-        *cluster.gpu.context_parallel_attention_efficiency;
+  if (profile.context_parallel_attention_efficiency) {
+    gpu["context_parallel_attention_efficiency"] = *profile.context_parallel_attention_efficiency;
   }
-  if (cluster.gpu.special_function_tops) {
-    gpu["special_function_tops"] = *cluster.gpu.special_function_tops;
+  if (profile.special_function_tops) {
+    gpu["special_function_tops"] = *profile.special_function_tops;
   }
-  if (cluster.gpu.random_number_tops) {
-    gpu["random_number_tops"] = *cluster.gpu.random_number_tops;
+  if (profile.random_number_tops) {
+    gpu["random_number_tops"] = *profile.random_number_tops;
   }
-  if (cluster.gpu.unaligned_gemm_efficiency) {
-    gpu["unaligned_gemm_efficiency"] = *cluster.gpu.unaligned_gemm_efficiency;
+  if (profile.unaligned_gemm_efficiency) {
+    gpu["unaligned_gemm_efficiency"] = *profile.unaligned_gemm_efficiency;
   }
-  if (cluster.gpu.unfused_attention_efficiency) {
-    gpu["unfused_attention_efficiency"] = *cluster.gpu.unfused_attention_efficiency;
+  if (profile.unfused_attention_efficiency) {
+    gpu["unfused_attention_efficiency"] = *profile.unfused_attention_efficiency;
   }
-  if (cluster.gpu.kernel_launch_us) gpu["kernel_launch_us"] = *cluster.gpu.kernel_launch_us;
-  if (cluster.gpu.eager_issue_us_per_kernel) {
-    gpu["eager_issue_us_per_kernel"] = *cluster.gpu.eager_issue_us_per_kernel;
+  if (profile.kernel_launch_us) gpu["kernel_launch_us"] = *profile.kernel_launch_us;
+  if (profile.eager_issue_us_per_kernel) {
+    gpu["eager_issue_us_per_kernel"] = *profile.eager_issue_us_per_kernel;
   }
-  if (cluster.gpu.compute_slowdown_under_communication > 0) {
-    gpu["compute_slowdown_under_communication"] = cluster.gpu.compute_slowdown_under_communication;
+  if (profile.compute_slowdown_under_communication > 0) {
+    gpu["compute_slowdown_under_communication"] = profile.compute_slowdown_under_communication;
   }
+  return gpu;
+}
+
+// The "network_tiers" array of a cluster document, inside out.
+nlohmann::json network_tiers_to_json(const std::vector<NetworkTier>& network_tiers) {
   nlohmann::json tiers = nlohmann::json::array();
-  for (const NetworkTier& tier : cluster.network_tiers) {
+  for (const NetworkTier& tier : network_tiers) {
     nlohmann::json entry = {{"name", tier.name},
                             {"scope_gpus", tier.scope_gpus},
                             {"bandwidth_gb_per_s", tier.bandwidth_gb_per_s},
@@ -400,14 +406,20 @@ nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
     }
     tiers.push_back(entry);
   }
+  return tiers;
+}
+
+}  // namespace
+
+nlohmann::json cluster_to_json(const ClusterConfig& cluster) {
   nlohmann::json document = {
       {kSchemaVersionKey, kClusterSchemaVersion},
       {kKindKey, "cluster"},
       {"name", cluster.name},
       {"nodes", cluster.nodes},
       {"gpus_per_node", cluster.gpus_per_node},
-      {"gpu", gpu},
-      {"network_tiers", tiers},
+      {"gpu", gpu_profile_to_json(cluster.gpu)},
+      {"network_tiers", network_tiers_to_json(cluster.network_tiers)},
       {"reserved_memory",
        {{"cuda_context_bytes", cluster.reserved_memory.cuda_context_bytes},
         {"nccl_buffers_bytes", cluster.reserved_memory.nccl_buffers_bytes},
