@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "layer_pass_parts.h"
@@ -80,9 +81,9 @@ namespace {
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 
 using detail::beside_compute_s;
-using detail::Zero3Collectives;
 using detail::charge_host_issue;
 using detail::zero3_collectives;
+using detail::Zero3Collectives;
 using schemas::Dtype;
 using schemas::RecomputeGranularity;
 
@@ -162,6 +163,33 @@ LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
 LayerContext layer_cost_key(LayerContext context) {
   if (context.cp_comm == schemas::ContextParallelComm::ring) context.cp_span = {};
   return context;
+}
+
+bool is_layer_cost_key(const LayerContext& context) {
+  return context.cp_comm != schemas::ContextParallelComm::ring || context.cp_span == GroupSpan{};
+}
+
+std::size_t LayerCostKeyHash::operator()(const LayerContext& key) const {
+  std::size_t hash = 0;
+  const auto mix = [&hash](std::int64_t value) {
+    // boost::hash_combine's mixing step.
+    hash ^= std::hash<std::int64_t>{}(value) + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+  };
+  mix(key.tp);
+  mix(key.cp);
+  mix(key.ep);
+  mix(key.etp);
+  mix(key.micro_batch_size);
+  mix(static_cast<std::int64_t>(key.recompute));
+  mix(static_cast<std::int64_t>(key.cp_comm));
+  mix(key.sequence_parallel + 2 * key.zero3_layer_gathers + 4 * key.ep_comm_overlap);
+  mix(key.cp_tier);
+  for (const GroupSpan* span : {&key.tp_span, &key.cp_span, &key.dp_span, &key.ep_span,
+                                &key.etp_span, &key.expert_zero_span}) {
+    mix(span->size);
+    mix(span->outermost_tier());
+  }
+  return hash;
 }
 
 LayerContext layer_context(const schemas::Plan& plan, const MeshPlacement* placement) {

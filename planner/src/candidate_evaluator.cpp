@@ -245,10 +245,12 @@ void Evaluator::choose_cp_comm(costmodels::LayerContext& context) {
 }
 
 const costmodels::LayerCostSet& Evaluator::layer_costs(const costmodels::LayerContext& context) {
-  costmodels::LayerContext key = costmodels::layer_cost_key(context);
-  auto found = cache_.find(key);
+  // Most contexts are their own keys: look those up without copying them.
+  const bool own_key = costmodels::is_layer_cost_key(context);
+  auto found = own_key ? cache_.find(context) : cache_.find(costmodels::layer_cost_key(context));
   if (found == cache_.end()) {
-    found = cache_.emplace(std::move(key), costmodels::layer_cost_set(context)).first;
+    found = cache_.emplace(costmodels::layer_cost_key(context), costmodels::layer_cost_set(context))
+                .first;
   }
   current_ = &found->second;
   return found->second;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "candidate.h"
@@ -98,8 +99,11 @@ class Evaluator {
            costmodels::MeshPlacement>
       placements_;
   const costmodels::MeshPlacement* placement_ = nullptr;
-  // Layer costs by costmodels::layer_cost_key of their context.
-  std::map<costmodels::LayerContext, costmodels::LayerCostSet> cache_;
+  // Layer costs by costmodels::layer_cost_key of their context (references stay valid as it
+  // grows).
+  std::unordered_map<costmodels::LayerContext, costmodels::LayerCostSet,
+                     costmodels::LayerCostKeyHash>
+      cache_;
   const costmodels::LayerCostSet* current_ = nullptr;
   // The layers the split balances (the MoE layers' of a mixture of experts), set by build().
   const costmodels::LayerActivationBytes* plain_activations_ = nullptr;

@@ -48,6 +48,10 @@ TEST(LayerCostKey, RingAttentionCostsTheSameWhereverItsCpGroupSpansAndSharesAKey
   ASSERT_NE(spread.cp_span, inside.cp_span) << "the two orders must lay the cp group apart";
   EXPECT_EQ(layer_cost_key(spread), layer_cost_key(inside));
   EXPECT_DOUBLE_EQ(layer_seconds(spread), layer_seconds(inside));
+  // A cp group to clear: the context is not its own key; its key is.
+  EXPECT_FALSE(is_layer_cost_key(spread));
+  EXPECT_TRUE(is_layer_cost_key(layer_cost_key(spread)));
+  EXPECT_EQ(LayerCostKeyHash{}(layer_cost_key(spread)), LayerCostKeyHash{}(layer_cost_key(inside)));
 }
 
 TEST(LayerCostKey, AllGatherAttentionReadsItsCpGroupAndKeysIt) {
@@ -59,6 +63,7 @@ TEST(LayerCostKey, AllGatherAttentionReadsItsCpGroupAndKeysIt) {
   const LayerContext inside = layer_context(gather_inside);
   ASSERT_NE(spread.cp_span, inside.cp_span);
   EXPECT_NE(layer_cost_key(spread), layer_cost_key(inside));
+  EXPECT_TRUE(is_layer_cost_key(spread));
   // The gathers over InfiniBand are slower than over NVLink.
   EXPECT_GT(layer_seconds(spread), layer_seconds(inside));
 }

@@ -31,6 +31,15 @@ struct Search {
   std::int64_t global_batch, seq_length;
 };
 
+SearchOptions options_of(const Search& search, const schemas::ClusterConfig& cluster) {
+  SearchOptions options;
+  options.precision = schemas::default_training_precision(cluster.gpu);
+  options.framework = search.framework;
+  options.global_batch_size = search.global_batch;
+  options.seq_length = search.seq_length;
+  return options;
+}
+
 TEST(CandidateRules, WhatThePlannerKeepsValidationAllowsAndWhatItDropsItRefuses) {
   const std::vector<Search> searches{
       {"gpt-tiny", "cpu-local:8", schemas::TrainingFramework::strata, 16, 64},
@@ -43,11 +52,7 @@ TEST(CandidateRules, WhatThePlannerKeepsValidationAllowsAndWhatItDropsItRefuses)
   for (const Search& search : searches) {
     const schemas::ModelConfig model = schemas::model_preset(search.model);
     const schemas::ClusterConfig cluster = schemas::cluster_preset(search.cluster);
-    SearchOptions options;
-    options.precision = schemas::default_training_precision(cluster.gpu);
-    options.framework = search.framework;
-    options.global_batch_size = search.global_batch;
-    options.seq_length = search.seq_length;
+    const SearchOptions options = options_of(search, cluster);
     std::int64_t pruned = 0;
     const std::vector<search::Knobs> candidates =
         search::enumerate(model, cluster, options, orders, &pruned);
@@ -118,11 +123,7 @@ TEST(CandidateRules, WhatTheEnumerationRefusesValidationRefusesByTheSameRule) {
   for (const Search& search : searches) {
     const schemas::ModelConfig model = schemas::model_preset(search.model);
     const schemas::ClusterConfig cluster = schemas::cluster_preset(search.cluster);
-    SearchOptions options;
-    options.precision = schemas::default_training_precision(cluster.gpu);
-    options.framework = search.framework;
-    options.global_batch_size = search.global_batch;
-    options.seq_length = search.seq_length;
+    const SearchOptions options = options_of(search, cluster);
     std::int64_t pruned = 0, seen = 0;
     search::enumerate(model, cluster, options, orders, &pruned,
                       [&](const search::Knobs& knobs, const schemas::PlanRefusal& refusal) {

@@ -179,6 +179,15 @@ struct LayerContext {
 // same, in every function here and in layer_cost_set, so a caller that prices many (the
 // planner) caches by it. A field added to LayerContext is in the key without more ado.
 LayerContext layer_cost_key(LayerContext context);
+// Whether `context` is its own key (layer_cost_key would clear nothing).
+bool is_layer_cost_key(const LayerContext& context);
+// A hash of a key for unordered caches: it reads the fields a search varies (the mesh's sizes,
+// the micro-batch, recomputation, sequence parallelism, the cp exchange, ZeRO-3's gathers and the
+// groups' sizes and outermost tiers); equality reads every field, so a field the hash leaves out
+// costs collisions, never a wrong answer.
+struct LayerCostKeyHash {
+  std::size_t operator()(const LayerContext& key) const;
+};
 
 // The context of a plan's layers; `placement`, when given, must be
 // mesh_placement(plan.cluster, plan.mesh, plan.model) (the planner keeps one per mesh).
