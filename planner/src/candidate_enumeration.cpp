@@ -108,6 +108,8 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
             layout_ok
                 ? distinct_orders(cluster, model, orders, tp, cp, dp, pp, dp_shards, expert_meshes)
                 : std::vector<std::int16_t>{0};
+        const std::vector<std::pair<int, std::int64_t>> shardings =
+            zero_shardings(dp * cp, node_shard, options.framework);
         for (std::int64_t micro = 1; micro <= 16; micro *= 2) {
           const schemas::BatchConfig batch = batch_of(micro, dp);
           const std::optional<schemas::PlanRefusal> batch_refusal =
@@ -118,8 +120,6 @@ std::vector<Knobs> enumerate(const schemas::ModelConfig& model,
           const std::optional<schemas::PlanRefusal> interleaving_refusal =
               schemas::schedule_refusal(ScheduleType::interleaved_one_f_one_b, chunked, batch);
           for (std::int16_t order : placements) {
-            const std::vector<std::pair<int, std::int64_t>> shardings =
-                zero_shardings(dp * cp, node_shard, options.framework);
             for (const auto& [zero, dp_shard] : shardings) {
               for (RecomputeGranularity recompute :
                    {RecomputeGranularity::none, RecomputeGranularity::selective,
