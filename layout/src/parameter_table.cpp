@@ -105,8 +105,12 @@ void add_attention(const ModelConfig& model, std::int64_t index,
     specs.push_back({name("attention.qkv.bias"), {qkv_width}, init.zeros, false, qkv_heads});
   }
   if (model.qk_norm) {
+    const std::size_t first_norm = specs.size();
     add_norm(model, name("attention.q_norm"), head_dim, specs);
     add_norm(model, name("attention.k_norm"), head_dim, specs);
+    for (std::size_t i = first_norm; i < specs.size(); ++i) {
+      specs[i].partial_over_tensor_parallel = true;
+    }
   }
   specs.push_back({name("attention.output.weight"),
                    {hidden, heads * head_dim},

@@ -9,24 +9,6 @@
 namespace strata::schemas {
 
 std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model) {
-  if (model.position_embedding != PositionEmbedding::learned &&
-      model.position_embedding != PositionEmbedding::rope) {
-    return ExecutorRefusal{"/position_embedding",
-                           fmt::format("the executor builds learned or rope positions, not {}",
-                                       name_of(model.position_embedding, kPositionEmbeddingNames))};
-  }
-  if (model.mlp_activation != MlpActivation::gelu &&
-      model.mlp_activation != MlpActivation::swiglu) {
-    return ExecutorRefusal{"/mlp_activation",
-                           fmt::format("the executor builds gelu or swiglu MLPs, not {}",
-                                       name_of(model.mlp_activation, kMlpActivationNames))};
-  }
-  if (model.embedding_norm) {
-    return ExecutorRefusal{"/embedding_norm", "the executor builds no embedding norm"};
-  }
-  if (model.qk_norm) {
-    return ExecutorRefusal{"/qk_norm", "the executor builds no query/key norm"};
-  }
   if (model.moe && model.moe->router.expert_bias) {
     return ExecutorRefusal{"/moe/router/expert_bias",
                            "the executor's router has no expert bias (auxiliary-loss-free "

@@ -31,6 +31,9 @@ TEST(ParameterCount, PresetsMatchPublishedCounts) {
   EXPECT_EQ(preset_parameters("llama3.1-70b"), 70'553'706'496);
   EXPECT_EQ(preset_parameters("llama3.1-405b"), 405'853'388'800);
   EXPECT_EQ(preset_parameters("bloom-176b"), 176'247'271'424);
+  // Qwen3's dense models: the Hugging Face checkpoints' totals (safetensors metadata).
+  EXPECT_EQ(preset_parameters("qwen3-8b"), 8'190'735'360);
+  EXPECT_EQ(preset_parameters("qwen3-32b"), 32'762'123'264);
   // Mixtures of experts: the Hugging Face checkpoints' totals (DeepSeek-V3's main model, without
   // its multi-token-prediction module: DeepSeek's "671 B").
   EXPECT_EQ(preset_parameters("mixtral-8x7b"), 46'702'792'704);

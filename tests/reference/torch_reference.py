@@ -3,7 +3,8 @@
 
 For each model, export_reference_case writes Strata's initial weights, one batch, the loss and
 every gradient, and the losses of a few AdamW steps. This script rebuilds the same model in PyTorch
-(float32, torch.nn.functional; mixture-of-experts layers included), loads the weights, and checks:
+(float32, torch.nn.functional; mixture-of-experts layers, ALiBi, query/key and embedding norms and
+squared-ReLU MLPs included), loads the weights, and checks:
   - the loss:                       relative error <= 1e-5
   - every parameter's gradient:     ||g_strata - g_torch|| / ||g_torch|| <= 1e-5
   - the AdamW steps (torch.optim.AdamW, clip_grad_norm_, warm-up + cosine): each loss <= 1e-5
@@ -61,6 +62,30 @@ def rotate_half(x, theta):
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
 
 
+def alibi_slopes(heads):
+    """ALiBi's head slopes (Press et al. 2022, and BLOOM's code): a geometric sequence starting at
+    2^(-8/n) for a power of two n; otherwise the closest power of two's, then every other slope of
+    twice that many heads."""
+    if heads & (heads - 1) == 0:
+        return [2.0 ** (-8.0 * (i + 1) / heads) for i in range(heads)]
+    power = 2 ** math.floor(math.log2(heads))
+    return alibi_slopes(power) + alibi_slopes(2 * power)[0::2][:heads - power]
+
+
+def alibi_bias(heads, seq):
+    """[heads, seq, seq]: -slope_h * (i - j), the distance penalty of query i for key j."""
+    slopes = torch.tensor(alibi_slopes(heads), dtype=torch.float64)
+    positions = torch.arange(seq, dtype=torch.float64)
+    distance = positions[:, None] - positions[None, :]
+    return (-slopes[:, None, None] * distance[None]).float()
+
+
+def activation(x, kind):
+    if kind == "squared_relu":
+        return F.relu(x).square()
+    return F.gelu(x, approximate="tanh")
+
+
 def mlp(x, params, prefix, model, expert=None):
     """The model's MLP kind (swiglu, or gelu with the tanh approximation) on x, with the weights
     under prefix: the dense MLP, the fused shared experts, or, with `expert`, that routed expert's
@@ -76,7 +101,7 @@ def mlp(x, params, prefix, model, expert=None):
     if model["mlp_activation"] == "swiglu":
         hidden = F.silu(linear(x, "gate")) * linear(x, "up")
     else:
-        hidden = F.gelu(linear(x, "fc"), approximate="tanh")
+        hidden = activation(linear(x, "fc"), model["mlp_activation"])
     return linear(hidden, "output")
 
 
@@ -157,6 +182,8 @@ def model_loss(params, model, inputs, targets):
     x = params["embedding.word"][inputs]
     if model["position_embedding"] == "learned":
         x = x + params["embedding.position"][:seq]
+    if model["embedding_norm"]:
+        x = norm(x, params, "embedding.norm", model)
     causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
     auxiliary = x.new_zeros(())
     for layer in range(model["num_layers"]):
@@ -167,12 +194,17 @@ def model_loss(params, model, inputs, targets):
         q = q.view(batch, seq, heads, head_dim)
         k = k.view(batch, seq, kv_heads, head_dim)
         v = v.view(batch, seq, kv_heads, head_dim)
+        if model.get("qk_norm", False):  # Qwen3 (written only when set): over each head's features, before the rotation
+            q = norm(q, params, p + "attention.q_norm", model)
+            k = norm(k, params, p + "attention.k_norm", model)
         if model["position_embedding"] == "rope":
             q, k = rotate_half(q, model["rope_theta"]), rotate_half(k, model["rope_theta"])
         k = k.repeat_interleave(heads // kv_heads, dim=2)
         v = v.repeat_interleave(heads // kv_heads, dim=2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+        if model["position_embedding"] == "alibi":
+            scores = scores + alibi_bias(heads, seq)
         attention = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
         attention = attention.transpose(1, 2).reshape(batch, seq, heads * head_dim)
         x = x + F.linear(attention, params[p + "attention.output.weight"],
@@ -220,8 +252,13 @@ def check_case(directory):
     if loss_error > TOLERANCE:
         failures.append(f"loss relative error {loss_error:.2e}")
     worst_name, worst = None, 0.0
+    # A gradient that is zero in exact arithmetic (a key norm's bias without rotary positions: the
+    # softmax ignores what shifts a query's every score alike) is rounding noise on both sides, so
+    # errors are relative to at least 1e-5 of the whole gradient's norm.
+    floor = 1e-5 * float(torch.stack([p.grad.norm() for p in params.values()]).norm())
     for name, parameter in params.items():
-        error = relative(strata_gradients[name], parameter.grad)
+        error = float((strata_gradients[name] - parameter.grad).norm() /
+                      max(float(parameter.grad.norm()), floor))
         if error > worst:
             worst_name, worst = name, error
         if error > TOLERANCE:
@@ -255,16 +292,43 @@ def check_case(directory):
     return failures
 
 
+def distinct_shrunk_presets(strata, directory):
+    """The model files of the tiny copies of every built-in model the executor trains, one per
+    distinct copy (the GPT-3 family shrinks to one model): written by strata describe --shrink."""
+    os.makedirs(directory, exist_ok=True)
+    listing = subprocess.run([strata, "presets", "--format", "json"], check=True,
+                             capture_output=True, text=True).stdout
+    files, seen = [], set()
+    for preset in json.loads(listing)["models"]:
+        path = os.path.join(directory, preset["name"] + "-shrunk.json")
+        report = subprocess.run([strata, "describe", "--model", preset["name"], "--shrink",
+                                 "--write-model", path, "--format", "json"],
+                                check=True, capture_output=True, text=True).stdout
+        with open(path) as file:
+            model = json.load(file)
+        key = json.dumps({k: v for k, v in model.items() if k not in ("name", "description")},
+                         sort_keys=True)
+        if json.loads(report)["executor"]["trains"] and key not in seen:
+            seen.add(key)
+            files.append(path)
+    return files
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exporter", required=True, help="export_reference_case binary")
     parser.add_argument("--work-dir", required=True)
     parser.add_argument("--models", nargs="+", default=["gpt-tiny", "llama-tiny"])
+    parser.add_argument("--strata", help="the strata binary: with it, the tiny copy of every "
+                        "preset the executor trains (strata describe --shrink) is checked too")
     arguments = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
     failed = False
-    for model in arguments.models:
+    models = list(arguments.models)
+    if arguments.strata:
+        models += distinct_shrunk_presets(arguments.strata, os.path.join(arguments.work_dir, "shrunk"))
+    for model in models:
         directory = os.path.join(arguments.work_dir, os.path.basename(model).replace(".json", ""))
         subprocess.run([arguments.exporter, model, directory], check=True)
         failures = check_case(directory)

@@ -198,16 +198,16 @@ TEST(CliPlan, StrategiesWriteAPlanSetWithEverySwitch) {
 // executor runs, so a model it does not build gets none; another stack's are for simulation.
 TEST(CliPlan, AModelTheExecutorDoesNotBuildGetsNoStrataPlanAndSaysWhy) {
   const CommandResult strata_plans =
-      strata("plan --model bloom-176b --cluster dgx-h100 --global-batch 64 --seq-len 2048");
+      strata("plan --model deepseek-v3 --cluster dgx-h100 --global-batch 64 --seq-len 2048");
   EXPECT_EQ(strata_plans.exit_code, 1);
   EXPECT_EQ(lines(strata_plans.err), 1u);
   EXPECT_THAT(strata_plans.err,
               HasSubstr("strata: no plan runs: strata's executor does not run these plans "
-                        "(/model/position_embedding: the executor builds learned or rope "
-                        "positions, not alibi)"));
+                        "(/model/moe/router/expert_bias: the executor's router has no expert "
+                        "bias"));
   EXPECT_THAT(strata_plans.out, HasSubstr("No plan runs:"));
   const CommandResult other_stack = strata(
-      "plan --model bloom-176b --cluster dgx-h100 --global-batch 64 --seq-len 2048 "
+      "plan --model deepseek-v3 --cluster dgx-h100 --global-batch 64 --seq-len 2048 "
       "--framework megatron-deepspeed");
   EXPECT_THAT(other_stack.out, HasSubstr("as megatron-deepspeed runs it (simulation only"));
   EXPECT_THAT(other_stack.err, HasSubstr("no plan fits: memory for model states"));

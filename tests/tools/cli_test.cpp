@@ -126,6 +126,41 @@ TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
   EXPECT_THAT(table.out, HasSubstr("routed experts (58 MoE layers × 256)"));
 }
 
+// describe names the architecture's features and whether strata's executor trains the model;
+// --shrink describes (and --write-model writes) a tiny copy with the same features.
+TEST(Cli, DescribeNamesTheFeaturesAndWhetherTheExecutorTrainsThem) {
+  const CommandResult bloom = strata("describe --model bloom-176b");
+  ASSERT_EQ(bloom.exit_code, 0) << bloom.err;
+  EXPECT_THAT(bloom.out,
+              HasSubstr("Architecture: multi-head attention, ALiBi, LayerNorm, GELU MLP, "
+                        "embedding norm, tied embeddings"));
+  EXPECT_THAT(bloom.out, HasSubstr("Strata's executor trains it"));
+  const CommandResult deepseek = strata("describe --model deepseek-v3 --format json");
+  ASSERT_EQ(deepseek.exit_code, 0) << deepseek.err;
+  const nlohmann::json executor = nlohmann::json::parse(deepseek.out).at("executor");
+  EXPECT_FALSE(executor.at("trains").get<bool>());
+  EXPECT_EQ(executor.at("json_path"), "/moe/router/expert_bias");
+
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / "qwen3-shrunk-cli.json";
+  const CommandResult shrunk = strata(
+      "describe --model qwen3-30b-a3b --shrink --format json "
+      "--write-model " +
+      file.string());
+  ASSERT_EQ(shrunk.exit_code, 0) << shrunk.err;
+  const nlohmann::json report = nlohmann::json::parse(shrunk.out);
+  EXPECT_EQ(report.at("model"), "qwen3-30b-a3b-shrunk");
+  EXPECT_LT(report.at("parameters").get<std::int64_t>(), 100'000);
+  EXPECT_EQ(report.at("features"), (nlohmann::json{"grouped-query attention (2 kv heads)",
+                                                   "rotary positions (theta 1e+06)", "RMSNorm",
+                                                   "SwiGLU MLP", "query/key norm"}));
+  // The file written is the model described: describe reads it back to the same count.
+  const CommandResult again = strata("describe --format json --model " + file.string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out).at("parameters"), report.at("parameters"));
+  std::filesystem::remove(file);
+}
+
 // The planner searches the expert mesh (the table gains ep and etp columns); plans for Strata's
 // own executor keep to the layouts its MoE layer runs. A hand-made expert mesh simulates, under
 // the same rules.
@@ -174,8 +209,8 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
-  // 22 dense published models, 5 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
-  EXPECT_EQ(listing.at("models").size(), 30u);
+  // 24 dense published models, 5 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
+  EXPECT_EQ(listing.at("models").size(), 32u);
   // A100 40/80 GB, H100, H200, B200, GB200 NVL72, MI300X, MI355X and the local CPU.
   EXPECT_EQ(listing.at("clusters").size(), 9u);
   EXPECT_THAT(table.out, HasSubstr("nvfp4=9000"));

@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using strata::testing::CommandResult;
+using strata::testing::expect_same_steps;
 using strata::testing::step_records;
 using strata::testing::strata;
 using strata::testing::strata_under_mpirun;
@@ -42,20 +43,6 @@ struct MoeTrainingCli : strata::testing::MpiCliTest {
     return "train --model moe-tiny --data " + tokens + " --micro-batch " +
            std::to_string(micro_batch) + " --global-batch 4 --seq-len 32 --log-format json " +
            extra;
-  }
-  static void expect_same_steps(const std::vector<nlohmann::json>& expected,
-                                const CommandResult& run, std::size_t first,
-                                const std::string& layout) {
-    ASSERT_EQ(run.exit_code, 0) << layout << ": " << run.err;
-    const std::vector<nlohmann::json> got = step_records(run.out);
-    ASSERT_EQ(got.size(), expected.size() - first) << layout << ": " << run.out;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      for (const char* field : {"loss", "gradient_norm"}) {
-        const double want = expected[first + i].at(field).get<double>();
-        EXPECT_NEAR(got[i].at(field).get<double>(), want, 1e-5 * std::abs(want))
-            << layout << ", step " << first + i + 1 << ", " << field;
-      }
-    }
   }
   // A 4-step run of `layout` on `ranks` ranks that checkpoints at step 2 into `into`: its step
   // records (a failure, and fewer than 4, if it did not run).

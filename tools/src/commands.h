@@ -33,6 +33,8 @@ struct DescribeOptions {
   std::optional<std::int64_t> seq_length;
   std::string precision = "bf16";
   OutputFormat format = OutputFormat::table;
+  bool shrink = false;                     // describe the model's tiny copy (model_shrink.h)
+  std::optional<std::string> write_model;  // also write the described model file there
 };
 CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options);
 int run_describe(const DescribeOptions& options);

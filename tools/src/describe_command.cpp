@@ -2,6 +2,7 @@
 // parameters by component, FLOPs per token, model-state bytes per precision, and on a cluster
 // the fewest GPUs that can hold the model states at all.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <iostream>
@@ -15,6 +16,8 @@
 #include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
+#include "strata/schemas/json_file.h"
+#include "strata/schemas/model_shrink.h"
 #include "text_format.h"
 
 namespace strata::tools {
@@ -37,13 +40,24 @@ CLI::App* add_describe_command(CLI::App& app, DescribeOptions& options) {
   command->add_option("--precision", options.precision, "Training precision for the GPU count")
       ->check(CLI::IsMember(choices_of(schemas::kDtypeNames)))
       ->capture_default_str();
+  command->add_flag("--shrink", options.shrink,
+                    "A tiny copy of the model with all its features (4 heads, hidden 32, 2 or 3 "
+                    "layers, at most 8 experts): what tests train in seconds");
+  command->add_option("--write-model", options.write_model,
+                      "Also write the described model (shrunk with --shrink) as a model file");
   add_format_option(command, options.format);
   return command;
 }
 
 int run_describe(const DescribeOptions& options) {
+  schemas::ModelConfig resolved = schemas::resolve_model(options.model);
+  if (options.shrink) resolved = schemas::shrink_model(resolved);
+  if (options.write_model) {
+    schemas::write_file_atomically(*options.write_model,
+                                   schemas::model_to_json(resolved).dump(2) + "\n");
+  }
   const DescribedModel described = describe_model(
-      schemas::resolve_model(options.model),
+      std::move(resolved),
       options.cluster ? std::optional(schemas::resolve_cluster(*options.cluster)) : std::nullopt,
       options.precision, options.seq_length);
   if (options.format == OutputFormat::json) {
@@ -62,6 +76,15 @@ int run_describe(const DescribeOptions& options) {
   std::cout << fmt::format("Model {} ({}): {} parameters\n", model.name,
                            schemas::name_of(model.architecture, schemas::kArchitectureNames),
                            group_thousands(parameters));
+  std::cout << fmt::format("Architecture: {}\n", fmt::join(model_features(model), ", "));
+  const nlohmann::json report = describe_report(described);
+  const nlohmann::json& executor = report.at("executor");
+  std::cout << (executor.at("trains").get<bool>()
+                    ? std::string("Strata's executor trains it\n")
+                    : fmt::format("Strata's executor does not train it ({}: {}); it plans and "
+                                  "simulates it\n",
+                                  executor.at("json_path").get<std::string>(),
+                                  executor.at("rule").get<std::string>()));
   if (model.moe) {
     std::cout << fmt::format(
         "Mixture of experts: {} routed experts, {} per token{} on {} of {} layers: {} parameters "

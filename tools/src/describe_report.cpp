@@ -7,6 +7,7 @@
 #include "precision_choice.h"
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/schemas/document_loader.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 
 namespace strata::tools {
@@ -42,6 +43,43 @@ std::vector<Component> components_of(const costmodels::ParameterBreakdown& count
       {"final_norm", "final norm", count.final_norm},
       {"lm_head", "lm head (untied)", count.lm_head}};
   return components;
+}
+
+std::vector<std::string> model_features(const schemas::ModelConfig& model) {
+  using schemas::PositionEmbedding;
+  std::vector<std::string> features;
+  if (model.mla) {
+    features.push_back("multi-head latent attention");
+  } else if (model.num_kv_heads == model.num_attention_heads) {
+    features.push_back("multi-head attention");
+  } else if (model.num_kv_heads == 1) {
+    features.push_back("multi-query attention");
+  } else {
+    features.push_back(fmt::format("grouped-query attention ({} kv heads)", model.num_kv_heads));
+  }
+  switch (model.position_embedding) {
+    case PositionEmbedding::learned:
+      features.push_back("learned positions");
+      break;
+    case PositionEmbedding::rope:
+      features.push_back(fmt::format("rotary positions (theta {:g})", model.rope_theta.value()));
+      break;
+    case PositionEmbedding::alibi:
+      features.push_back("ALiBi");
+      break;
+    case PositionEmbedding::none:
+      features.push_back("no positions");
+      break;
+  }
+  features.push_back(model.norm == schemas::NormKind::layernorm ? "LayerNorm" : "RMSNorm");
+  features.push_back(fmt::format(
+      "{} MLP", model.mlp_activation == schemas::MlpActivation::gelu     ? "GELU"
+                : model.mlp_activation == schemas::MlpActivation::swiglu ? "SwiGLU"
+                                                                         : "squared-ReLU"));
+  if (model.qk_norm) features.push_back("query/key norm");
+  if (model.embedding_norm) features.push_back("embedding norm");
+  if (model.tied_embeddings) features.push_back("tied embeddings");
+  return features;
 }
 
 DescribedModel describe_model(schemas::ModelConfig model_config,
@@ -90,6 +128,14 @@ nlohmann::json describe_report(const DescribedModel& described) {
        {{"forward", flops.forward}, {"backward", flops.backward}, {"training", flops.training()}}}};
   for (const Component& component : components_of(count)) {
     report["parameters_by_component"][component.key] = component.parameters;
+  }
+  report["features"] = model_features(model);
+  // Whether strata's executor trains the model (on the CPU; docs/gpus.md lists what CUDA adds).
+  if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model)) {
+    report["executor"] = {
+        {"trains", false}, {"json_path", refusal->json_path}, {"rule", refusal->rule}};
+  } else {
+    report["executor"] = {{"trains", true}};
   }
   for (Dtype dtype : kReportedPrecisions) {
     const costmodels::ModelStateBytesPerParameter bytes = costmodels::adam_model_state_bytes(dtype);

@@ -29,6 +29,10 @@ struct Component {
 // adds the router, routed experts and shared experts of its MoE layers.
 std::vector<Component> components_of(const costmodels::ParameterBreakdown& count);
 
+// The architecture's features in words, in a fixed order: attention kind, positions, norm, MLP
+// activation, then the query/key norm, embedding norm and tied embeddings where the model has them.
+std::vector<std::string> model_features(const schemas::ModelConfig& model);
+
 // The precisions whose model-state bytes are reported.
 // (mxfp8 and nvfp4 keep the same state as fp8: bf16 weights, fp32 gradients and Adam.)
 inline constexpr std::array<schemas::Dtype, 4> kReportedPrecisions{

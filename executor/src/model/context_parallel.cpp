@@ -181,7 +181,8 @@ std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int
       if (key_chunk > query_chunk) continue;
       blocks.push_back(
           AttentionBlock{query_half * chunk, key_half * chunk, chunk,
-                         key_chunk == query_chunk ? BlockMask::causal : BlockMask::full});
+                         key_chunk == query_chunk ? BlockMask::causal : BlockMask::full,
+                         (query_chunk - key_chunk) * chunk});
     }
   }
   return blocks;

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "activation_dispatch.h"
 #include "strata/executor/ops/bias.h"
 #include "strata/executor/ops/dispatch.h"
-#include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/residual.h"
 #include "strata/executor/ops/swiglu.h"
@@ -231,7 +231,8 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
       linear_forward(x, w.up_weight, w.bias(w.up_bias), up);
       swiglu_forward(hidden_in, up, hidden_out);
     } else {
-      linear_gelu_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in, hidden_out);
+      detail::linear_activation_forward(model_.mlp_activation, x, w.in_weight, w.bias(w.in_bias),
+                                        hidden_in, hidden_out);
     }
     Tensor out = rows(computed_out, first, count);
     linear_forward(hidden_out, w.output_weight, adds_output_bias ? w.bias(w.output_bias) : nullptr,
@@ -272,7 +273,8 @@ void MoeMlp::shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y,
                    shared_.up_bias ? &shared_.up_bias->compute : nullptr, a.shared_up);
     swiglu_forward(a.shared_in, a.shared_up, a.shared_hidden);
   } else {
-    linear_gelu_forward(h_all, shared_.in_weight->compute, in_bias, a.shared_in, a.shared_hidden);
+    detail::linear_activation_forward(model_.mlp_activation, h_all, shared_.in_weight->compute,
+                                      in_bias, a.shared_in, a.shared_hidden);
   }
   Tensor partial = Tensor::zeros({all_tokens, hidden}, type);
   linear_forward(a.shared_hidden, shared_.output_weight->compute, nullptr, partial);
@@ -360,7 +362,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
     if (llama_mlp_) {
       swiglu_backward(d_hidden_out, a.hidden_in, a.up, d_in, d_up);
     } else {
-      gelu_backward(d_hidden_out, a.hidden_in, d_in, GradientWrite::overwrite);
+      detail::activation_backward(model_.mlp_activation, d_hidden_out, a.hidden_in, d_in,
+                                  GradientWrite::overwrite);
     }
   }
   each_expert([&](std::int64_t first, std::int64_t count, const MlpView& w, MlpView& g) {
@@ -446,7 +449,8 @@ void MoeMlp::shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor
                     shared_.up_weight->gradient,
                     shared_.up_bias ? &shared_.up_bias->gradient : nullptr);
   } else {
-    gelu_backward(d_shared_hidden, a.shared_in, d_shared_in, GradientWrite::overwrite);
+    detail::activation_backward(model_.mlp_activation, d_shared_hidden, a.shared_in, d_shared_in,
+                                GradientWrite::overwrite);
   }
   linear_backward(d_shared_in, h_all, shared_.in_weight->compute, &d_h_partial,
                   shared_.in_weight->gradient,

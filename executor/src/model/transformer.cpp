@@ -26,6 +26,24 @@ void check_executor_supports(const ModelConfig& model, const std::string& source
   }
 }
 
+std::optional<schemas::ExecutorRefusal> cuda_model_refusal(const ModelConfig& model) {
+  const auto refuse = [](const char* path, std::string what) {
+    return schemas::ExecutorRefusal{
+        path, fmt::format("the CUDA backend has no kernels for {} yet; it trains on the CPU "
+                          "(--device cpu)",
+                          what)};
+  };
+  if (model.position_embedding == schemas::PositionEmbedding::alibi) {
+    return refuse("/position_embedding", "ALiBi");
+  }
+  if (model.mlp_activation == schemas::MlpActivation::squared_relu) {
+    return refuse("/mlp_activation", "squared ReLU");
+  }
+  if (model.embedding_norm) return refuse("/embedding_norm", "an embedding norm");
+  if (model.qk_norm) return refuse("/qk_norm", "query/key norms");
+  return std::nullopt;
+}
+
 Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed, Device device,
                          TransformerOptions options)
     : model_(std::move(model)),
@@ -34,6 +52,12 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
       device_(device),
       options_(std::move(options)) {
   check_executor_supports(model_, fmt::format("model {}", model_.name), "");
+  if (device_ == Device::cuda) {
+    if (std::optional<schemas::ExecutorRefusal> refusal = cuda_model_refusal(model_)) {
+      throw schemas::InputError(fmt::format("model {}", model_.name), refusal->json_path,
+                                std::move(refusal->rule));
+    }
+  }
   const TensorParallelism& tp = options_.tensor_parallel;
   STRATA_CHECK(
       options_.recomputed_layers.empty() ||
@@ -70,6 +94,8 @@ Transformer::Transformer(ModelConfig model, ScalarType type, std::uint64_t seed,
   };
   word_embedding_ = optional("embedding.word");
   position_embedding_ = optional("embedding.position");
+  embedding_norm_weight_ = optional("embedding.norm.weight");
+  embedding_norm_bias_ = optional("embedding.norm.bias");
   final_norm_weight_ = optional("final_norm.weight");
   final_norm_bias_ = optional("final_norm.bias");
   const bool has_head = final_norm_weight_ != nullptr;
@@ -111,6 +137,8 @@ void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {
   d_residual_next_ = Tensor::zeros({local, hidden}, type_, device_);
   d_embedded_full_ =
       word_embedding_ && sp ? Tensor::zeros({tokens, hidden}, type_, device_) : Tensor();
+  d_embedding_norm_input_ =
+      embedding_norm_weight_ ? Tensor::zeros({local, hidden}, type_, device_) : Tensor();
 }
 
 void Transformer::allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a) {
@@ -141,6 +169,11 @@ void Transformer::allocate(int chunk, std::int64_t batch, std::int64_t seq, Stag
   // Without token sharding the full-token tensors are the local ones.
   if (stage.embedding) {
     a.embedded_full = sp ? Tensor::zeros({tokens, hidden}, type_, device_) : a.residuals.front();
+    if (embedding_norm_weight_ != nullptr) {
+      a.embedding_norm_input = Tensor::zeros({local, hidden}, type_, device_);
+      a.embedding_mean = Tensor::zeros({local}, statistics_type_, device_);
+      a.embedding_rstd = Tensor::zeros({local}, statistics_type_, device_);
+    }
   }
   if (!stage.embedding) a.d_input = Tensor::zeros({local, hidden}, type_, device_);
   if (stage.lm_head) {
@@ -171,6 +204,13 @@ void Transformer::embed(const Tensor& inputs, const DropoutContext& dropout, Sta
   }
   if (position_embedding_ != nullptr) {
     position_embedding_forward_local(cp, first_row, a.seq, position_embedding_->compute, x);
+  }
+  if (embedding_norm_weight_ != nullptr) {
+    // BLOOM's word_embeddings_layernorm, on this rank's tokens, before the embedding dropout.
+    a.embedding_norm_input.copy_from(x);
+    detail::norm_forward(model_.norm, a.embedding_norm_input, embedding_norm_weight_->compute,
+                         embedding_norm_bias_ ? &embedding_norm_bias_->compute : nullptr,
+                         model_.norm_epsilon, x, a.embedding_mean, a.embedding_rstd);
   }
   if (model_.dropout > 0 && dropout.active) {
     dropout_forward_local(cp, first_row, a.seq, x, model_.dropout, dropout_key(model_, dropout, 0),
@@ -245,6 +285,20 @@ double Transformer::stage_forward(int chunk, std::int64_t batch, std::int64_t se
 }
 
 void Transformer::embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a) {
+  if (embedding_norm_weight_ != nullptr) {
+    d_embedding_norm_input_.fill_zero();
+    detail::norm_backward(model_.norm, d_embedded, a.embedding_norm_input,
+                          embedding_norm_weight_->compute, a.embedding_mean, a.embedding_rstd,
+                          d_embedding_norm_input_, embedding_norm_weight_->gradient,
+                          embedding_norm_bias_ ? &embedding_norm_bias_->gradient : nullptr);
+    embed_lookup_backward(inputs, d_embedding_norm_input_, a);
+    return;
+  }
+  embed_lookup_backward(inputs, d_embedded, a);
+}
+
+void Transformer::embed_lookup_backward(const Tensor& inputs, Tensor& d_embedded,
+                                        StageActivations& a) {
   const TensorParallelism& tp = options_.tensor_parallel;
   if (position_embedding_ != nullptr) {
     position_embedding_backward_local(options_.context_parallel,

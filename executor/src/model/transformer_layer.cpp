@@ -4,11 +4,11 @@
 
 #include <cmath>
 
+#include "activation_dispatch.h"
 #include "norm_dispatch.h"
 #include "strata/executor/ops/bias.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
-#include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/residual.h"
 #include "strata/executor/ops/rotary.h"
@@ -48,10 +48,16 @@ DropoutKey dropout_key(const ModelConfig& model, const DropoutContext& context,
                     .total_features = model.hidden_size};
 }
 
-AttentionShape local_attention_shape(const ModelConfig& model, std::int64_t tp_size) {
-  return AttentionShape{model.num_attention_heads / tp_size,
-                        model.num_kv_heads >= tp_size ? model.num_kv_heads / tp_size : 1,
-                        model.head_dim};
+AttentionShape local_attention_shape(const ModelConfig& model, std::int64_t tp_size,
+                                     std::int64_t tp_rank) {
+  const std::int64_t heads = model.num_attention_heads / tp_size;
+  const bool alibi = model.position_embedding == schemas::PositionEmbedding::alibi;
+  return AttentionShape{
+      .num_heads = heads,
+      .num_kv_heads = model.num_kv_heads >= tp_size ? model.num_kv_heads / tp_size : 1,
+      .head_dim = model.head_dim,
+      .alibi_heads = alibi ? model.num_attention_heads : 0,
+      .first_head = tp_rank * heads};
 }
 
 void LayerScratch::resize(const ModelConfig& model, const TensorParallelism& tp, std::int64_t batch,
@@ -95,8 +101,9 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
       index_(index),
       tp_(tp),
       cp_(cp),
-      shape_(local_attention_shape(model, tp.size())),
+      shape_(local_attention_shape(model, tp.size(), tp.rank())),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu) {
+  if (model.qk_norm) qk_norm_.emplace(model, index, store, shape_);
   attention_norm_weight_ = &store.entry(name_of(index, "attention_norm.weight"));
   attention_norm_bias_ = optional_entry(store, name_of(index, "attention_norm.bias"));
   qkv_weight_ = &store.entry(name_of(index, "attention.qkv.weight"));
@@ -205,6 +212,7 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
                        a.rstd1);
   gather_sequence(tp_, norm1, a.norm1_full);
   linear_forward(a.norm1_full, qkv_weight_->compute, value_of(qkv_bias_), a.qkv);
+  if (qk_norm_) qk_norm_->forward(a.qkv, a.qk_norm);
   if (model_.rope_theta) {
     rotary_forward_local(cp_, a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                          *model_.rope_theta);
@@ -241,8 +249,9 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
       linear_forward(a.norm2_full, mlp_up_weight_->compute, value_of(mlp_up_bias_), a.up);
       swiglu_forward(a.hidden_in, a.up, a.hidden_out);
     } else {
-      linear_gelu_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_),
-                          a.hidden_in, a.hidden_out);
+      detail::linear_activation_forward(model_.mlp_activation, a.norm2_full,
+                                        mlp_in_weight_->compute, value_of(mlp_in_bias_),
+                                        a.hidden_in, a.hidden_out);
     }
     linear_forward(a.hidden_out, mlp_output_weight_->compute,
                    separate_bias() ? nullptr : value_of(mlp_output_bias_), mlp_partial);
@@ -291,7 +300,8 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
       linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_,
                        scratch.d_norm_full, GradientWrite::overwrite, deferred);
     } else {
-      gelu_backward(scratch.d_hidden, a.hidden_in, scratch.d_gate, GradientWrite::overwrite);
+      detail::activation_backward(model_.mlp_activation, scratch.d_hidden, a.hidden_in,
+                                  scratch.d_gate, GradientWrite::overwrite);
     }
     // The gate's input gradient adds to the up projection's (llama) or is the only one (gpt).
     linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_,
@@ -336,6 +346,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     rotary_backward_local(cp_, d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
                           *model_.rope_theta);
   }
+  if (qk_norm_) qk_norm_->backward(d_qkv, a.qk_norm);
   linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full,
                    GradientWrite::overwrite, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);

@@ -31,6 +31,21 @@ std::int64_t visible_keys(const AttentionBlock& block, std::int64_t query) {
   return block.mask == BlockMask::full ? block.rows : query + 1;
 }
 
+// ALiBi on a piece of a block's scores (queries first.., all its keys): −slope·distance, where
+// the keys a query sees (visible_keys) are never after it.
+template <class T>
+void add_position_bias(cpu::RowMatrix<T>& scores, const AttentionBlock& block, std::int64_t first,
+                       double slope) {
+  if (slope == 0) return;
+  for (std::int64_t i = 0; i < scores.rows(); ++i) {
+    const std::int64_t query = first + i;
+    for (std::int64_t j = 0; j < visible_keys(block, query); ++j) {
+      scores(i, j) -=
+          static_cast<T>(slope * static_cast<double>(block.position_offset + query - j));
+    }
+  }
+}
+
 // The maps of one (batch row, query head) of a block.
 template <class T, class QkvPointer, class KvPointer>
 struct HeadViews {
@@ -114,6 +129,7 @@ void attention_block_forward(const Tensor& qkv, const Tensor& kv, const Attentio
         for (std::int64_t first = 0; first < block.rows; first += kQueryPiece) {
           const std::int64_t count = std::min(kQueryPiece, block.rows - first);
           cpu::RowMatrix<T> p = (views.q.middleRows(first, count) * views.k.transpose()) * scale;
+          add_position_bias(p, block, first, shape.position_slope(h));
           cpu::RowMatrix<T> block_lse(count, 1);
           for (std::int64_t i = 0; i < count; ++i) {
             const std::int64_t visible = visible_keys(block, first + i);
@@ -194,6 +210,7 @@ void attention_block_backward(const Tensor& dout, const Tensor& qkv, const Tenso
         for (std::int64_t first = 0; first < block.rows; first += kQueryPiece) {
           const std::int64_t count = std::min(kQueryPiece, block.rows - first);
           cpu::RowMatrix<T> p = (views.q.middleRows(first, count) * views.k.transpose()) * scale;
+          add_position_bias(p, block, first, shape.position_slope(h));
           for (std::int64_t i = 0; i < count; ++i) {
             const std::int64_t visible = visible_keys(block, first + i);
             p.row(i).head(visible) =

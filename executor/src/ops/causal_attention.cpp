@@ -35,12 +35,35 @@ cpu::RowMatrix<T> block_scores(const cpu::ConstStridedMap<T>& q, const cpu::Cons
   return (q.middleRows(first, rows) * k.topRows(keys).transpose()) * scale;
 }
 
+// ALiBi: score(first + i, j) −= slope·(first + i − j) on the visible keys of each row.
+template <class T>
+void add_position_bias(cpu::RowMatrix<T>& scores, std::int64_t first, double slope) {
+  if (slope == 0) return;
+  for (std::int64_t i = 0; i < scores.rows(); ++i) {
+    for (std::int64_t j = 0; j <= first + i; ++j) {
+      scores(i, j) -= static_cast<T>(slope * static_cast<double>(first + i - j));
+    }
+  }
+}
+
 cuda::AttentionDims cuda_dims(const Tensor& qkv, const AttentionShape& shape) {
+  STRATA_CHECK(shape.alibi_heads == 0, "causal attention on CUDA takes no ALiBi bias");
   return cuda::AttentionDims{qkv.size(0), qkv.size(1), shape.num_heads, shape.num_kv_heads,
                              shape.head_dim};
 }
 
 }  // namespace
+
+double alibi_slope(std::int64_t head, std::int64_t heads) {
+  STRATA_CHECK(heads > 0 && head >= 0 && head < heads, "ALiBi slope of head {} of {}", head, heads);
+  std::int64_t power = 1;
+  while (power * 2 <= heads) power *= 2;
+  const auto of_power = [](std::int64_t i, std::int64_t n) {
+    return std::exp2(-8.0 * static_cast<double>(i + 1) / static_cast<double>(n));
+  };
+  if (head < power) return of_power(head, power);
+  return of_power(2 * (head - power), 2 * power);
+}
 
 void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Tensor& out,
                               Tensor& lse) {
@@ -73,6 +96,7 @@ void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Te
         for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
           const std::int64_t count = std::min(kQueryBlock, seq - first);
           cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
+          add_position_bias(p, first, shape.position_slope(h));
           for (std::int64_t i = 0; i < count; ++i) {
             const std::int64_t visible = first + i + 1;
             auto row = p.row(i).head(visible);
@@ -133,6 +157,7 @@ void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tens
           const std::int64_t count = std::min(kQueryBlock, seq - first);
           const std::int64_t keys = first + count;
           cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
+          add_position_bias(p, first, shape.position_slope(h));
           for (std::int64_t i = 0; i < count; ++i) {
             const std::int64_t visible = first + i + 1;
             p.row(i).head(visible) =

@@ -63,6 +63,11 @@ void check_plan_runs(const schemas::Plan& plan, const std::string& plan_source, 
                                  "on CUDA)",
                                  schemas::name_of(plan.precision, schemas::kDtypeNames)));
   }
+  if (cuda) {
+    if (std::optional<schemas::ExecutorRefusal> refusal = cuda_model_refusal(plan.model)) {
+      throw InputError(plan_source, "/model" + refusal->json_path, std::move(refusal->rule));
+    }
+  }
   if (cuda && plan.model.moe) {
     throw InputError(plan_source, "/model/moe",
                      "the CUDA backend builds dense MLPs; mixture-of-experts models train on the "

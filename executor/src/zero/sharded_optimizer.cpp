@@ -309,8 +309,11 @@ void ShardedOptimizer::complete_tensor_parallel_sums(Bucket& bucket) {
     ParameterEntry& entry = store_.entries()[e];
     Tensor gradient = flat(entry.gradient);
     if (entry.spec.tensor_parallel.kind != PlacementKind::shard) {
-      // Replicated over tp: each rank saw only its tokens under sequence parallelism.
-      if (tp.shards_tokens()) tp.group->all_reduce(gradient, ReduceOp::sum);
+      // Replicated over tp: each rank saw only its tokens under sequence parallelism, or only
+      // its heads (a query/key norm's gain).
+      if (tp.shards_tokens() || entry.spec.partial_over_tensor_parallel) {
+        tp.group->all_reduce(gradient, ReduceOp::sum);
+      }
       continue;
     }
     for (const ElementRun& run : entry.runs) {

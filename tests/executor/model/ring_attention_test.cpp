@@ -70,9 +70,11 @@ struct Case {
 // log-sum-exps and gradients against one device's causal attention.
 template <class Buffers, class Forward, class Backward>
 void expect_each_rank_gets_its_rows(Forward&& forward, Backward&& backward) {
-  // MHA and GQA, chunks of one token and of many (more than one query piece of 64).
+  // MHA and GQA, chunks of one token and of many (more than one query piece of 64); ALiBi
+  // (a tensor-parallel rank's heads 6..11 of 12), whose distances span the chunks.
   for (const Case& c : {Case{2, 2, 8, {4, 4, 3}}, Case{3, 1, 12, {4, 2, 5}},
-                        Case{4, 2, 8, {6, 2, 4}}, Case{2, 1, 264, {2, 1, 4}}}) {
+                        Case{4, 2, 8, {6, 2, 4}}, Case{2, 1, 264, {2, 1, 4}},
+                        Case{2, 2, 8, {6, 2, 4, 12, 6}}, Case{2, 1, 264, {2, 1, 4, 2, 0}}}) {
     SCOPED_TRACE(::testing::Message()
                  << "cp " << c.ranks << ", seq " << c.seq << ", " << c.shape.num_heads << "/"
                  << c.shape.num_kv_heads << " heads");

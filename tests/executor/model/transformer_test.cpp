@@ -80,7 +80,7 @@ TEST(Transformer, ParameterListsMatchTheCostModelsCountsForEveryBuildablePreset)
     try {
       check_executor_supports(model, "preset", "");
     } catch (const schemas::InputError&) {
-      continue;  // e.g. BLOOM's ALiBi
+      continue;  // e.g. DeepSeek-V3's latent attention
     }
     std::int64_t total = 0;
     for (const ParameterSpec& spec : transformer_parameters(model))
@@ -92,13 +92,32 @@ TEST(Transformer, ParameterListsMatchTheCostModelsCountsForEveryBuildablePreset)
 }
 
 TEST(Transformer, UnsupportedFeaturesAreRefusedWithTheField) {
-  const ModelConfig bloom = schemas::model_preset("bloom-176b");
+  const ModelConfig deepseek = schemas::model_preset("deepseek-v3");
   try {
-    check_executor_supports(bloom, "plan.json", "/model");
-    FAIL() << "ALiBi accepted";
+    check_executor_supports(deepseek, "plan.json", "/model");
+    FAIL() << "the expert-bias router accepted";
   } catch (const schemas::InputError& error) {
-    EXPECT_EQ(error.json_path(), "/model/position_embedding");
-    EXPECT_NE(std::string(error.what()).find("alibi"), std::string::npos);
+    EXPECT_EQ(error.json_path(), "/model/moe/router/expert_bias");
+  }
+}
+
+// The CUDA backend has no kernels for ALiBi, squared ReLU and the embedding and query/key norms
+// yet: a model with one is refused there by the field, before anything is allocated.
+TEST(Transformer, FeaturesWithoutCudaKernelsAreRefusedOnCuda) {
+  EXPECT_EQ(cuda_model_refusal(schemas::model_preset("bloom-176b"))->json_path,
+            "/position_embedding");
+  EXPECT_EQ(cuda_model_refusal(schemas::model_preset("qwen3-8b"))->json_path, "/qk_norm");
+  ModelConfig squared_relu = schemas::model_preset("gpt-tiny");
+  squared_relu.mlp_activation = schemas::MlpActivation::squared_relu;
+  EXPECT_EQ(cuda_model_refusal(squared_relu)->json_path, "/mlp_activation");
+  EXPECT_FALSE(cuda_model_refusal(schemas::model_preset("llama3.1-8b")).has_value());
+  try {
+    Transformer transformer(schemas::model_preset("bloom-176b"), ScalarType::float32, 1,
+                            Device::cuda);
+    FAIL() << "ALiBi accepted on CUDA";
+  } catch (const schemas::InputError& error) {
+    EXPECT_EQ(error.json_path(), "/position_embedding");
+    EXPECT_NE(std::string(error.what()).find("CUDA"), std::string::npos);
   }
 }
 

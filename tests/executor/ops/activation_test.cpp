@@ -1,4 +1,4 @@
-// GELU, SwiGLU, the residual add and dropout.
+// GELU, squared ReLU, SwiGLU, the residual add and dropout.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/residual.h"
+#include "strata/executor/ops/squared_relu.h"
 #include "strata/executor/ops/swiglu.h"
 #include "tensor_testing.h"
 
@@ -57,6 +58,27 @@ TEST(Gelu, BackwardOverwriteIgnoresWhatTheBufferHeld) {
   for (std::int64_t i = 0; i < x.numel(); ++i) {
     EXPECT_EQ(testing::element(overwritten, i), testing::element(accumulated, i)) << i;
   }
+}
+
+TEST(SquaredRelu, ForwardSquaresThePositivePartAndBackwardMatchesFiniteDifferences) {
+  Tensor x = random_tensor({40}, ScalarType::float64, 1, 2.0);
+  x.data<double>()[3] = -0.5;
+  x.data<double>()[4] = 1.5;
+  Tensor y = Tensor::zeros(x.shape(), ScalarType::float64);
+  squared_relu_forward(x, y);
+  EXPECT_EQ(y.data<double>()[3], 0.0);
+  EXPECT_EQ(y.data<double>()[4], 2.25);
+  const Tensor dy = random_tensor(x.shape(), ScalarType::float64, 2);
+  Tensor dx = random_tensor(x.shape(), ScalarType::float64, 3);
+  dx.data<double>()[7] = std::nan("");  // overwritten, never read
+  squared_relu_backward(dy, x, dx, GradientWrite::overwrite);
+  expect_gradient_matches(
+      x, dx,
+      [&] {
+        squared_relu_forward(x, y);
+        return weighted_sum(y, dy);
+      },
+      "dx");
 }
 
 TEST(Swiglu, ForwardAndBackward) {

@@ -76,7 +76,10 @@ std::vector<double> reference_attention(const Tensor& qkv, const AttentionShape&
             dot += testing::element(qkv, (b * seq + i) * width + h * d + c) *
                    testing::element(qkv, (b * seq + j) * width + (shape.num_heads + kv) * d + c);
           }
-          scores[static_cast<std::size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+          // ALiBi: a penalty growing with the distance, by the head's slope.
+          scores[static_cast<std::size_t>(j)] =
+              dot / std::sqrt(static_cast<double>(d)) -
+              shape.position_slope(h) * static_cast<double>(i - j);
           largest = std::max(largest, scores[static_cast<std::size_t>(j)]);
         }
         double total = 0;
@@ -109,6 +112,31 @@ TEST(CausalAttention, ForwardMatchesTextbookAttentionAcrossQueryBlocks) {
   }
 }
 
+TEST(CausalAttention, AlibiSlopesAreBloomsForPowersOfTwoAndOtherHeadCounts) {
+  // 8 heads: 2^-1 … 2^-8. 6 heads: the 4 of a power of two (2^-2, 2^-4, 2^-6, 2^-8), then every
+  // other slope of 8 heads (2^-1, 2^-3).
+  for (std::int64_t h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(alibi_slope(h, 8), std::exp2(-(h + 1.0)));
+  const std::vector<double> six{0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  for (std::int64_t h = 0; h < 6; ++h) EXPECT_DOUBLE_EQ(alibi_slope(h, 6), six[h]) << h;
+  // A tensor-parallel rank's heads keep their slopes in the whole model.
+  const AttentionShape second_half{
+      .num_heads = 3, .num_kv_heads = 1, .head_dim = 4, .alibi_heads = 6, .first_head = 3};
+  EXPECT_DOUBLE_EQ(second_half.position_slope(1), six[4]);
+}
+
+TEST(CausalAttention, AlibiForwardMatchesTextbookAttentionAcrossQueryBlocks) {
+  const AttentionShape shape{
+      .num_heads = 6, .num_kv_heads = 2, .head_dim = 4, .alibi_heads = 12, .first_head = 6};
+  const Tensor qkv = random_tensor({1, 130, shape.qkv_width()}, ScalarType::float64, 1);
+  Tensor out = Tensor::zeros({1, 130, shape.output_width()}, ScalarType::float64);
+  Tensor lse = Tensor::zeros({1, 6, 130}, ScalarType::float64);
+  causal_attention_forward(qkv, shape, out, lse);
+  const std::vector<double> expected = reference_attention(qkv, shape);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(testing::element(out, static_cast<std::int64_t>(i)), expected[i], 1e-12) << i;
+  }
+}
+
 // dqkv from backward against central differences of Σ dout·attention(qkv), in float64.
 void expect_attention_backward_matches(const AttentionShape& shape, std::int64_t seq,
                                        double scale) {
@@ -128,6 +156,12 @@ void expect_attention_backward_matches(const AttentionShape& shape, std::int64_t
 
 TEST(CausalAttention, BackwardMatchesFiniteDifferences) {
   expect_attention_backward_matches({.num_heads = 4, .num_kv_heads = 2, .head_dim = 3}, 5, 1.0);
+}
+
+TEST(CausalAttention, AlibiBackwardMatchesFiniteDifferences) {
+  expect_attention_backward_matches(
+      {.num_heads = 3, .num_kv_heads = 1, .head_dim = 3, .alibi_heads = 3, .first_head = 0}, 6,
+      1.0);
 }
 
 TEST(CausalAttention, BackwardIsExactAcrossQueryBlocks) {

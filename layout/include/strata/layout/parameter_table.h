@@ -4,9 +4,8 @@
 // description of a model's parameters: the executor's store allocates and initialises from it,
 // checkpoints are sliced by it, and the bucket layout (gradient_buckets.h) that data parallelism
 // reduces and ZeRO shards is computed from it for any rank, by the executor and the cost models
-// alike. Models the executor does not build yet (latent attention, query/key norms, an embedding
-// norm, a router's expert bias) are in it too, so that the costs of their plans follow from the
-// same table.
+// alike. Models the executor does not build yet (latent attention, a router's expert bias) are
+// in it too, so that the costs of their plans follow from the same table.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +41,10 @@ struct ParameterSpec {
   // How the ranks of an expert-tensor-parallel group split a routed expert's tensor (its width:
   // column-parallel inputs, row-parallel output); read only where expert_parallel is a Shard.
   Placement expert_tensor_parallel{};
+  // Replicated over tp, but each rank's gradient covers only its own heads (the query/key norms'
+  // gains): DTensor's Partial over the tp group whether or not tokens are sharded, summed before
+  // the data-parallel reduction.
+  bool partial_over_tensor_parallel = false;
 
   // A MoE layer's routed experts: reduced over the expert data-parallel group when the mesh
   // splits them (experts_reduced_apart in gradient_buckets.h).

@@ -24,10 +24,10 @@ struct ExecutorRefusal {
   std::string rule;
 };
 
-// The first refusal for a model: learned or rotary positions, GELU or SwiGLU MLPs, no embedding
-// or query/key norm, (grouped-query) multi-head attention, and dense MLPs or mixture-of-experts
-// MLPs whose router has no expert bias and no group-limited routing. Paths are relative to the
-// model object ("/position_embedding").
+// The first refusal for a model: the executor builds every position embedding (learned, rotary,
+// ALiBi, none), MLP activation, norm, embedding norm and query/key norm, (grouped-query)
+// multi-head attention, and dense MLPs or mixture-of-experts MLPs whose router has no expert bias
+// and no group-limited routing. Paths are relative to the model object ("/mla").
 std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 
 // The first refusal for a plan, nullopt when the executor runs it: a plan for the strata framework

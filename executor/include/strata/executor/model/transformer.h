@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,17 +22,22 @@
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/model/transformer_layer.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/model_config.h"
 #include "strata/schemas/plan.h"
 
 namespace strata::executor {
 
-// What the executor builds from the model format: learned or rotary positions, LayerNorm or
-// RMSNorm, GELU or SwiGLU MLPs, any bias flags, tied or untied embeddings, hidden dropout.
-// Anything else (ALiBi, squared ReLU, an embedding norm) is refused with the field and the reason
-// (an InputError naming `source`, e.g. "plan.json" and "/model/position_embedding").
+// What the executor builds from the model format (schemas::executor_model_refusal says what it
+// does not, e.g. latent attention): anything else is refused with the field and the reason (an
+// InputError naming `source`, e.g. "plan.json" and "/model/mla").
 void check_executor_supports(const schemas::ModelConfig& model, const std::string& source,
                              const std::string& json_prefix);
+
+// The first model feature the CUDA backend has no kernels for yet — ALiBi, squared ReLU, an
+// embedding norm, a query/key norm (their CPU ops are the executor's; docs/gpus.md) — as the
+// field inside the model object and the rule; nullopt when the model runs on CUDA.
+std::optional<schemas::ExecutorRefusal> cuda_model_refusal(const schemas::ModelConfig& model);
 
 // The model's parameter table (transformer_parameters, stage_parameters, stage_units) is
 // layout/parameter_table.h's, named here through model/parameter_store.h.
@@ -70,6 +76,8 @@ struct StageActivations {
   std::vector<Tensor> residuals;
   std::vector<LayerActivations> layers;  // per layer of the stage (unused by recomputing ones)
   Tensor embedded_full;                  // the vocab-parallel lookup's partial sums
+  // The embedding norm's input [local tokens, hidden] and statistics (models with one, BLOOM).
+  Tensor embedding_norm_input, embedding_mean, embedding_rstd;
   Tensor final_norm_local, final_norm, final_mean, final_rstd, logits, losses, log_sum_exp;
   Tensor d_input;  // ∂loss/∂(stage input) [local tokens, hidden]: what goes back upstream
   DeferredWeightGradients deferred;  // a split backward's W work (zero-bubble schedules)
@@ -135,7 +143,10 @@ class Transformer {
 
  private:
   void embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a);
+  // The embedding's backward from the gradient of its output (after any embedding norm)...
   void embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a);
+  // ...and the lookup's and learned positions' from that of their sum.
+  void embed_lookup_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a);
   void vocab_parallel_loss(const Tensor& targets, StageActivations& a);
   void allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a);
   void allocate_scratch(std::int64_t batch, std::int64_t seq);
@@ -174,9 +185,11 @@ class Transformer {
   StageActivations whole_;       // forward_backward's one micro-batch
   double last_forward_seconds_ = 0;
   std::int64_t vocab_start_ = 0;  // first vocabulary row of this rank's embedding and LM head
-  ParameterEntry* word_embedding_ = nullptr;      // null without the first stage
-  ParameterEntry* position_embedding_ = nullptr;  // null without learned positions
-  ParameterEntry* final_norm_weight_ = nullptr;   // these three null without the last stage
+  ParameterEntry* word_embedding_ = nullptr;         // null without the first stage
+  ParameterEntry* position_embedding_ = nullptr;     // null without learned positions
+  ParameterEntry* embedding_norm_weight_ = nullptr;  // null without an embedding norm
+  ParameterEntry* embedding_norm_bias_ = nullptr;
+  ParameterEntry* final_norm_weight_ = nullptr;  // these three null without the last stage
   ParameterEntry* final_norm_bias_ = nullptr;
   ParameterEntry* lm_head_ = nullptr;  // the word embedding when tied
 
@@ -185,7 +198,8 @@ class Transformer {
   // Vocabulary-parallel loss: per-row statistics of this rank's logits; sum_exp and
   // target_logit are the two rows of shard_sums_, all-reduced in one call.
   Tensor row_max_, global_max_, shard_sums_, sum_exp_, target_logit_;
-  Tensor d_final_norm_local_, d_final_norm_, d_residual_, d_residual_next_, d_embedded_full_;
+  Tensor d_final_norm_local_, d_final_norm_, d_residual_, d_residual_next_, d_embedded_full_,
+      d_embedding_norm_input_;
 };
 
 }  // namespace strata::executor

@@ -3,11 +3,11 @@
 // layer (column-parallel qkv / fc / gate / up, row-parallel outputs, optionally sequence
 // parallel). Used by Transformer, one per layer.
 //
-//   x ─┬─ norm ─ qkv ─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─ MLP ─
-//   dropout ─(+)─ out
+//   x ─┬─ norm ─ qkv ─(qk norm)─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─
+//   MLP ─ dropout ─(+)─ out
 //      └──────────────────────────────────────────────────────────────────────┘
 //      └─────────────────────┘
-//   MLP: gpt = fc ─ GELU ─ output;  llama = (gate, up) ─ SwiGLU ─ output; on the layers a
+//   MLP: fc ─ GELU or squared ReLU ─ output, or (gate, up) ─ SwiGLU ─ output; on the layers a
 //   model's `moe` block names, a mixture of experts of that kind (model/moe_mlp.h)
 //
 // With tensor parallelism (model/tensor_parallel.h) the norms, dropout and residuals run on this
@@ -27,6 +27,7 @@
 #include "strata/executor/model/context_parallel.h"
 #include "strata/executor/model/moe_mlp.h"
 #include "strata/executor/model/parameter_store.h"
+#include "strata/executor/model/query_key_norm.h"
 #include "strata/executor/model/ring_attention.h"
 #include "strata/executor/model/tensor_parallel.h"
 #include "strata/executor/ops/causal_attention.h"
@@ -51,9 +52,11 @@ struct DropoutContext {
 DropoutKey dropout_key(const schemas::ModelConfig& model, const DropoutContext& context,
                        std::uint32_t site);
 
-// The attention shape a rank of a tp group of `tp_size` computes: its query heads and the kv
-// heads they read (one replicated kv head when tp exceeds the kv heads).
-AttentionShape local_attention_shape(const schemas::ModelConfig& model, std::int64_t tp_size);
+// The attention shape rank `tp_rank` of a tp group of `tp_size` computes: its query heads and the
+// kv heads they read (one replicated kv head when tp exceeds the kv heads), and with ALiBi where
+// its heads start among the model's.
+AttentionShape local_attention_shape(const schemas::ModelConfig& model, std::int64_t tp_size,
+                                     std::int64_t tp_rank = 0);
 
 // What backward needs from a layer's forward, for one micro-batch: a pipeline keeps one set per
 // micro-batch in flight. A layer that recomputes (full recomputation) keeps none between its
@@ -63,7 +66,8 @@ struct LayerActivations {
   std::int64_t batch = 0, seq = 0;  // of the forward that filled them
   Tensor mean1, rstd1, norm1_full, qkv, attention_out, lse, middle;
   Tensor mean2, rstd2, norm2_full, hidden_in, up, hidden_out;
-  MoeActivations moe;  // a MoE layer's, in place of hidden_in, up and hidden_out
+  MoeActivations moe;               // a MoE layer's, in place of hidden_in, up and hidden_out
+  QueryKeyNormActivations qk_norm;  // with the model's qk_norm
 };
 
 // The weight-gradient work that a zero-bubble schedule's input-gradient pass (I) leaves for its
@@ -142,6 +146,7 @@ class TransformerLayer {
   const ContextParallelism& cp_;
   AttentionShape shape_;  // this rank's heads
   bool llama_mlp_;
+  std::optional<QueryKeyNorm> qk_norm_;
   ParameterEntry* attention_norm_weight_;
   ParameterEntry* attention_norm_bias_;
   ParameterEntry* qkv_weight_;

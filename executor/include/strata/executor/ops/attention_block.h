@@ -31,6 +31,9 @@ struct AttentionBlock {
   std::int64_t k_row = 0;  // first key row in kv's sequence
   std::int64_t rows = 0;   // queries and keys in the block (one chunk of a sequence each)
   BlockMask mask = BlockMask::full;
+  // Sequence position of the block's first query minus that of its first key: what ALiBi's
+  // distances start from (the blocks of a context-parallel rank come from distant chunks).
+  std::int64_t position_offset = 0;
 };
 
 // Keys and values of every kv head, [batch, seq, kv_width], copied out of qkv: what a ring sends.
