@@ -47,6 +47,7 @@ void add_latent_attention(const ModelConfig& model, std::int64_t index,
   const InitRules init(model);
   const auto name = [&](const char* suffix) { return fmt::format("layers.{}.{}", index, suffix); };
   const Placement replicated = Placement::replicate();
+  const std::size_t first_spec = specs.size();
   if (mla.q_lora_rank > 0) {
     specs.push_back({name("attention.q_down.weight"),
                      {mla.q_lora_rank, hidden},
@@ -83,6 +84,13 @@ void add_latent_attention(const ModelConfig& model, std::int64_t index,
                    init.residual_output,
                    true,
                    Placement::shard(1, {{heads, mla.v_head_dim}})});
+  // The down projections and the latents' norms are whole on every tp rank, but each rank's
+  // gradient of them comes from its own heads only.
+  for (std::size_t i = first_spec; i < specs.size(); ++i) {
+    if (specs[i].tensor_parallel.kind == PlacementKind::replicate) {
+      specs[i].partial_over_tensor_parallel = true;
+    }
+  }
 }
 
 // Multi-head or grouped-query attention: one fused qkv projection split per segment by heads (each

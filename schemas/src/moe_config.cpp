@@ -17,6 +17,13 @@ RouterConfig parse_router(const ObjectReader& reader) {
   router.groups_per_token =
       reader.optional_integer("groups_per_token", {1, kMaxExperts}).value_or(router.expert_groups);
   router.expert_bias = reader.optional_boolean("expert_bias").value_or(false);
+  const std::optional<double> update_rate =
+      reader.optional_number("expert_bias_update_rate", {.minimum = 0, .maximum = 1});
+  if (update_rate && !router.expert_bias) {
+    reader.at("expert_bias_update_rate")
+        .fail("given, but expert_bias is false: there is no bias to update");
+  }
+  router.expert_bias_update_rate = update_rate.value_or(router.expert_bias_update_rate);
   router.normalize_top_k = reader.optional_boolean("normalize_top_k").value_or(true);
   router.scaling_factor =
       reader
@@ -56,10 +63,11 @@ MoeConfig parse_moe(const nlohmann::json& value, const JsonLocation& location,
   moe.first_dense_layers = reader.optional_integer("first_dense_layers", {0, 4096}).value_or(0);
   moe.moe_layer_interval = reader.optional_integer("moe_layer_interval", {1, 4096}).value_or(1);
   if (reader.has("router")) {
-    moe.router = parse_router(ObjectReader(
-        reader.object("router"), reader.at("router"),
-        {"score_function", "expert_groups", "groups_per_token", "expert_bias", "normalize_top_k",
-         "scaling_factor", "aux_loss_coefficient", "z_loss_coefficient"}));
+    moe.router = parse_router(
+        ObjectReader(reader.object("router"), reader.at("router"),
+                     {"score_function", "expert_groups", "groups_per_token", "expert_bias",
+                      "expert_bias_update_rate", "normalize_top_k", "scaling_factor",
+                      "aux_loss_coefficient", "z_loss_coefficient"}));
   }
   moe.capacity_factor = reader.optional_number(
       "capacity_factor", {.minimum = 0, .maximum = 1e3, .minimum_exclusive = true});
@@ -127,6 +135,10 @@ nlohmann::json moe_to_json(const MoeConfig& moe) {
         {"z_loss_coefficient", router.z_loss_coefficient}}}};
   if (moe.num_shared_experts > 0) {
     document["shared_expert_ffn_hidden_size"] = moe.shared_expert_ffn_hidden_size;
+  }
+  // Written only with a bias to update, so that plans of other routers keep their hashes.
+  if (router.expert_bias) {
+    document["router"]["expert_bias_update_rate"] = router.expert_bias_update_rate;
   }
   if (moe.capacity_factor) document["capacity_factor"] = *moe.capacity_factor;
   return document;

@@ -41,6 +41,8 @@ TEST(ParameterCount, PresetsMatchPublishedCounts) {
   EXPECT_EQ(preset_parameters("deepseek-v3"), 671'026'419'200);
   EXPECT_EQ(preset_parameters("qwen3-30b-a3b"), 30'532'122'624);
   EXPECT_EQ(preset_parameters("qwen3-235b-a22b"), 235'093'634'560);
+  // Kimi K2: the config's arithmetic (the model card rounds it to "1 T").
+  EXPECT_EQ(preset_parameters("kimi-k2"), 1'026'408'232'448);
 }
 
 // Active parameters: the total less the routed experts a token does not visit. The model cards
@@ -57,6 +59,9 @@ TEST(ParameterCount, ActiveParametersOfMixturesOfExperts) {
   EXPECT_EQ(active("deepseek-v3"), 671'026'419'200 - 58LL * 248 * 3 * 7168 * 2048);
   EXPECT_EQ(active("qwen3-30b-a3b"), 3'353'032'704);
   EXPECT_EQ(active("qwen3-235b-a22b"), 22'190'763'520);
+  // Kimi K2 "32 B activated": 60 MoE layers × 376 unvisited experts × 3·7168·2048.
+  EXPECT_EQ(active("kimi-k2"), 1'026'408'232'448 - 60LL * 376 * 3 * 7168 * 2048);
+  EXPECT_EQ(active("kimi-k2"), 32'861'500'928);
   EXPECT_EQ(count_parameters(schemas::model_preset("llama3.1-8b")).active(), 8'030'261'248)
       << "a dense model's active parameters are all of them";
 }
@@ -75,6 +80,7 @@ TEST(ParameterCount, HuggingFaceConfigsMatchPublishedCounts) {
   EXPECT_EQ(hf_parameters("mixtral-8x7b-v0.1.json"), 46'702'792'704);
   EXPECT_EQ(hf_parameters("mixtral-8x22b-v0.1.json"), 140'630'071'296);
   EXPECT_EQ(hf_parameters("deepseek-v3.json"), 671'026'419'200);
+  EXPECT_EQ(hf_parameters("kimi-k2.json"), 1'026'408'232'448);
   EXPECT_EQ(hf_parameters("qwen3-30b-a3b.json"), 30'532'122'624);
   EXPECT_EQ(hf_parameters("qwen3-235b-a22b.json"), 235'093'634'560);
   EXPECT_EQ(hf_parameters("qwen1.5-moe-a2.7b.json"), 14'315'784'192);

@@ -112,25 +112,25 @@ TEST(PlanSearch, SameAnswerOnOneThreadOrTwo) {
 }
 
 // The strata framework's search space is what its executor admits (schemas/executor_admission.h):
-// a model it does not build gets no plan, and says why; another stack's plans of the same model
-// are ranked, for simulation.
+// plans it does not run (here: fp8, which it does not train in) get none, and say why; another
+// stack's plans of the same model are ranked, for simulation.
 TEST(PlanSearch, TheStrataFrameworkRanksOnlyWhatItsExecutorRuns) {
-  // DeepSeek-V3's auxiliary-loss-free router, on a small mixture of experts.
-  schemas::ModelConfig expert_bias = schemas::model_preset("moe-tiny");
-  expert_bias.moe->router.expert_bias = true;
+  const schemas::ModelConfig model = schemas::model_preset("gpt2-124m");
   const schemas::ClusterConfig cluster = schemas::cluster_preset("dgx-h100");
-  const SearchResult strata = search_plans(expert_bias, cluster, options_for(64, 256));
+  SearchOptions fp8 = options_for(64, 1024);
+  fp8.precision = schemas::Dtype::fp8;
+  const SearchResult strata = search_plans(model, cluster, fp8);
   EXPECT_TRUE(strata.best.empty());
   EXPECT_TRUE(strata.executor_refuses_all);
   EXPECT_EQ(strata.statistics.pruned_by_executor,
             strata.statistics.enumerated - strata.statistics.pruned_by_rules);
   ASSERT_TRUE(strata.executor_refusal.has_value());
-  EXPECT_EQ(strata.executor_refusal->json_path, "/model/moe/router/expert_bias");
-  EXPECT_NE(strata.binding_constraint.find("/model/moe/router/expert_bias"), std::string::npos);
+  EXPECT_EQ(strata.executor_refusal->json_path, "/precision");
+  EXPECT_NE(strata.binding_constraint.find("/precision"), std::string::npos);
 
-  SearchOptions megatron = options_for(64, 256);
+  SearchOptions megatron = fp8;
   megatron.framework = schemas::TrainingFramework::megatron_lm;
-  const SearchResult other_stack = search_plans(expert_bias, cluster, megatron);
+  const SearchResult other_stack = search_plans(model, cluster, megatron);
   EXPECT_FALSE(other_stack.best.empty());
   EXPECT_EQ(other_stack.statistics.pruned_by_executor, 0);
   EXPECT_FALSE(other_stack.executor_refusal.has_value());

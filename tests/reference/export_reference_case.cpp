@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "strata/executor/model/transformer.h"
+#include "strata/executor/ops/top_k_router.h"
 #include "strata/executor/optim/learning_rate_schedule.h"
 #include "strata/executor/optim/optimizer_step.h"
 #include "strata/schemas/document_loader.h"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   parameters.zero_gradients();
   const double loss = transformer.forward_backward(inputs, targets, loss_scale, no_dropout);
   schemas::write_file_atomically(out / "gradients.bin", raw_bytes(parameters.gradients()));
+  transformer.take_expert_bias_loads();  // the steps below count their own choices
 
   // 10 optimizer steps on the same batch: losses before each update.
   const AdamWConfig adamw{.beta1 = 0.9, .beta2 = 0.95, .epsilon = 1e-8, .weight_decay = 0.1};
@@ -72,6 +74,13 @@ int main(int argc, char** argv) {
     parameters.zero_gradients();
     losses.push_back(transformer.forward_backward(inputs, targets, loss_scale, no_dropout));
     norms.push_back(optimizer_step(parameters, moments, schedule.at(step), step, adamw, kMaxNorm));
+    // Auxiliary-loss-free balancing after the update, as the trainer's pipeline runtime does it.
+    for (Transformer::ExpertBiasLoads& layer : transformer.take_expert_bias_loads()) {
+      const std::vector<double> delta =
+          expert_bias_step(layer.loads, model.moe->router.expert_bias_update_rate);
+      float* bias = layer.bias->value.data<float>();
+      for (std::size_t e = 0; e < delta.size(); ++e) bias[e] += static_cast<float>(delta[e]);
+    }
   }
 
   nlohmann::json layout = nlohmann::json::array();

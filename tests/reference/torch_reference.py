@@ -3,8 +3,9 @@
 
 For each model, export_reference_case writes Strata's initial weights, one batch, the loss and
 every gradient, and the losses of a few AdamW steps. This script rebuilds the same model in PyTorch
-(float32, torch.nn.functional; mixture-of-experts layers, ALiBi, query/key and embedding norms and
-squared-ReLU MLPs included), loads the weights, and checks:
+(float32, torch.nn.functional; mixture-of-experts layers with every router, latent attention,
+ALiBi, query/key and embedding norms and squared-ReLU MLPs included), loads the weights, and
+checks:
   - the loss:                       relative error <= 1e-5
   - every parameter's gradient:     ||g_strata - g_torch|| / ||g_torch|| <= 1e-5
   - the AdamW steps (torch.optim.AdamW, clip_grad_norm_, warm-up + cosine): each loss <= 1e-5
@@ -113,26 +114,50 @@ def is_moe_layer(layer, model):
     return (layer - moe["first_dense_layers"] + 1) % moe["moe_layer_interval"] == 0
 
 
-def route(tokens, router_weight, moe):
-    """Top-K experts per token [T, K] (by decreasing score), their combine weights [T, K] (the
+def choose(keys, router, top_k):
+    """[T, K] chosen experts by decreasing key: with group-limited routing (DeepSeek-V3,
+    Megatron-Core's group_limited_topk) among the experts of each token's best groups, a group's
+    key being the sum of its best top_k // groups_per_token keys. Ties go to the lower index, as
+    a stable sort on the negated keys gives them."""
+    tokens, num_experts = keys.shape
+    groups = router["expert_groups"]
+    if groups > 1:
+        per_group = keys.view(tokens, groups, num_experts // groups)
+        counted = max(1, top_k // router["groups_per_token"])
+        group_keys = per_group.sort(dim=-1, descending=True, stable=True)[0][..., :counted].sum(-1)
+        best = group_keys.sort(dim=-1, descending=True, stable=True)[1][:, :router["groups_per_token"]]
+        allowed = torch.zeros(tokens, groups, dtype=torch.bool).scatter(1, best, True)
+        allowed = allowed[:, :, None].expand_as(per_group).reshape(tokens, num_experts)
+        keys = keys.masked_fill(~allowed, float("-inf"))
+    return keys.sort(dim=-1, descending=True, stable=True)[1][:, :top_k]
+
+
+def route(tokens, params, prefix, moe, loads=None):
+    """Top-K experts per token [T, K] (by decreasing choice key: the score, plus the expert bias
+    where the router has one, which steers the choice only), their combine weights [T, K] (the
     gradient reaches the router through these, not through the selection), and this layer's
-    load-balancing + z-loss."""
+    load-balancing + z-loss. Adds each expert's choices to loads[prefix] when given."""
     router = moe["router"]
-    assert router["expert_groups"] == 1 and router["groups_per_token"] == 1, "group routing"
-    assert not router["expert_bias"], "expert bias routing"
     num_experts, top_k = moe["num_experts"], moe["experts_per_token"]
-    logits = F.linear(tokens, router_weight)
+    logits = F.linear(tokens, params[prefix + "router.weight"])
     if router["score_function"] == "softmax":
         scores = probabilities = logits.softmax(-1)
     else:
         scores = logits.sigmoid()
         probabilities = scores / scores.sum(-1, keepdim=True)
-    weights, experts = scores.topk(top_k, dim=-1)
+    keys = scores.detach()
+    if router["expert_bias"]:
+        keys = keys + params[prefix + "router.expert_bias"].detach()
+    experts = choose(keys, router, top_k)
+    weights = scores.gather(1, experts)
     if router["normalize_top_k"]:
         weights = weights / weights.sum(-1, keepdim=True)
     weights = weights * router["scaling_factor"]
     # Load balancing counts routing before any capacity drop, as a constant fraction per expert.
-    fraction = F.one_hot(experts, num_experts).sum((0, 1)).to(tokens.dtype) / experts.numel()
+    counts = F.one_hot(experts, num_experts).sum((0, 1))
+    if loads is not None:
+        loads[prefix] = loads.get(prefix, 0) + counts
+    fraction = counts.to(tokens.dtype) / experts.numel()
     balance = num_experts * (fraction * probabilities.mean(0)).sum()
     z_loss = logits.logsumexp(-1).pow(2).mean()
     auxiliary = router["aux_loss_coefficient"] * balance + router["z_loss_coefficient"] * z_loss
@@ -153,13 +178,13 @@ def kept_slots(experts, moe):
     return earlier.gather(1, experts) < capacity
 
 
-def moe_mlp(h, params, prefix, model):
+def moe_mlp(h, params, prefix, model, loads=None):
     """A MoE MLP on h [batch, seq, H]: routed experts weighted by the router, plus the (optionally
     gated) shared experts. Returns the output and the layer's auxiliary loss."""
     moe = model["moe"]
     batch, seq, hidden_size = h.shape
     tokens = h.reshape(batch * seq, hidden_size)
-    experts, weights, auxiliary = route(tokens, params[prefix + "router.weight"], moe)
+    experts, weights, auxiliary = route(tokens, params, prefix, moe, loads)
     kept = kept_slots(experts, moe)
     output = torch.zeros_like(tokens)
     for expert in range(moe["num_experts"]):
@@ -174,9 +199,37 @@ def moe_mlp(h, params, prefix, model):
     return output.view(batch, seq, hidden_size), auxiliary
 
 
-def model_loss(params, model, inputs, targets):
+def latent_attention_heads(h, params, p, model):
+    """Multi-head latent attention's queries, keys and values [batch, seq, heads, dim] (DeepSeek-V2
+    section 2.1, DeepSeek-V3's modeling code): queries from a normalised low-rank latent (or
+    straight from h), keys' position-free parts and values from a normalised shared latent, one
+    rotary key for all heads; rotary positions on the rotary parts alone."""
+    mla = model["mla"]
+    batch, seq, _ = h.shape
+    heads, nope, rope = model["num_attention_heads"], mla["qk_nope_head_dim"], mla["qk_rope_head_dim"]
+    if mla["q_lora_rank"] > 0:
+        latent = F.linear(h, params[p + "attention.q_down.weight"])
+        q = F.linear(norm(latent, params, p + "attention.q_latent_norm", model),
+                     params[p + "attention.q_up.weight"])
+    else:
+        q = F.linear(h, params[p + "attention.q.weight"])
+    q_nope, q_rope = q.view(batch, seq, heads, nope + rope).split([nope, rope], dim=-1)
+    compressed, k_rope = F.linear(h, params[p + "attention.kv_down.weight"]).split(
+        [mla["kv_lora_rank"], rope], dim=-1)
+    kv = F.linear(norm(compressed, params, p + "attention.kv_latent_norm", model),
+                  params[p + "attention.kv_up.weight"]).view(batch, seq, heads, -1)
+    k_nope, v = kv.split([nope, mla["v_head_dim"]], dim=-1)
+    q_rope = rotate_half(q_rope, model["rope_theta"])
+    k_rope = rotate_half(k_rope.view(batch, seq, 1, rope), model["rope_theta"])
+    q = torch.cat([q_nope, q_rope], dim=-1)
+    k = torch.cat([k_nope, k_rope.expand(batch, seq, heads, rope)], dim=-1)
+    return q, k, v
+
+
+def model_loss(params, model, inputs, targets, loads=None):
     """(cross-entropy mean, sum of the MoE layers' auxiliary losses): Strata logs the first and
-    trains on their sum, so both are needed. auxiliary is a zero tensor for dense models."""
+    trains on their sum, so both are needed. auxiliary is a zero tensor for dense models. With
+    `loads`, each MoE layer's choices per expert are added to loads[prefix]."""
     batch, seq = inputs.shape
     heads, kv_heads, head_dim = model["num_attention_heads"], model["num_kv_heads"], model["head_dim"]
     x = params["embedding.word"][inputs]
@@ -189,29 +242,34 @@ def model_loss(params, model, inputs, targets):
     for layer in range(model["num_layers"]):
         p = f"layers.{layer}."
         h = norm(x, params, p + "attention_norm", model)
-        qkv = F.linear(h, params[p + "attention.qkv.weight"], params.get(p + "attention.qkv.bias"))
-        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
-        q = q.view(batch, seq, heads, head_dim)
-        k = k.view(batch, seq, kv_heads, head_dim)
-        v = v.view(batch, seq, kv_heads, head_dim)
-        if model.get("qk_norm", False):  # Qwen3 (written only when set): over each head's features, before the rotation
-            q = norm(q, params, p + "attention.q_norm", model)
-            k = norm(k, params, p + "attention.k_norm", model)
-        if model["position_embedding"] == "rope":
-            q, k = rotate_half(q, model["rope_theta"]), rotate_half(k, model["rope_theta"])
-        k = k.repeat_interleave(heads // kv_heads, dim=2)
-        v = v.repeat_interleave(heads // kv_heads, dim=2)
+        if model.get("mla"):
+            q, k, v = latent_attention_heads(h, params, p, model)
+        else:
+            qkv = F.linear(h, params[p + "attention.qkv.weight"],
+                           params.get(p + "attention.qkv.bias"))
+            q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim],
+                                dim=-1)
+            q = q.view(batch, seq, heads, head_dim)
+            k = k.view(batch, seq, kv_heads, head_dim)
+            v = v.view(batch, seq, kv_heads, head_dim)
+            if model.get("qk_norm", False):  # Qwen3: over each head's features, before rotation
+                q = norm(q, params, p + "attention.q_norm", model)
+                k = norm(k, params, p + "attention.k_norm", model)
+            if model["position_embedding"] == "rope":
+                q, k = rotate_half(q, model["rope_theta"]), rotate_half(k, model["rope_theta"])
+            k = k.repeat_interleave(heads // kv_heads, dim=2)
+            v = v.repeat_interleave(heads // kv_heads, dim=2)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
         if model["position_embedding"] == "alibi":
             scores = scores + alibi_bias(heads, seq)
         attention = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
-        attention = attention.transpose(1, 2).reshape(batch, seq, heads * head_dim)
+        attention = attention.transpose(1, 2).reshape(batch, seq, -1)
         x = x + F.linear(attention, params[p + "attention.output.weight"],
                          params.get(p + "attention.output.bias"))
         h = norm(x, params, p + "mlp_norm", model)
         if is_moe_layer(layer, model):
-            output, layer_auxiliary = moe_mlp(h, params, p + "mlp.", model)
+            output, layer_auxiliary = moe_mlp(h, params, p + "mlp.", model, loads)
             auxiliary = auxiliary + layer_auxiliary
         else:
             output = mlp(h, params, p + "mlp.", model)
@@ -220,6 +278,19 @@ def model_loss(params, model, inputs, targets):
     head = params["embedding.word"] if model["tied_embeddings"] else params["lm_head.weight"]
     logits = F.linear(x, head)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)), auxiliary
+
+
+def balance_expert_biases(params, model, loads):
+    """Auxiliary-loss-free balancing after an optimizer step (DeepSeek-V3): each expert's bias
+    moves by +rate where its choices over the step's tokens are below the mean, -rate above."""
+    router = model["moe"]["router"] if model.get("moe") else None
+    if not router or not router["expert_bias"]:
+        return
+    with torch.no_grad():
+        for prefix, counts in loads.items():
+            counts = counts.double()
+            step = torch.sign(counts.mean() - counts) * router["expert_bias_update_rate"]
+            params[prefix + "router.expert_bias"] += step.float()
 
 
 def learning_rate(step, optimizer):
@@ -246,6 +317,9 @@ def check_case(directory):
 
     loss, auxiliary = model_loss(params, model, inputs, targets)
     (loss + auxiliary).backward()
+    for parameter in params.values():
+        if parameter.grad is None:  # no path to the loss: an expert bias steers the choice only
+            parameter.grad = torch.zeros_like(parameter)
     loss_error = abs(loss.item() - case["loss"]) / abs(loss.item())
     print(f"{model['name']}: loss torch {loss.item():.7f} strata {case['loss']:.7f} "
           f"relative error {loss_error:.2e}")
@@ -280,10 +354,12 @@ def check_case(directory):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, optimizer_config)
         optimizer.zero_grad()
-        loss, auxiliary = model_loss(params, model, inputs, targets)
+        loads = {}
+        loss, auxiliary = model_loss(params, model, inputs, targets, loads)
         (loss + auxiliary).backward()
         torch.nn.utils.clip_grad_norm_(list(params.values()), optimizer_config["max_grad_norm"])
         optimizer.step()
+        balance_expert_biases(params, model, loads)
         error = abs(loss.item() - strata_loss) / abs(loss.item())
         print(f"{model['name']}: AdamW step {step + 1}: loss torch {loss.item():.7f} "
               f"strata {strata_loss:.7f} relative error {error:.2e}")

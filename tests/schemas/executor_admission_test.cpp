@@ -78,17 +78,11 @@ TEST(ExecutorAdmission, TheModelRuleAloneNamesPathsInsideTheModel) {
   EXPECT_FALSE(executor_model_refusal(model_preset("gpt2-124m")).has_value());
   EXPECT_FALSE(executor_model_refusal(model_preset("qwen3-30b-a3b")).has_value());
   EXPECT_FALSE(executor_model_refusal(model_preset("qwen3-8b")).has_value());
-  // Mixtral's router (softmax top-2, no bias, no groups) is the executor's; DeepSeek-V3's
-  // auxiliary-loss-free bias and group-limited routing are not.
+  // Every router is the executor's: Mixtral's (softmax top-2) and DeepSeek-V3's (sigmoid, an
+  // expert bias, group-limited), and so is DeepSeek-V3's latent attention.
   EXPECT_FALSE(executor_model_refusal(model_preset("mixtral-8x7b")).has_value());
   EXPECT_FALSE(executor_model_refusal(model_preset("moe-tiny")).has_value());
-  ModelConfig deepseek = model_preset("deepseek-v3");
-  EXPECT_EQ(executor_model_refusal(deepseek)->json_path, "/moe/router/expert_bias");
-  deepseek.moe->router.expert_bias = false;
-  EXPECT_EQ(executor_model_refusal(deepseek)->json_path, "/moe/router/expert_groups");
-  ModelConfig latent_only = model_preset("deepseek-v3");
-  latent_only.moe.reset();
-  EXPECT_EQ(executor_model_refusal(latent_only)->json_path, "/mla");
+  EXPECT_FALSE(executor_model_refusal(model_preset("deepseek-v3")).has_value());
 }
 
 TEST(ExecutorAdmission, MixtureOfExpertsRunsOnEveryMesh) {

@@ -7,6 +7,7 @@
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
+#include "strata/schemas/presets.h"
 
 namespace strata::schemas {
 namespace {
@@ -148,6 +149,20 @@ TEST(HfConfigImport, DeepSeekV3LatentAttentionDenseLayersAndGroupedSigmoidRoutin
   EXPECT_EQ(model.moe->router.scaling_factor, 2.5);
   EXPECT_EQ(model.ffn_hidden_size, 18432) << "the dense layers' width";
   EXPECT_EQ(model.checkpoint_dtype, Dtype::fp8) << "quantization_config names fp8 weights";
+}
+
+// Kimi K2 publishes DeepSeek-V3's architecture under its own model_type: read by the architecture,
+// equal to the kimi-k2 preset but for the names.
+TEST(HfConfigImport, KimiK2IsDeepSeekV3sArchitectureAtItsOwnSizes) {
+  ModelConfig model = import_fixture("kimi-k2.json");
+  ASSERT_TRUE(model.mla && model.moe);
+  EXPECT_EQ(model.moe->num_experts, 384);
+  EXPECT_EQ(model.moe->router.expert_groups, 1);
+  EXPECT_TRUE(model.moe->router.expert_bias);
+  ModelConfig preset = model_preset("kimi-k2");
+  model.name = preset.name;
+  model.description = preset.description;
+  EXPECT_EQ(model, preset);
 }
 
 TEST(HfConfigImport, RefusesMoeLayoutsItCannotRepresent) {

@@ -1,6 +1,6 @@
 // What the planner ranks best, the executor runs (issue 32's property): for models (a mixture of
-// experts among them), rank counts and batches, each of `strata plan --variants`'s ten best layouts on
-// cpu-local trains two steps under mpirun as `strata train --plan` — none is refused. Not under
+// experts among them), rank counts and batches, each of `strata plan --variants`'s ten best layouts
+// on cpu-local trains two steps under mpirun as `strata train --plan` — none is refused. Not under
 // the sanitizers: 50 jobs of a Debug build would take most of the test budget, and the code they
 // run is covered there by the executor's own tests.
 #include <gtest/gtest.h>
@@ -54,10 +54,10 @@ class PlannerTopPlans : public ::testing::TestWithParam<PlannedJob> {
 TEST_P(PlannerTopPlans, EachOfTheTenBestTrainsTwoSteps) {
   const PlannedJob& job = GetParam();
   const fs::path first = directory / "plan.json";
-  const CommandResult planned =
-      strata("plan --model " + job.model + " --cluster cpu-local:" + std::to_string(job.ranks) +
-             " --global-batch " + std::to_string(job.global_batch) + " --seq-len " +
-             std::to_string(job.seq_length) + " --top 10 --variants --out " + first.string() + " --quiet");
+  const CommandResult planned = strata(
+      "plan --model " + job.model + " --cluster cpu-local:" + std::to_string(job.ranks) +
+      " --global-batch " + std::to_string(job.global_batch) + " --seq-len " +
+      std::to_string(job.seq_length) + " --top 10 --variants --out " + first.string() + " --quiet");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
   std::vector<fs::path> plans{first};
   for (int i = 2; i <= 10; ++i)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "strata/executor/checkpoint/llmc_checkpoint.h"
+#include "strata/executor/model/transformer.h"
 #include "strata/schemas/document_loader.h"
 #include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
@@ -89,10 +90,12 @@ schemas::Plan plan_from_flags(const TrainOptions& options, executor::Device devi
   const schemas::ModelConfig model = options.model
                                          ? schemas::resolve_model(*options.model)
                                          : executor::read_llmc_model_config(*options.init_llmc);
-  // What the executor cannot build is the model's, named in the model file (or preset), not in
-  // the plan these flags make.
+  // What the executor cannot build — anywhere, or on the device the job runs on — is the
+  // model's, named in the model file (or preset), not in the plan these flags make.
   if (options.model) {
-    if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model)) {
+    std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model);
+    if (!refusal && device == executor::Device::cuda) refusal = executor::cuda_model_refusal(model);
+    if (refusal) {
       throw schemas::InputError(*options.model, refusal->json_path, std::move(refusal->rule));
     }
   }

@@ -114,6 +114,8 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
     const std::string name = name_of(index, suffix);
     return store.contains(name) ? &store.entry(name) : nullptr;
   };
+  expert_bias_ = optional("router.expert_bias");
+  if (expert_bias_ != nullptr) step_loads_.assign(static_cast<std::size_t>(moe_.num_experts), 0.0);
   auto group = [&](const char* prefix) {
     Matrices m;
     const std::string in = llama_mlp_ ? "gate" : "fc";
@@ -196,7 +198,7 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
   const ScalarType type = h.scalar_type();
   a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
   linear_forward(h, router_->compute, nullptr, a.logits);
-  route_tokens(a.logits, moe_, a.routing);
+  route_tokens(a.logits, moe_, a.routing, expert_bias_ ? &expert_bias_->compute : nullptr);
   pool_balance_counts(a.routing, tokens);
   const TokenRouting& routing = a.routing;
   const std::int64_t rows_dispatched = routing.dispatched_count();
@@ -306,6 +308,11 @@ void MoeMlp::shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y,
 void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivations& a,
                       double auxiliary_scale, Tensor& dh) const {
   const TokenRouting& routing = a.routing;
+  // The step's loads count each trained micro-batch once: here, not in a forward that
+  // recomputation or evaluation may run again.
+  for (std::size_t e = 0; e < step_loads_.size(); ++e) {
+    step_loads_[e] += static_cast<double>(routing.tokens_per_expert[e]);
+  }
   const std::int64_t tokens = tp_.local_tokens(h_all.size(0)), hidden = model_.hidden_size;
   const Tensor h = rows(h_all, tp_.first_local_token(h_all.size(0)), tokens);
   const std::int64_t rows_dispatched = routing.dispatched_count();

@@ -41,6 +41,7 @@ std::optional<schemas::ExecutorRefusal> cuda_model_refusal(const ModelConfig& mo
   }
   if (model.embedding_norm) return refuse("/embedding_norm", "an embedding norm");
   if (model.qk_norm) return refuse("/qk_norm", "query/key norms");
+  if (model.mla) return refuse("/mla", "latent attention");
   return std::nullopt;
 }
 
@@ -382,6 +383,16 @@ void Transformer::stage_backward(int chunk, const Tensor* d_output, double loss_
   release_gradients(0);
   if (stage.lm_head && model_.tied_embeddings) release_gradients(0);
   release_values(0);
+}
+
+std::vector<Transformer::ExpertBiasLoads> Transformer::take_expert_bias_loads() {
+  std::vector<ExpertBiasLoads> layers;
+  for (TransformerLayer& layer : layers_) {
+    MoeMlp* moe = layer.moe();
+    if (moe == nullptr || moe->expert_bias() == nullptr) continue;
+    layers.push_back({moe->expert_bias(), moe->take_step_loads()});
+  }
+  return layers;
 }
 
 void Transformer::stage_backward_weight(StageActivations& a) {

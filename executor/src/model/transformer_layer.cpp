@@ -104,9 +104,10 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
       shape_(local_attention_shape(model, tp.size(), tp.rank())),
       llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu) {
   if (model.qk_norm) qk_norm_.emplace(model, index, store, shape_);
+  if (model.mla) mla_.emplace(model, index, store, shape_, cp);
   attention_norm_weight_ = &store.entry(name_of(index, "attention_norm.weight"));
   attention_norm_bias_ = optional_entry(store, name_of(index, "attention_norm.bias"));
-  qkv_weight_ = &store.entry(name_of(index, "attention.qkv.weight"));
+  qkv_weight_ = optional_entry(store, name_of(index, "attention.qkv.weight"));
   qkv_bias_ = optional_entry(store, name_of(index, "attention.qkv.bias"));
   attention_output_weight_ = &store.entry(name_of(index, "attention.output.weight"));
   attention_output_bias_ = optional_entry(store, name_of(index, "attention.output.bias"));
@@ -125,9 +126,9 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
     mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
     mlp_output_bias_ = optional_entry(store, name_of(index, "mlp.output.bias"));
   }
-  STRATA_CHECK(qkv_weight_->shape[0] == shape_.qkv_width(),
+  STRATA_CHECK(mla_ || qkv_weight_->shape[0] == shape_.qkv_width(),
                "layer {}: qkv slice of {} rows for {} heads and {} kv heads", index,
-               qkv_weight_->shape[0], shape_.num_heads, shape_.num_kv_heads);
+               qkv_weight_ ? qkv_weight_->shape[0] : 0, shape_.num_heads, shape_.num_kv_heads);
 }
 
 void TransformerLayer::branch_dropout_forward(const DropoutContext& dropout,
@@ -211,11 +212,15 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
                        value_of(attention_norm_bias_), model_.norm_epsilon, norm1, a.mean1,
                        a.rstd1);
   gather_sequence(tp_, norm1, a.norm1_full);
-  linear_forward(a.norm1_full, qkv_weight_->compute, value_of(qkv_bias_), a.qkv);
-  if (qk_norm_) qk_norm_->forward(a.qkv, a.qk_norm);
-  if (model_.rope_theta) {
-    rotary_forward_local(cp_, a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
-                         *model_.rope_theta);
+  if (mla_) {
+    mla_->forward(a.norm1_full, a.qkv, a.mla);  // positions applied to the rotary parts
+  } else {
+    linear_forward(a.norm1_full, qkv_weight_->compute, value_of(qkv_bias_), a.qkv);
+    if (qk_norm_) qk_norm_->forward(a.qkv, a.qk_norm);
+    if (model_.rope_theta) {
+      rotary_forward_local(cp_, a.qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
+                           *model_.rope_theta);
+    }
   }
   if (cp_.active() && cp_.comm == schemas::ContextParallelComm::all_gather) {
     all_gather_attention_forward(cp_, a.qkv, shape_, a.attention_out, a.lse, scratch.all_gathered);
@@ -224,7 +229,8 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   } else {
     causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
   }
-  linear_forward(a.attention_out, attention_output_weight_->compute,
+  if (mla_) mla_->compact_output(a.attention_out, a.mla);  // the values' padding dropped
+  linear_forward(mla_ ? a.mla.values : a.attention_out, attention_output_weight_->compute,
                  separate_bias() ? nullptr : value_of(attention_output_bias_), scratch.branch_full);
   reduce_sequence(tp_, scratch.branch_full, scratch.branch);
   if (separate_bias() && attention_output_bias_) {
@@ -327,9 +333,18 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     gather_sequence(tp_, *d_branch, scratch.d_branch_full);
     d_branch = &scratch.d_branch_full;
   }
-  linear_gradients(*d_branch, a.attention_out, attention_output_weight_,
-                   separate_bias() ? nullptr : attention_output_bias_, scratch.d_attention,
-                   GradientWrite::overwrite, deferred);
+  if (mla_) {
+    Tensor d_values = Tensor::zeros({a.mla.values.size(0), mla_->values_width()},
+                                    a.mla.values.scalar_type(), a.mla.values.device());
+    linear_gradients(*d_branch, a.mla.values, attention_output_weight_,
+                     separate_bias() ? nullptr : attention_output_bias_, d_values,
+                     GradientWrite::overwrite, deferred);
+    mla_->expand_output_gradient(d_values, scratch.d_attention);
+  } else {
+    linear_gradients(*d_branch, a.attention_out, attention_output_weight_,
+                     separate_bias() ? nullptr : attention_output_bias_, scratch.d_attention,
+                     GradientWrite::overwrite, deferred);
+  }
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
   const Tensor d_attention = scratch.d_attention.reshaped(a.attention_out.shape());
@@ -342,13 +357,18 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   } else {
     causal_attention_backward(d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv);
   }
-  if (model_.rope_theta) {
-    rotary_backward_local(cp_, d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
-                          *model_.rope_theta);
+  if (mla_) {
+    // Its projections' weight gradients are computed now, deferred or not.
+    mla_->backward(d_qkv, a.norm1_full, a.mla, scratch.d_norm_full);
+  } else {
+    if (model_.rope_theta) {
+      rotary_backward_local(cp_, d_qkv, shape_.num_heads + shape_.num_kv_heads, shape_.head_dim,
+                            *model_.rope_theta);
+    }
+    if (qk_norm_) qk_norm_->backward(d_qkv, a.qk_norm);
+    linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full,
+                     GradientWrite::overwrite, deferred);
   }
-  if (qk_norm_) qk_norm_->backward(d_qkv, a.qk_norm);
-  linear_gradients(d_qkv, a.norm1_full, qkv_weight_, qkv_bias_, scratch.d_norm_full,
-                   GradientWrite::overwrite, deferred);
   reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   detail::norm_backward(model_.norm, scratch.d_norm, x, attention_norm_weight_->compute, a.mean1,
                         a.rstd1, dx, attention_norm_weight_->gradient,

@@ -31,14 +31,59 @@ T log_sum_exp(const T* logits, std::int64_t experts, T* probabilities) {
   return top + std::log(sum);
 }
 
+// Fills `order`'s first k entries with the token's chosen experts by decreasing choice key (ties
+// to the lower index), within its best groups under group-limited routing.
 template <class T>
-void route(const Tensor& logits_tensor, const MoeConfig& moe, TokenRouting& r) {
+void choose_experts(const T* key, const MoeConfig& moe, std::int64_t k,
+                    std::vector<std::int32_t>& order) {
+  const auto better = [&](std::int32_t a, std::int32_t b) {
+    return key[a] != key[b] ? key[a] > key[b] : a < b;
+  };
+  const std::int64_t experts = static_cast<std::int64_t>(order.size());
+  const std::int64_t groups = moe.router.expert_groups;
+  std::iota(order.begin(), order.end(), 0);
+  if (groups > 1) {
+    const std::int64_t per_group = experts / groups;
+    const std::int64_t counted = std::max<std::int64_t>(1, k / moe.router.groups_per_token);
+    std::vector<T> group_key(static_cast<std::size_t>(groups));
+    for (std::int64_t g = 0; g < groups; ++g) {
+      auto first = order.begin() + g * per_group;
+      std::partial_sort(first, first + counted, first + per_group, better);
+      group_key[g] = std::accumulate(first, first + counted, T(0),
+                                     [&](T sum, std::int32_t e) { return sum + key[e]; });
+    }
+    std::vector<std::int32_t> group_order(static_cast<std::size_t>(groups));
+    std::iota(group_order.begin(), group_order.end(), 0);
+    std::partial_sort(group_order.begin(), group_order.begin() + moe.router.groups_per_token,
+                      group_order.end(), [&](std::int32_t a, std::int32_t b) {
+                        return group_key[a] != group_key[b] ? group_key[a] > group_key[b] : a < b;
+                      });
+    // The chosen groups' experts first, then a top-k among them alone.
+    std::vector<std::int32_t> candidates;
+    for (std::int64_t i = 0; i < moe.router.groups_per_token; ++i) {
+      for (std::int64_t e = 0; e < per_group; ++e) {
+        candidates.push_back(static_cast<std::int32_t>(group_order[i] * per_group + e));
+      }
+    }
+    std::copy(candidates.begin(), candidates.end(), order.begin());
+    std::partial_sort(order.begin(), order.begin() + k,
+                      order.begin() + static_cast<std::int64_t>(candidates.size()), better);
+    return;
+  }
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), better);
+}
+
+template <class T>
+void route(const Tensor& logits_tensor, const MoeConfig& moe, const Tensor* expert_bias,
+           TokenRouting& r) {
   const std::int64_t tokens = r.tokens, experts = r.experts, k = r.top_k;
   const T* logits = logits_tensor.data<T>();
   T* scores = r.scores.data<T>();
   T* weights = r.weights.data<T>();
   const bool softmax = moe.router.score_function == RouterScoreFunction::softmax;
   std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
+  std::vector<T> key(static_cast<std::size_t>(experts));
+  const T* bias = expert_bias != nullptr ? expert_bias->data<T>() : nullptr;
   double squared_log_sum_exp = 0;
   for (std::int64_t t = 0; t < tokens; ++t) {
     const T* row = logits + t * experts;
@@ -53,13 +98,10 @@ void route(const Tensor& logits_tensor, const MoeConfig& moe, TokenRouting& r) {
         squared_log_sum_exp += static_cast<double>(lse) * static_cast<double>(lse);
       }
     }
-    // The k best by score; equal scores go to the lower expert index, so the choice is the same
-    // on every rank and in every run.
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](std::int32_t a, std::int32_t b) {
-                        return score[a] != score[b] ? score[a] > score[b] : a < b;
-                      });
+    // The k best by choice key; equal keys go to the lower expert index, so the choice is the
+    // same on every rank and in every run.
+    for (std::int64_t e = 0; e < experts; ++e) key[e] = bias ? score[e] + bias[e] : score[e];
+    choose_experts(key.data(), moe, k, order);
     T chosen_sum = 0;
     for (std::int64_t slot = 0; slot < k; ++slot) chosen_sum += score[order[slot]];
     for (std::int64_t slot = 0; slot < k; ++slot) {
@@ -189,8 +231,25 @@ void route_backward(const Tensor& logits_tensor, const TokenRouting& r, const Mo
 
 }  // namespace
 
-void route_tokens(const Tensor& logits, const MoeConfig& moe, TokenRouting& routing) {
+std::vector<double> expert_bias_step(const std::vector<double>& loads, double rate) {
+  const double mean =
+      std::accumulate(loads.begin(), loads.end(), 0.0) / static_cast<double>(loads.size());
+  std::vector<double> step(loads.size());
+  for (std::size_t e = 0; e < loads.size(); ++e) {
+    step[e] = loads[e] < mean ? rate : loads[e] > mean ? -rate : 0.0;
+  }
+  return step;
+}
+
+void route_tokens(const Tensor& logits, const MoeConfig& moe, TokenRouting& routing,
+                  const Tensor* expert_bias) {
   check_logits("route_tokens", logits, moe);
+  STRATA_CHECK(moe.router.expert_bias == (expert_bias != nullptr) &&
+                   (expert_bias == nullptr || (expert_bias->numel() == moe.num_experts &&
+                                               expert_bias->scalar_type() == logits.scalar_type())),
+               "route_tokens: an expert bias {} for a router {}",
+               expert_bias ? shape_to_string(expert_bias->shape()) : "absent",
+               moe.router.expert_bias ? "with one" : "without one");
   const std::int64_t tokens = logits.size(0), experts = moe.num_experts;
   const std::int64_t k = moe.experts_per_token;
   routing = TokenRouting{};
@@ -204,7 +263,7 @@ void route_tokens(const Tensor& logits, const MoeConfig& moe, TokenRouting& rout
   routing.tokens_per_expert.assign(static_cast<std::size_t>(experts), 0);
   routing.dispatched.reserve(static_cast<std::size_t>(tokens * k));
   dispatch_floating(logits.scalar_type(), "route_tokens",
-                    [&]<class T>() { route<T>(logits, moe, routing); });
+                    [&]<class T>() { route<T>(logits, moe, expert_bias, routing); });
 }
 
 void route_tokens_backward(const Tensor& logits, const TokenRouting& routing, const MoeConfig& moe,

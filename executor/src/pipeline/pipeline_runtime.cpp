@@ -349,8 +349,25 @@ void PipelineRuntime::execute(const Action& action, const PipelineStep& step) {
       optimizer_.finish_gradients();
       gradient_norm_ =
           optimizer_.step(step.learning_rate, step.step, step.adamw, step.max_gradient_norm);
+      balance_expert_biases();
       return;
     }
+  }
+}
+
+void PipelineRuntime::balance_expert_biases() {
+  const double rate = model_.config().moe ? model_.config().moe->router.expert_bias_update_rate : 0;
+  for (Transformer::ExpertBiasLoads& layer : model_.take_expert_bias_loads()) {
+    // Every token of the step was routed by one rank of this stage: the tp ranks under sequence
+    // parallelism each their shard, the dp × cp ranks each their micro-batches' chunks.
+    std::vector<double> loads = layer.loads;
+    if (model_.tensor_parallel().shards_tokens()) {
+      loads = all_reduce_vector(groups_.tensor_parallel(), std::move(loads), ReduceOp::sum);
+    }
+    if (groups_.gradient_reduction().size() > 1) {
+      loads = all_reduce_vector(groups_.gradient_reduction(), std::move(loads), ReduceOp::sum);
+    }
+    optimizer_.add_to_parameter(*layer.bias, expert_bias_step(loads, rate));
   }
 }
 

@@ -368,6 +368,28 @@ void ShardedOptimizer::reduce(Bucket& bucket) {
   }
 }
 
+void ShardedOptimizer::add_to_parameter(ParameterEntry& entry, const std::vector<double>& delta) {
+  STRATA_CHECK(static_cast<std::int64_t>(delta.size()) == shape_numel(entry.shape) &&
+                   entry.value.scalar_type() == ScalarType::float32 &&
+                   entry.value.device() == Device::cpu,
+               "{}: a step of {} values for a float32 CPU parameter of {}", entry.spec.name,
+               delta.size(), shape_numel(entry.shape));
+  if (options_.zero_stage == 3 && !one_device_step_) {
+    for (const Bucket& bucket : buckets_) {
+      for_each_owned_slice(bucket, [&](const ParameterEntry& owned, const OwnedSlice& slice) {
+        if (&owned != &entry) return;
+        float* values = value_shards_.data<float>() + slice.shard_at;
+        for (std::int64_t i = slice.first; i < slice.last; ++i) {
+          values[i - slice.first] += static_cast<float>(delta[static_cast<std::size_t>(i)]);
+        }
+      });
+    }
+    return;
+  }
+  float* values = store_.values().data<float>() + entry.offset;
+  for (std::size_t i = 0; i < delta.size(); ++i) values[i] += static_cast<float>(delta[i]);
+}
+
 void ShardedOptimizer::begin_step() {
   if (options_.zero_stage < 2) {
     store_.zero_gradients();

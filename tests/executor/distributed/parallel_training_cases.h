@@ -51,6 +51,12 @@ inline schemas::ModelConfig model_named(const std::string& name, double dropout)
     // ALiBi over 6 heads, LayerNorm query/key norms, an embedding norm, squared-ReLU MLPs.
     model =
         schemas::resolve_model(std::string(STRATA_FIXTURES_DIR) + "/executor/dense-features.json");
+  } else if (name == "latent-dense") {
+    // DeepSeek-V3's latent attention in a dense model: under tp without sequence parallelism
+    // only the latent gradients' tp sums keep the ranks equal.
+    model = schemas::shrink_model(schemas::model_preset("deepseek-v3"));
+    model.moe.reset();
+    model.name = "latent-dense";
   } else if (name.ends_with("-shrunk")) {
     model = schemas::shrink_model(
         schemas::model_preset(name.substr(0, name.size() - std::string("-shrunk").size())));
@@ -144,6 +150,8 @@ inline std::vector<Layout> all_layouts() {
       {"Dp2SmallBucketsNoOverlap", "gpt-tiny", 1, 2, false, 0, 0, false, 300'000, false},
       // Each tp rank normalises its own heads' queries and keys with the whole gains.
       {"Tp2QueryKeyNormQwen3", "qwen3-8b-shrunk", 2, 1},
+      {"Tp2LatentAttention", "latent-dense", 2, 1},
+      {"Tp2SequenceParallelDeepSeek", "deepseek-v3-shrunk", 2, 1, true},
       {"Tp2SequenceParallelFeatures", "dense-features", 2, 1, true},
       {"Dp2Zero3FeaturesDropout", "dense-features", 1, 2, false, 3, 0.1},
       // 4 ranks.
@@ -165,6 +173,7 @@ inline std::vector<Layout> all_layouts() {
       // ALiBi's distances across the load-balanced chunks.
       context_parallel({"Cp2FeaturesDropout", "dense-features", 1, 1, false, 0, 0.1}, 2),
       context_parallel_all_gather({"Cp2AllGatherBloom", "bloom-176b-shrunk", 1, 1}, 2),
+      context_parallel({"Cp2LatentAttentionDropout", "latent-dense", 1, 1, false, 0, 0.1}, 2),
       // 4 ranks.
       context_parallel({"Cp4Dropout", "gpt-odd", 1, 1, false, 0, 0.1}, 4),
       context_parallel({"Cp2Tp2SequenceParallelLlama", "llama-tiny", 2, 1, true}, 2),

@@ -92,6 +92,57 @@ TEST(TopKRouter, EqualScoresGoToTheLowerExpert) {
   EXPECT_EQ(routing.expert, (std::vector<std::int32_t>{1, 2}));
 }
 
+TEST(TopKRouter, AnExpertBiasSteersTheChoiceButNotTheWeights) {
+  // Scores favour 2 then 0; a bias of +1 on expert 3 makes it the first choice, and its weight is
+  // its own sigmoid score, not score + bias.
+  const Tensor logits = logits_of({0.5, -1, 2, 0}, 1);
+  MoeConfig moe = router_config(RouterScoreFunction::sigmoid, false, 1.0);
+  moe.router.expert_bias = true;
+  Tensor bias = Tensor::zeros({4}, ScalarType::float64);
+  bias.data<double>()[3] = 1.0;
+  TokenRouting routing;
+  route_tokens(logits, moe, routing, &bias);
+  EXPECT_EQ(routing.expert, (std::vector<std::int32_t>{3, 2}));
+  const auto sigmoid = [](double x) { return 1 / (1 + std::exp(-x)); };
+  EXPECT_NEAR(routing.weights.data<double>()[0], sigmoid(0), 1e-12);
+  EXPECT_NEAR(routing.weights.data<double>()[1], sigmoid(2), 1e-12);
+  EXPECT_THROW(route_tokens(logits, moe, routing), InvariantError) << "the bias left out";
+}
+
+TEST(TopKRouter, GroupLimitedRoutingChoosesWithinTheBestGroups) {
+  // 8 experts in 4 groups of 2, each token within its best 2 groups, top-2: a group's key is its
+  // best k / groups = 1 score. Group keys 0.9 (experts 0, 1), 0.8 (2, 3), 0.85 (4, 5), 0.1 (6, 7):
+  // groups 0 and 2, so expert 3 (0.8) loses to expert 4 (0.85) and expert 1 (0.7) to neither.
+  MoeConfig moe;
+  moe.num_experts = 8;
+  moe.experts_per_token = 2;
+  moe.expert_ffn_hidden_size = 4;
+  moe.router.score_function = RouterScoreFunction::sigmoid;
+  moe.router.expert_groups = 4;
+  moe.router.groups_per_token = 2;
+  const std::vector<double> scores{0.9, 0.7, 0.2, 0.8, 0.85, 0.1, 0.1, 0.05};
+  Tensor logits = Tensor::zeros({1, 8}, ScalarType::float64);
+  for (std::size_t e = 0; e < scores.size(); ++e) {
+    logits.data<double>()[e] = std::log(scores[e] / (1 - scores[e]));  // sigmoid⁻¹
+  }
+  TokenRouting routing;
+  route_tokens(logits, moe, routing);
+  EXPECT_EQ(routing.expert, (std::vector<std::int32_t>{0, 4}));
+  // Group 2 weakened (its best 0.85 → 0.3): groups 0 and 1 win, and expert 3 (0.8) is second.
+  logits.data<double>()[4] = std::log(0.3 / 0.7);
+  route_tokens(logits, moe, routing);
+  EXPECT_EQ(routing.expert, (std::vector<std::int32_t>{0, 3}));
+  // One group for each token: only group 0's experts.
+  moe.router.groups_per_token = 1;
+  route_tokens(logits, moe, routing);
+  EXPECT_EQ(routing.expert, (std::vector<std::int32_t>{0, 1}));
+}
+
+TEST(TopKRouter, TheBiasStepRaisesUnderloadedExpertsAndLowersOverloadedOnes) {
+  // Loads 1, 3, 2, 2 around a mean of 2.
+  EXPECT_EQ(expert_bias_step({1, 3, 2, 2}, 0.001), (std::vector<double>{0.001, -0.001, 0.0, 0.0}));
+}
+
 // Σ d_weights ⊙ weights + scale · (load balancing + z-loss) for the routing of `logits`.
 double router_objective(const Tensor& logits, const MoeConfig& moe, const Tensor& d_weights,
                         double scale) {

@@ -4,8 +4,7 @@
 // description of a model's parameters: the executor's store allocates and initialises from it,
 // checkpoints are sliced by it, and the bucket layout (gradient_buckets.h) that data parallelism
 // reduces and ZeRO shards is computed from it for any rank, by the executor and the cost models
-// alike. Models the executor does not build yet (latent attention, a router's expert bias) are
-// in it too, so that the costs of their plans follow from the same table.
+// alike.
 #pragma once
 
 #include <cstdint>

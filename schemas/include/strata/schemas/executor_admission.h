@@ -24,18 +24,18 @@ struct ExecutorRefusal {
   std::string rule;
 };
 
-// The first refusal for a model: the executor builds every position embedding (learned, rotary,
-// ALiBi, none), MLP activation, norm, embedding norm and query/key norm, (grouped-query)
-// multi-head attention, and dense MLPs or mixture-of-experts MLPs whose router has no expert bias
-// and no group-limited routing. Paths are relative to the model object ("/mla").
+// The first refusal for a model, nullopt when the executor builds it: today every model the format
+// describes — every position embedding (learned, rotary, ALiBi, none), MLP activation, norm,
+// embedding and query/key norm, (grouped-query) multi-head and latent attention, dense MLPs and
+// mixtures of experts with any router. Paths are relative to the model object.
 std::optional<ExecutorRefusal> executor_model_refusal(const ModelConfig& model);
 
 // The first refusal for a plan, nullopt when the executor runs it: a plan for the strata framework
 // (another framework's plan is for simulating that stack), tensor-parallel collectives between the
 // GEMMs (no tp_comm_overlap), fp32 or bf16 with fp32 gradients, and a model
 // executor_model_refusal admits (under "/model"). Every mesh, ZeRO stage, hybrid shard group,
-// schedule, recomputation and pipeline split that validate_plan accepts runs — for a
-// mixture-of-experts model, on meshes of data and pipeline parallelism only (ep, etp, tp and cp 1).
+// schedule, recomputation and pipeline split that validate_plan accepts runs, expert meshes
+// included.
 std::optional<ExecutorRefusal> executor_refusal(const Plan& plan);
 
 }  // namespace strata::schemas

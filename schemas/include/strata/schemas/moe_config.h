@@ -30,9 +30,13 @@ struct RouterConfig {
   // nodes a token's dispatch reaches. 1 and 1 = no limit.
   std::int64_t expert_groups = 1;
   std::int64_t groups_per_token = 1;
-  // A learned per-expert bias added to the scores for the choice only (DeepSeek-V3's
-  // auxiliary-loss-free balancing): num_experts parameters per MoE layer.
+  // A per-expert bias added to the scores for the choice only (DeepSeek-V3's auxiliary-loss-free
+  // balancing): num_experts parameters per MoE layer, moved after each step by ±update_rate
+  // against each expert's load over the step's tokens (raised where the expert took fewer than
+  // the mean, lowered where more), not by a gradient (Megatron-Core's
+  // moe_router_bias_update_rate; DeepSeek-V3's γ = 0.001).
   bool expert_bias = false;
+  double expert_bias_update_rate = 1e-3;
   bool normalize_top_k = true;        // the k chosen scores rescaled to sum to 1
   double scaling_factor = 1.0;        // the combined expert output's scale (DeepSeek-V3: 2.5)
   double aux_loss_coefficient = 0.0;  // load-balancing loss weight

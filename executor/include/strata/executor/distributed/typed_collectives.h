@@ -30,6 +30,16 @@ inline double all_reduce_value(Communicator& group, double value, ReduceOp op) {
   return all_reduce_values<1>(group, {value}, op)[0];
 }
 
+// The same for a vector whose length every member agrees on.
+inline std::vector<double> all_reduce_vector(Communicator& group, std::vector<double> values,
+                                             ReduceOp op) {
+  Tensor buffer = Tensor::zeros({static_cast<std::int64_t>(values.size())}, ScalarType::float64);
+  std::copy(values.begin(), values.end(), buffer.data<double>());
+  group.all_reduce(buffer, op);
+  std::copy(buffer.data<double>(), buffer.data<double>() + values.size(), values.begin());
+  return values;
+}
+
 namespace detail {
 
 // A record's bytes in whole int32 elements (the communicators move int32 tensors verbatim).

@@ -125,6 +125,15 @@ class MoeMlp {
   void backward(const Tensor& dy, const Tensor& h, const MoeActivations& a, double auxiliary_scale,
                 Tensor& dh) const;
 
+  // With an expert-bias router: the bias, and this rank's choices per expert over the micro-
+  // batches trained since the last take_step_loads (which returns and clears them).
+  ParameterEntry* expert_bias() const { return expert_bias_; }
+  std::vector<double> take_step_loads() {
+    std::vector<double> loads(step_loads_.size(), 0.0);
+    std::swap(loads, step_loads_);
+    return loads;
+  }
+
  private:
   struct Matrices {                       // one MLP's parameters (null where absent)
     ParameterEntry* in_weight = nullptr;  // gpt: fc; llama: gate
@@ -159,6 +168,9 @@ class MoeMlp {
   std::int64_t width_;  // each expert's width on this member (F / etp)
   bool llama_mlp_;
   ParameterEntry* router_;
+  ParameterEntry* expert_bias_ = nullptr;
+  // Counted by the (const) backward: bookkeeping of the step, not of the layer's function.
+  mutable std::vector<double> step_loads_;
   Matrices experts_;
   Matrices shared_;
   ParameterEntry* shared_gate_ = nullptr;

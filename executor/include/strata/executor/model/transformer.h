@@ -35,7 +35,8 @@ void check_executor_supports(const schemas::ModelConfig& model, const std::strin
                              const std::string& json_prefix);
 
 // The first model feature the CUDA backend has no kernels for yet — ALiBi, squared ReLU, an
-// embedding norm, a query/key norm (their CPU ops are the executor's; docs/gpus.md) — as the
+// embedding norm, a query/key norm, latent attention (their CPU ops are the executor's;
+// docs/gpus.md) — as the
 // field inside the model object and the rule; nullopt when the model runs on CUDA.
 std::optional<schemas::ExecutorRefusal> cuda_model_refusal(const schemas::ModelConfig& model);
 
@@ -140,6 +141,16 @@ class Transformer {
                       const DropoutContext& dropout, StageActivations& a, bool split = false);
   // The deferred weight-gradient pass (W) of a split backward.
   void stage_backward_weight(StageActivations& a);
+
+  // Auxiliary-loss-free balancing: each MoE layer this rank holds whose router has an expert
+  // bias, with this rank's choices per expert over the micro-batches trained since the last call
+  // (cleared). The step moves each bias by expert_bias_step of the loads summed over the ranks
+  // that trained the step's tokens (PipelineRuntime, after the optimizer's update).
+  struct ExpertBiasLoads {
+    ParameterEntry* bias = nullptr;
+    std::vector<double> loads;
+  };
+  std::vector<ExpertBiasLoads> take_expert_bias_loads();
 
  private:
   void embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a);

@@ -3,8 +3,8 @@
 // layer (column-parallel qkv / fc / gate / up, row-parallel outputs, optionally sequence
 // parallel). Used by Transformer, one per layer.
 //
-//   x ─┬─ norm ─ qkv ─(qk norm)─(rotary)─ causal attention ─ output proj ─ dropout ─(+)─┬─ norm ─
-//   MLP ─ dropout ─(+)─ out
+//   x ─┬─ norm ─ qkv (or latent attention's projections) ─(qk norm)─(rotary)─ causal attention ─
+//   output proj ─ dropout ─(+)─┬─ norm ─ MLP ─ dropout ─(+)─ out
 //      └──────────────────────────────────────────────────────────────────────┘
 //      └─────────────────────┘
 //   MLP: fc ─ GELU or squared ReLU ─ output, or (gate, up) ─ SwiGLU ─ output; on the layers a
@@ -25,6 +25,7 @@
 
 #include "strata/executor/model/all_gather_attention.h"
 #include "strata/executor/model/context_parallel.h"
+#include "strata/executor/model/latent_attention.h"
 #include "strata/executor/model/moe_mlp.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/query_key_norm.h"
@@ -68,6 +69,7 @@ struct LayerActivations {
   Tensor mean2, rstd2, norm2_full, hidden_in, up, hidden_out;
   MoeActivations moe;               // a MoE layer's, in place of hidden_in, up and hidden_out
   QueryKeyNormActivations qk_norm;  // with the model's qk_norm
+  LatentAttentionActivations mla;   // with latent attention, whose projections fill qkv
 };
 
 // The weight-gradient work that a zero-bubble schedule's input-gradient pass (I) leaves for its
@@ -109,6 +111,8 @@ class TransformerLayer {
   // caller hands both the shared set of all recomputing layers.
   void set_recompute(bool recompute) { recompute_ = recompute; }
   bool recomputes() const { return recompute_; }
+  // The layer's mixture of experts; null on a dense layer.
+  MoeMlp* moe() { return moe_ ? &*moe_ : nullptr; }
 
   // out = layer(x) for x and out [local tokens, hidden] of a micro-batch of batch × seq tokens
   // (seq: this cp rank's tokens of each sequence), keeping what backward needs in `a`.
@@ -147,9 +151,10 @@ class TransformerLayer {
   AttentionShape shape_;  // this rank's heads
   bool llama_mlp_;
   std::optional<QueryKeyNorm> qk_norm_;
+  std::optional<LatentAttention> mla_;  // in place of the fused qkv projection
   ParameterEntry* attention_norm_weight_;
   ParameterEntry* attention_norm_bias_;
-  ParameterEntry* qkv_weight_;
+  ParameterEntry* qkv_weight_;  // null with latent attention
   ParameterEntry* qkv_bias_;
   ParameterEntry* attention_output_weight_;
   ParameterEntry* attention_output_bias_;

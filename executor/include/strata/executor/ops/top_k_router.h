@@ -4,10 +4,15 @@
 // losses (load balancing and z-loss) — forward and backward. CPU backend. Used by model/moe_mlp.h.
 //
 // Scores: softmax over the experts (Mixtral, Qwen-MoE) or an independent sigmoid per expert
-// (DeepSeek-V3). A token's k highest scores choose its experts (slot 0 the highest); the chosen
-// scores, renormalised to sum to 1 when the config says so and times its scaling factor, are
-// the weights that combine the experts' outputs. The choice itself has no gradient; the weights
-// do, and so do the auxiliary losses.
+// (DeepSeek-V3). A token's k highest choice keys choose its experts (slot 0 the highest): the
+// scores, plus the router's expert bias where it has one (DeepSeek-V3's auxiliary-loss-free
+// balancing: the bias steers the choice only). With group-limited routing the experts fall into
+// G equal groups, each group's key is the sum of its best ⌊k / groups_per_token⌋ choice keys
+// (Megatron-Core's group_limited_topk; DeepSeek-V3's best two), and a token chooses among the
+// experts of its groups_per_token best groups only. Ties go to the lower index. The chosen
+// scores (without the bias), renormalised to sum to 1 when the config says so and times its
+// scaling factor, are the weights that combine the experts' outputs. The choice itself has no
+// gradient; the weights do, and so do the auxiliary losses.
 //
 // Capacity (Switch/GShard style, deterministic): with a capacity factor, expert e takes at most
 // C = ⌈factor · tokens · k / experts⌉ pairs, the first C in token order (a token's slots by rank);
@@ -54,8 +59,15 @@ struct TokenRouting {
   std::int64_t token_of(std::int64_t row) const { return dispatched[row] / top_k; }
 };
 
-// The routing of `logits` [tokens, experts] (the router's linear output) under `moe`.
-void route_tokens(const Tensor& logits, const schemas::MoeConfig& moe, TokenRouting& routing);
+// The routing of `logits` [tokens, experts] (the router's linear output) under `moe`;
+// `expert_bias` [experts] is the router's bias where moe.router.expert_bias says it has one.
+void route_tokens(const Tensor& logits, const schemas::MoeConfig& moe, TokenRouting& routing,
+                  const Tensor* expert_bias = nullptr);
+
+// The auxiliary-loss-free balancing step (DeepSeek-V3, Megatron-Core's get_updated_expert_bias):
+// each expert's bias moves by +rate where `loads` (each expert's choices over the step's tokens,
+// every rank's summed) is below their mean, −rate where above, 0 where equal.
+std::vector<double> expert_bias_step(const std::vector<double>& loads, double rate);
 
 // d_logits = ∂/∂logits of (Σ d_weights ⊙ weights + auxiliary_scale · (load balancing + z-loss)),
 // overwritten: d_weights [tokens, k] is the gradient of the combine weights, auxiliary_scale the

@@ -96,6 +96,9 @@ class PipelineRuntime {
   void retire(const Key& key);
   // Waits for every retired micro-batch's sends and gives its buffers back.
   void drain();
+  // After the optimizer's update: auxiliary-loss-free balancing of the MoE layers this rank holds
+  // (Transformer::take_expert_bias_loads), every rank of a stage taking the same step.
+  void balance_expert_biases();
   StageActivations* take_activations(int chunk);
   // Returns the micro-batch's activation set to its chunk's free list (no-op when it has none).
   void give_back_activations(InFlight& flight);

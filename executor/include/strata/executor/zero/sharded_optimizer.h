@@ -89,6 +89,11 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // gradient norm before clipping.
   double step(double learning_rate, std::int64_t step, const AdamWConfig& config,
               double max_gradient_norm);
+  // value += delta for a parameter that moves by a rule of its own, not by its gradient (a
+  // router's expert bias: its gradient is zero, so AdamW leaves it where it is): on every rank,
+  // the same delta, into the master value wherever this rank keeps it — its ZeRO-3 shard's
+  // elements of the entry, or the whole values.
+  void add_to_parameter(ParameterEntry& entry, const std::vector<double>& delta);
 
   // The whole parameters, assembled from every rank's slices and shards (collective over the
   // job): into `whole`, a store of transformer_parameters() on one rank.
