@@ -10,10 +10,6 @@
 namespace strata::executor {
 namespace {
 
-ScalarType statistics_type(ScalarType activations) {
-  return activations == ScalarType::bfloat16 ? ScalarType::float32 : activations;
-}
-
 Tensor zeros_like_rows(std::int64_t rows, std::int64_t width, const Tensor& like) {
   return Tensor::zeros({rows, width}, like.scalar_type(), like.device());
 }
@@ -27,7 +23,7 @@ Tensor sequences_of(const Tensor& qkv, std::int64_t width) {
 void latent_norm_forward(const schemas::ModelConfig& model, const Tensor& x,
                          const ParameterEntry& weight, const ParameterEntry* bias, Tensor& mean,
                          Tensor& rstd, Tensor& y) {
-  const ScalarType statistics = statistics_type(x.scalar_type());
+  const ScalarType statistics = detail::statistics_type(x.scalar_type());
   mean = Tensor::zeros({x.size(0)}, statistics, x.device());
   rstd = Tensor::zeros({x.size(0)}, statistics, x.device());
   y = Tensor::zeros(x.shape(), x.scalar_type(), x.device());

@@ -8,6 +8,11 @@
 
 namespace strata::executor::detail {
 
+// Norm statistics and log-sum-exps: float32 under bfloat16 activations, else the activations' type.
+inline ScalarType statistics_type(ScalarType activations) {
+  return activations == ScalarType::bfloat16 ? ScalarType::float32 : activations;
+}
+
 // mean is unused by RMSNorm; bias/dbias are null where the norm has none.
 inline void norm_forward(schemas::NormKind kind, const Tensor& x, const Tensor& weight,
                          const Tensor* bias, double epsilon, Tensor& y, Tensor& mean,

@@ -8,10 +8,6 @@
 namespace strata::executor {
 namespace {
 
-ScalarType statistics_type(ScalarType activations) {
-  return activations == ScalarType::bfloat16 ? ScalarType::float32 : activations;
-}
-
 void resize(Tensor& tensor, const Shape& shape, ScalarType type, Device device) {
   if (tensor.shape() != shape || tensor.scalar_type() != type || tensor.device() != device) {
     tensor = Tensor::zeros(shape, type, device);
@@ -37,8 +33,8 @@ void QueryKeyNorm::forward(const Heads& heads, Tensor& qkv, Tensor& saved, Tenso
                            Tensor& rstd) const {
   const std::int64_t rows = qkv.numel() / local_.qkv_width() * heads.count;
   resize(saved, {rows, local_.head_dim}, qkv.scalar_type(), qkv.device());
-  resize(mean, {rows}, statistics_type(qkv.scalar_type()), qkv.device());
-  resize(rstd, {rows}, statistics_type(qkv.scalar_type()), qkv.device());
+  resize(mean, {rows}, detail::statistics_type(qkv.scalar_type()), qkv.device());
+  resize(rstd, {rows}, detail::statistics_type(qkv.scalar_type()), qkv.device());
   copy_column_block(qkv, local_.qkv_width(), heads.first_column, saved);
   Tensor normalised = Tensor::zeros(saved.shape(), saved.scalar_type(), saved.device());
   detail::norm_forward(model_.norm, saved, heads.weight->compute,

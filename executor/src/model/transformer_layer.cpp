@@ -31,10 +31,6 @@ Tensor* gradient_of(ParameterEntry* entry) { return entry ? &entry->gradient : n
 // The tensor the model computes with: the working copy under mixed precision.
 const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->compute : nullptr; }
 
-// Norm statistics and log-sum-exps: float32 under bfloat16 activations, else the activations' type.
-ScalarType statistics_type(ScalarType activations) {
-  return activations == ScalarType::bfloat16 ? ScalarType::float32 : activations;
-}
 
 }  // namespace
 
@@ -175,7 +171,7 @@ void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::in
   if (a.qkv.shape() == qkv_shape && a.qkv.scalar_type() == type && a.qkv.device() == device) {
     return;
   }
-  const ScalarType statistics = statistics_type(type);
+  const ScalarType statistics = detail::statistics_type(type);
   const std::int64_t tokens = batch * seq;
   const std::int64_t local = tp_.local_tokens(tokens);
   const std::int64_t hidden = model_.hidden_size;
