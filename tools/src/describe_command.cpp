@@ -15,6 +15,7 @@
 #include "strata/costmodels/model_state_memory.h"
 #include "strata/costmodels/parameter_count.h"
 #include "strata/schemas/document_loader.h"
+#include "strata/schemas/executor_admission.h"
 #include "strata/schemas/input_error.h"
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/model_shrink.h"
@@ -77,14 +78,12 @@ int run_describe(const DescribeOptions& options) {
                            schemas::name_of(model.architecture, schemas::kArchitectureNames),
                            group_thousands(parameters));
   std::cout << fmt::format("Architecture: {}\n", fmt::join(model_features(model), ", "));
-  const nlohmann::json report = describe_report(described);
-  const nlohmann::json& executor = report.at("executor");
-  std::cout << (executor.at("trains").get<bool>()
-                    ? std::string("Strata's executor trains it\n")
-                    : fmt::format("Strata's executor does not train it ({}: {}); it plans and "
-                                  "simulates it\n",
-                                  executor.at("json_path").get<std::string>(),
-                                  executor.at("rule").get<std::string>()));
+  // The same rule as the JSON report's "executor" (describe_report), asked directly.
+  const std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model);
+  std::cout << (refusal ? fmt::format("Strata's executor does not train it ({}: {}); it plans and "
+                                      "simulates it\n",
+                                      refusal->json_path, refusal->rule)
+                        : std::string("Strata's executor trains it\n"));
   if (model.moe) {
     std::cout << fmt::format(
         "Mixture of experts: {} routed experts, {} per token{} on {} of {} layers: {} parameters "

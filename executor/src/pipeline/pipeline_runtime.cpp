@@ -360,7 +360,7 @@ void PipelineRuntime::balance_expert_biases() {
   for (Transformer::ExpertBiasLoads& layer : model_.take_expert_bias_loads()) {
     // Every token of the step was routed by one rank of this stage: the tp ranks under sequence
     // parallelism each their shard, the dp × cp ranks each their micro-batches' chunks.
-    std::vector<double> loads = layer.loads;
+    std::vector<double> loads = std::move(layer.loads);
     if (model_.tensor_parallel().shards_tokens()) {
       loads = all_reduce_vector(groups_.tensor_parallel(), std::move(loads), ReduceOp::sum);
     }
