@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "strata/costmodels/kernel_time.h"
+#include "strata/schemas/sliding_window.h"
 
 namespace strata::costmodels {
 namespace {
@@ -11,11 +12,21 @@ namespace {
 // tiles of a causal mask are computed whole.
 constexpr double kTileKeys = 128;
 
+// Keys a query sees on average: half the sequence causally, fewer under a shorter window.
+double useful_keys_per_query(const AttentionShape& shape) {
+  if (shape.window <= 0 || shape.window >= shape.key_tokens) return shape.key_tokens * 0.5;
+  return schemas::mean_visible_keys(static_cast<std::int64_t>(shape.key_tokens),
+                                    static_cast<std::int64_t>(shape.window));
+}
+
 }  // namespace
 
 AttentionFlops causal_attention_flops(const AttentionShape& shape) {
-  const double forward = 4.0 * shape.batch * shape.heads * shape.query_tokens * shape.key_tokens *
-                         shape.head_dim * 0.5;
+  const double forward = shape.window > 0 && shape.window < shape.key_tokens
+                             ? 4.0 * shape.batch * shape.heads * shape.query_tokens *
+                                   useful_keys_per_query(shape) * shape.head_dim
+                             : 4.0 * shape.batch * shape.heads * shape.query_tokens *
+                                   shape.key_tokens * shape.head_dim * 0.5;
   return {.forward = forward, .backward = 2.5 * forward};
 }
 
@@ -36,7 +47,10 @@ AttentionTime attention_time(const schemas::GpuProfile& gpu, schemas::Dtype dtyp
     return {.forward_s = std::max(useful.forward / (peak * efficiency), kernel_launch_s(gpu, 4)),
             .backward_s = std::max(useful.backward / (peak * efficiency), kernel_launch_s(gpu, 5))};
   }
-  const double keys_per_query = std::min(shape.key_tokens, shape.key_tokens / 2 + kTileKeys / 2);
+  double keys_per_query = std::min(shape.key_tokens, shape.key_tokens / 2 + kTileKeys / 2);
+  if (shape.window > 0 && shape.window < shape.key_tokens) {
+    keys_per_query = std::min(keys_per_query, useful_keys_per_query(shape) + kTileKeys);
+  }
   const double scores = shape.batch * shape.heads * shape.query_tokens * keys_per_query;
   const double forward_products = 4 * shape.head_dim * scores;
   const double backward_products = 10 * shape.head_dim * scores;

@@ -149,7 +149,7 @@ LocalLayerDims local_layer_dims(const LayerContext& context, LayerKind kind) {
                       .heads = static_cast<double>(model.num_attention_heads) / t,
                       .kv_heads = ceil_div(static_cast<double>(model.num_kv_heads), t),
                       .ffn = ffn / t,
-                      .gate = model.mlp_activation == schemas::MlpActivation::swiglu ? 2.0 : 1.0,
+                      .gate = schemas::is_gated(model.mlp_activation) ? 2.0 : 1.0,
                       .value_dim = static_cast<double>(model.head_dim),
                       .latent = 0};
   if (model.mla) {

@@ -31,9 +31,17 @@ FlopsPerToken model_flops_per_token(const schemas::ModelConfig& model, std::int6
       static_cast<double>(m.mla ? m.num_attention_heads * m.mla->v_head_dim : m.attention_width());
   const double attention_per_layer = 2.0 * static_cast<double>(seq_length) *
                                      (static_cast<double>(m.attention_width()) + value_width);
+  // A windowed layer's query meets at most its window's keys.
+  double attention_all_layers = static_cast<double>(m.num_layers) * attention_per_layer;
+  if (m.sliding_window && m.sliding_window->size < seq_length) {
+    const auto windowed = static_cast<double>(m.sliding_window->windowed_layers(m.num_layers));
+    attention_all_layers -=
+        windowed * attention_per_layer *
+        (1.0 - static_cast<double>(m.sliding_window->size) / static_cast<double>(seq_length));
+  }
 
   FlopsPerToken flops;
-  flops.forward = static_cast<double>(m.num_layers) * attention_per_layer +
+  flops.forward = attention_all_layers +
                   static_cast<double>(m.num_layers - moe_layers) * 2.0 * dense_layer_matrices +
                   static_cast<double>(moe_layers) * 2.0 * moe_layer_matrices +
                   2.0 * lm_head_parameters;

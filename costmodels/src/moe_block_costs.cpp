@@ -30,7 +30,7 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   const double element = context.activation_bytes();
   const double hidden = static_cast<double>(model.hidden_size);
   const double experts = static_cast<double>(moe.num_experts);
-  const bool swiglu = model.mlp_activation == schemas::MlpActivation::swiglu;
+  const bool swiglu = schemas::is_gated(model.mlp_activation);
   const double gate = swiglu ? 2.0 : 1.0;
   const MoeTokenCounts tokens = moe_token_counts(context);
 
@@ -66,7 +66,8 @@ MoeBlockCosts moe_block_costs(const LayerContext& context) {
   double cast_backward_bytes = 0;
   if (schemas::quantises_gemms(dtype)) {
     // Each expert GEMM's input cast to the low-precision format and its transpose (read 2, write
-    // q + q with the block scales; transformer_layer_costs.cpp), and in the backward its output gradient.
+    // q + q with the block scales; transformer_layer_costs.cpp), and in the backward its output
+    // gradient.
     const double cast_transpose = cast_transpose_bytes_per_element(dtype);
     cast_forward_bytes = cast_transpose * tokens.computed * (hidden + tokens.expert_width);
     cast_backward_bytes = cast_transpose * tokens.computed * (gate * tokens.expert_width + hidden);

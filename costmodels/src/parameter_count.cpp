@@ -4,7 +4,6 @@
 
 namespace strata::costmodels {
 
-using schemas::MlpActivation;
 using schemas::NormKind;
 using schemas::PositionEmbedding;
 
@@ -17,7 +16,7 @@ std::int64_t norm_parameters(const schemas::ModelConfig& model, std::int64_t wid
 
 std::int64_t up_matrices(const schemas::ModelConfig& model) {
   // SwiGLU has gate and up projections (h → width each); GELU and squared ReLU one up projection.
-  return model.mlp_activation == MlpActivation::swiglu ? 2 : 1;
+  return schemas::is_gated(model.mlp_activation) ? 2 : 1;
 }
 
 std::int64_t mlp_parameters(const schemas::ModelConfig& model, std::int64_t width) {
@@ -76,6 +75,7 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
   }
   if (model.qkv_bias) count.attention_per_layer += model.attention_width() + 2 * model.kv_width();
   if (model.attention_output_bias) count.attention_per_layer += h;
+  if (model.attention_sinks) count.attention_per_layer += model.num_attention_heads;
   // One norm over head_dim each for queries and keys, shared by the heads.
   if (model.qk_norm) {
     count.attention_per_layer += 2 * norm_parameters(model, model.head_dim);
@@ -88,6 +88,7 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
     count.num_moe_layers = moe.num_moe_layers(model.num_layers);
     count.router_per_moe_layer = h * moe.num_experts;
     if (moe.router.expert_bias) count.router_per_moe_layer += moe.num_experts;
+    if (moe.router.logit_bias) count.router_per_moe_layer += moe.num_experts;
     if (moe.shared_expert_gate) count.router_per_moe_layer += h;
     count.routed_expert = mlp_parameters(model, moe.expert_ffn_hidden_size);
     count.num_routed_experts = moe.num_experts;

@@ -195,9 +195,29 @@ AttentionCore attention_core(const LayerShape& layer) {
     chunked = gpu;
     chunked->attention_efficiency = gpu.context_parallel_attention_efficiency;
   }
+  const schemas::GpuProfile& kernel_gpu = chunked ? *chunked : gpu;
   const AttentionTime times =
-      attention_time(chunked ? *chunked : gpu, context.precision, context.attention, shape);
-  return {causal_attention_flops(shape), times.forward_s, times.backward_s};
+      attention_time(kernel_gpu, context.precision, context.attention, shape);
+  AttentionCore core{causal_attention_flops(shape), times.forward_s, times.backward_s};
+  const schemas::ModelConfig& model = *context.model;
+  if (!model.sliding_window) return core;
+  // Windowed and full layers alternate within a stage: each layer is priced at their mix, which
+  // sums exactly over the model (and over a stage holding a whole number of periods).
+  AttentionShape windowed = shape;
+  windowed.window = static_cast<double>(model.sliding_window->size);
+  const AttentionTime windowed_times =
+      attention_time(kernel_gpu, context.precision, context.attention, windowed);
+  const AttentionFlops windowed_flops = causal_attention_flops(windowed);
+  const double share =
+      static_cast<double>(model.sliding_window->windowed_layers(model.num_layers)) /
+      static_cast<double>(model.num_layers);
+  const auto mix = [share](double full, double window) {
+    return (1 - share) * full + share * window;
+  };
+  return {{mix(core.flops.forward, windowed_flops.forward),
+           mix(core.flops.backward, windowed_flops.backward)},
+          mix(core.forward_s, windowed_times.forward_s),
+          mix(core.backward_s, windowed_times.backward_s)};
 }
 
 // The memory-bound kernels of a layer (norms, residual adds, the activation, rotary, latent

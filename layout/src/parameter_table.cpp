@@ -201,6 +201,11 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
   } else {
     add_attention(model, index, specs);
   }
+  if (model.attention_sinks) {
+    // One logit per query head (GPT-OSS draws them as its other weights), split with the heads.
+    add("attention.sinks", {model.num_attention_heads}, init.weight, false,
+        Placement::shard(0, {{model.num_attention_heads, 1}}));
+  }
   if (model.attention_output_bias) {
     add("attention.output.bias", {hidden}, init.zeros, false, replicated);
   }
@@ -209,7 +214,7 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
     for (ParameterSpec& spec : moe_mlp_parameters(model, index)) specs.push_back(std::move(spec));
     return specs;
   }
-  if (model.mlp_activation == schemas::MlpActivation::swiglu) {
+  if (schemas::is_gated(model.mlp_activation)) {
     add("mlp.gate.weight", {ffn, hidden}, init.weight, true, column_parallel);
     if (model.mlp_bias) add("mlp.gate.bias", {ffn}, init.zeros, false, column_parallel);
     add("mlp.up.weight", {ffn, hidden}, init.weight, true, column_parallel);
@@ -229,7 +234,7 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
   const std::int64_t experts = moe.num_experts;
   const std::int64_t width = moe.expert_ffn_hidden_size;
   const std::int64_t shared_width = moe.num_shared_experts * moe.shared_expert_ffn_hidden_size;
-  const bool llama = model.mlp_activation == schemas::MlpActivation::swiglu;
+  const bool gated = schemas::is_gated(model.mlp_activation);
   const InitRules init(model);
   const Placement replicated = Placement::replicate();
   // The routed experts' tensors stack the experts along dim 0: expert parallelism takes ranges.
@@ -249,10 +254,11 @@ std::vector<ParameterSpec> moe_mlp_parameters(const ModelConfig& model, std::int
                                   expert_width});
   };
   add("router.weight", {experts, hidden}, init.weight, true, replicated);
+  if (moe.router.logit_bias) add("router.bias", {experts}, init.zeros, false, replicated);
   // DeepSeek-V3's per-expert bias, added to the scores only to choose experts.
   if (moe.router.expert_bias) add("router.expert_bias", {experts}, init.zeros, false, replicated);
   const std::vector<const char*> inputs =
-      llama ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"};
+      gated ? std::vector<const char*>{"gate", "up"} : std::vector<const char*>{"fc"};
   for (const char* input : inputs) {
     add(fmt::format("experts.{}.weight", input), {experts, width, hidden}, init.weight, true,
         replicated, Placement::shard(1));

@@ -64,6 +64,15 @@ void add_moe_and_latent_attention_flags(const schemas::Plan& plan,
     flags.push_back(fmt::format("--v-head-dim {}", mla.v_head_dim));
   }
   if (model.qk_norm) flags.push_back("--qk-layernorm");
+  if (model.sliding_window) {
+    // Megatron-Core's window is flash-attention's (left, right): size − 1 keys back.
+    flags.push_back(fmt::format("--window-size {},0", model.sliding_window->size - 1));
+    if (model.sliding_window->full_attention_interval > 0) {
+      flags.push_back(
+          fmt::format("--window-attn-skip-freq {}", model.sliding_window->full_attention_interval));
+    }
+  }
+  if (model.attention_sinks) flags.push_back("--softmax-type learnable");
   if (!model.moe) return;
   const schemas::MoeConfig& moe = *model.moe;
   flags.push_back(fmt::format("--num-experts {}", moe.num_experts));
@@ -133,6 +142,13 @@ std::vector<std::string> model_flags(const schemas::Plan& plan) {
   if (model.mlp_activation == schemas::MlpActivation::swiglu) flags.push_back("--swiglu");
   if (model.mlp_activation == schemas::MlpActivation::squared_relu) {
     flags.push_back("--squared-relu");
+  }
+  if (model.mlp_activation == schemas::MlpActivation::clamped_swiglu) {
+    // GPT-OSS's unit in Megatron-Core: quick GELU (its α is Megatron's fixed 1.702) on the clamped
+    // gate, times the up projection plus 1.
+    flags.push_back("--quick-geglu");
+    flags.push_back(fmt::format("--activation-func-clamp-value {:g}", model.swiglu_limit));
+    flags.push_back("--glu-linear-offset 1.0");
   }
   if (model.norm == schemas::NormKind::rmsnorm) flags.push_back("--normalization RMSNorm");
   if (model.position_embedding == schemas::PositionEmbedding::rope) {

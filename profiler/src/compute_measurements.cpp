@@ -152,7 +152,7 @@ std::set<LinearShape> linear_shapes(const ProfileSettings& settings, const Backe
   std::set<LinearShape> shapes;
   for (const char* name : shape_models(backend)) {
     const schemas::ModelConfig model = schemas::model_preset(name);
-    const bool swiglu = model.mlp_activation == schemas::MlpActivation::swiglu;
+    const bool swiglu = schemas::is_gated(model.mlp_activation);
     for (const std::int64_t tp : tp_sizes) {
       const std::int64_t q = model.num_attention_heads * model.head_dim / tp;
       const std::int64_t kv = std::max<std::int64_t>(1, model.num_kv_heads / tp) * model.head_dim;
@@ -253,7 +253,7 @@ void measure_elementwise(const ProfileSettings& settings, const Backend& backend
     for (const std::int64_t tokens : token_counts(settings, backend)) {
       if (tokens < 256) continue;
       shapes.push_back({tokens, model.hidden_size, model.ffn_hidden_size, model.vocab_size,
-                        model.mlp_activation == schemas::MlpActivation::swiglu});
+                        schemas::is_gated(model.mlp_activation)});
     }
   }
   std::size_t done = 0;

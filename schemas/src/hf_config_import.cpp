@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "strata/schemas/object_reader.h"
 
@@ -20,6 +22,7 @@ enum class HfFamily {
   qwen2_moe,
   qwen3_moe,
   deepseek_v3,
+  gpt_oss,
   gpt2
 };
 
@@ -29,7 +32,7 @@ struct HfArchitecture {
   HfFamily family;
 };
 
-constexpr std::array<HfArchitecture, 9> kSupported{{
+constexpr std::array<HfArchitecture, 10> kSupported{{
     {"LlamaForCausalLM", "llama", HfFamily::llama},
     {"MistralForCausalLM", "mistral", HfFamily::mistral},
     {"Qwen2ForCausalLM", "qwen2", HfFamily::qwen2},
@@ -38,6 +41,7 @@ constexpr std::array<HfArchitecture, 9> kSupported{{
     {"Qwen2MoeForCausalLM", "qwen2_moe", HfFamily::qwen2_moe},
     {"Qwen3MoeForCausalLM", "qwen3_moe", HfFamily::qwen3_moe},
     {"DeepseekV3ForCausalLM", "deepseek_v3", HfFamily::deepseek_v3},
+    {"GptOssForCausalLM", "gpt_oss", HfFamily::gpt_oss},
     {"GPT2LMHeadModel", "gpt2", HfFamily::gpt2},
 }};
 
@@ -337,6 +341,92 @@ ModelConfig import_gpt2(const HfConfigReader& reader) {
   return model;
 }
 
+// The full_attention_interval that gives `full` (which layers attend fully), or nullopt when no
+// "full every n-th" pattern does: 0 for none full, n when exactly the layers i with (i + 1) % n
+// == 0 are.
+std::optional<std::int64_t> full_attention_interval(const std::vector<bool>& full) {
+  const auto first = std::find(full.begin(), full.end(), true);
+  if (first == full.end()) return 0;
+  const auto interval = static_cast<std::int64_t>(first - full.begin()) + 1;
+  if (interval < 2) return std::nullopt;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    if (full[i] != ((static_cast<std::int64_t>(i) + 1) % interval == 0)) return std::nullopt;
+  }
+  return interval;
+}
+
+// Sliding windows, from the config's per-layer "layer_types" where it has them (transformers ≥
+// 4.53 writes them for every family), else by the family's rule: Mistral windows every layer
+// when sliding_window is set, GPT-OSS alternates (windowed first), and Qwen's windows (from
+// max_window_layers on, only with use_sliding_window) have no "full every n-th" pattern.
+std::optional<SlidingWindow> import_sliding_window(const HfConfigReader& reader,
+                                                   const nlohmann::json& config, HfFamily family,
+                                                   std::int64_t num_layers) {
+  std::vector<bool> full;
+  if (reader.given("layer_types")) {
+    const nlohmann::json& types = config.at("layer_types");
+    const JsonLocation at_types = reader.location() / "layer_types";
+    require_array(types, at_types);
+    if (static_cast<std::int64_t>(types.size()) != num_layers) {
+      at_types.fail(fmt::format("{} entries for num_hidden_layers={}", types.size(), num_layers));
+    }
+    for (std::size_t i = 0; i < types.size(); ++i) {
+      const nlohmann::json& type = types.at(i);
+      if (type == "full_attention" || type == "sliding_attention") {
+        full.push_back(type == "full_attention");
+      } else {
+        (at_types / static_cast<std::int64_t>(i))
+            .fail(fmt::format("{} is not \"full_attention\" or \"sliding_attention\"",
+                              describe_json_value(type)));
+      }
+    }
+  } else if (family == HfFamily::mistral) {
+    full.assign(static_cast<std::size_t>(num_layers), !reader.given("sliding_window"));
+  } else if (family == HfFamily::gpt_oss) {
+    for (std::int64_t i = 0; i < num_layers; ++i) full.push_back(i % 2 == 1);
+  } else if ((family == HfFamily::qwen2 || family == HfFamily::qwen3 ||
+              family == HfFamily::qwen2_moe || family == HfFamily::qwen3_moe) &&
+             reader.boolean("use_sliding_window", false)) {
+    (reader.location() / "use_sliding_window")
+        .fail(
+            "true is not supported: Qwen windows the layers from max_window_layers on, and "
+            "Strata's sliding_window names full layers as every n-th");
+  } else {
+    return std::nullopt;
+  }
+  if (std::find(full.begin(), full.end(), false) == full.end()) return std::nullopt;
+  const std::optional<std::int64_t> interval = full_attention_interval(full);
+  if (!interval) {
+    (reader.location() / "layer_types")
+        .fail("full-attention layers that are not every n-th layer (n ≥ 2) are not supported");
+  }
+  return SlidingWindow{.size = reader.integer("sliding_window", {1, kMaxSeqLength}),
+                       .full_attention_interval = *interval};
+}
+
+// GPT-OSS: every layer MoE (num_local_experts of intermediate_size, softmax over the top-k
+// logits of a biased router), experts with biases and the clamped SwiGLU (α = 1.702, a constant
+// of its modeling code; the limit from swiglu_limit), attention with biases and sinks.
+void import_gpt_oss(const HfConfigReader& reader, ModelConfig& model) {
+  model.mlp_activation = MlpActivation::clamped_swiglu;
+  model.swiglu_limit =
+      reader.number("swiglu_limit", 7.0, {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+  model.swiglu_alpha = 1.702;
+  model.mlp_bias = true;
+  model.attention_sinks = true;
+  MoeConfig moe;
+  moe.num_experts = reader.integer("num_local_experts", {1, kMaxExperts});
+  moe.experts_per_token = reader.given("num_experts_per_tok")
+                              ? reader.integer("num_experts_per_tok", {1, kMaxExperts})
+                              : reader.integer("experts_per_token", {1, kMaxExperts});
+  moe.expert_ffn_hidden_size = model.ffn_hidden_size;
+  moe.router.logit_bias = true;
+  moe.router.normalize_top_k = true;
+  moe.router.aux_loss_coefficient = reader.number("router_aux_loss_coef", 0.9, kCoefficient);
+  check_moe_keys(reader, moe, "num_local_experts");
+  model.moe = moe;
+}
+
 }  // namespace
 
 ModelConfig import_hf_config(const nlohmann::json& config, const JsonLocation& location,
@@ -360,8 +450,15 @@ ModelConfig import_hf_config(const nlohmann::json& config, const JsonLocation& l
       model.mla = import_mla(reader);
       model.head_dim = model.mla->qk_head_dim();
       break;
+    case HfFamily::gpt_oss:
+      import_gpt_oss(reader, model);
+      break;
     default:
       break;
+  }
+  if (architecture.family != HfFamily::gpt2) {
+    model.sliding_window =
+        import_sliding_window(reader, config, architecture.family, model.num_layers);
   }
   model.checkpoint_dtype = checkpoint_dtype(reader, config);
   const std::optional<std::string> name_or_path = reader.string("_name_or_path");

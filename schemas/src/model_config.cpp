@@ -48,6 +48,10 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
                              "mlp_bias",
                              "embedding_norm",
                              "qk_norm",
+                             "attention_sinks",
+                             "swiglu_limit",
+                             "swiglu_alpha",
+                             "sliding_window",
                              "dropout",
                              "norm_epsilon",
                              "rope_theta",
@@ -81,6 +85,22 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
   model.mlp_bias = reader.optional_boolean("mlp_bias").value_or(model.mlp_bias);
   model.embedding_norm = reader.optional_boolean("embedding_norm").value_or(false);
   model.qk_norm = reader.optional_boolean("qk_norm").value_or(false);
+  model.attention_sinks = reader.optional_boolean("attention_sinks").value_or(false);
+  for (const auto& [key, value] : {std::pair{"swiglu_limit", &model.swiglu_limit},
+                                   std::pair{"swiglu_alpha", &model.swiglu_alpha}}) {
+    const std::optional<double> given =
+        reader.optional_number(key, {.minimum = 0, .maximum = 1e6, .minimum_exclusive = true});
+    if (given && model.mlp_activation != MlpActivation::clamped_swiglu) {
+      reader.at(key).fail(
+          fmt::format("given, but mlp_activation is \"{}\"; only clamped_swiglu uses it",
+                      name_of(model.mlp_activation, kMlpActivationNames)));
+    }
+    *value = given.value_or(*value);
+  }
+  if (reader.has("sliding_window")) {
+    model.sliding_window =
+        parse_sliding_window(reader.object("sliding_window"), reader.at("sliding_window"));
+  }
   model.dropout =
       reader.optional_number("dropout", {.minimum = 0, .maximum = 1, .maximum_exclusive = true})
           .value_or(0.0);
@@ -140,14 +160,16 @@ void validate_model(const ModelConfig& model, const JsonLocation& location) {
     // inside int64 (the largest published models use below 2^20).
     if (moe.num_experts * moe.expert_ffn_hidden_size > kMaxExpertsWidth) {
       (location / "moe" / "expert_ffn_hidden_size")
-          .fail(fmt::format("num_experts × expert_ffn_hidden_size = {} × {} is above the maximum {}",
-                            moe.num_experts, moe.expert_ffn_hidden_size, kMaxExpertsWidth));
+          .fail(
+              fmt::format("num_experts × expert_ffn_hidden_size = {} × {} is above the maximum {}",
+                          moe.num_experts, moe.expert_ffn_hidden_size, kMaxExpertsWidth));
     }
     if (moe.num_shared_experts * moe.shared_expert_ffn_hidden_size > kMaxExpertsWidth) {
       (location / "moe" / "shared_expert_ffn_hidden_size")
-          .fail(fmt::format(
-              "num_shared_experts × shared_expert_ffn_hidden_size = {} × {} is above the maximum {}",
-              moe.num_shared_experts, moe.shared_expert_ffn_hidden_size, kMaxExpertsWidth));
+          .fail(fmt::format("num_shared_experts × shared_expert_ffn_hidden_size = {} × {} is above "
+                            "the maximum {}",
+                            moe.num_shared_experts, moe.shared_expert_ffn_hidden_size,
+                            kMaxExpertsWidth));
     }
   }
   if (model.mla) {
@@ -170,6 +192,12 @@ void validate_model(const ModelConfig& model, const JsonLocation& location) {
       (location / "qk_norm")
           .fail("true, but latent attention (mla) normalises its latents instead");
     }
+  }
+  if (model.sliding_window && model.sliding_window->full_attention_interval > model.num_layers) {
+    (location / "sliding_window" / "full_attention_interval")
+        .fail(fmt::format("{} is more than num_layers={}: no layer would attend fully; leave it "
+                          "out to window every layer",
+                          model.sliding_window->full_attention_interval, model.num_layers));
   }
   if (model.num_kv_heads > model.num_attention_heads) {
     (location / "num_kv_heads")
@@ -226,6 +254,13 @@ nlohmann::json model_to_json(const ModelConfig& model) {
   // Written only when set, as the blocks below: a plan's content hash covers its model's JSON, and
   // plans made before these fields existed keep their hash.
   if (model.qk_norm) document["qk_norm"] = true;
+  if (model.attention_sinks) document["attention_sinks"] = true;
+  if (model.mlp_activation == MlpActivation::clamped_swiglu) {
+    document["swiglu_limit"] = model.swiglu_limit;
+    document["swiglu_alpha"] = model.swiglu_alpha;
+  }
+  if (model.sliding_window)
+    document["sliding_window"] = sliding_window_to_json(*model.sliding_window);
   if (model.moe) document["moe"] = moe_to_json(*model.moe);
   if (model.mla) document["mla"] = mla_to_json(*model.mla);
   return document;

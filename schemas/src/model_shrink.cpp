@@ -14,6 +14,7 @@ constexpr std::int64_t kMaxRoutedExperts = 8;
 constexpr std::int64_t kMaxExpertsPerToken = 2;
 constexpr std::int64_t kVocabulary = 256;
 constexpr std::int64_t kSeqLength = 64;
+constexpr std::int64_t kWindow = 12;
 
 // The kv heads that keep the original's kind of attention: multi-head (every head its own), multi-
 // query (one for all) or grouped (two heads share each kv head here).
@@ -65,6 +66,14 @@ ModelConfig shrink_model(const ModelConfig& model) {
                            .qk_rope_head_dim = kHeadDim / 2,
                            .v_head_dim = kHeadDim};
     shrunk.head_dim = shrunk.mla->qk_head_dim();
+  }
+  if (model.sliding_window) {
+    // A window shorter than a context-parallel chunk of the tiny sequence (16 tokens at cp 2):
+    // some blocks are seen in part and some not at all. Two layers: windowed, then full.
+    shrunk.sliding_window->size = std::min(model.sliding_window->size, kWindow);
+    if (model.sliding_window->full_attention_interval > 0) {
+      shrunk.sliding_window->full_attention_interval = 2;
+    }
   }
   if (model.moe) {
     shrunk.moe = shrink_moe(*model.moe);

@@ -24,6 +24,7 @@ RouterConfig parse_router(const ObjectReader& reader) {
         .fail("given, but expert_bias is false: there is no bias to update");
   }
   router.expert_bias_update_rate = update_rate.value_or(router.expert_bias_update_rate);
+  router.logit_bias = reader.optional_boolean("logit_bias").value_or(false);
   router.normalize_top_k = reader.optional_boolean("normalize_top_k").value_or(true);
   router.scaling_factor =
       reader
@@ -66,7 +67,7 @@ MoeConfig parse_moe(const nlohmann::json& value, const JsonLocation& location,
     moe.router = parse_router(
         ObjectReader(reader.object("router"), reader.at("router"),
                      {"score_function", "expert_groups", "groups_per_token", "expert_bias",
-                      "expert_bias_update_rate", "normalize_top_k", "scaling_factor",
+                      "expert_bias_update_rate", "logit_bias", "normalize_top_k", "scaling_factor",
                       "aux_loss_coefficient", "z_loss_coefficient"}));
   }
   moe.capacity_factor = reader.optional_number(
@@ -140,6 +141,7 @@ nlohmann::json moe_to_json(const MoeConfig& moe) {
   if (router.expert_bias) {
     document["router"]["expert_bias_update_rate"] = router.expert_bias_update_rate;
   }
+  if (router.logit_bias) document["router"]["logit_bias"] = true;
   if (moe.capacity_factor) document["capacity_factor"] = *moe.capacity_factor;
   return document;
 }

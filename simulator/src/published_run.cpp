@@ -101,10 +101,11 @@ constexpr NumberRange kPositiveNumber{.minimum = 0, .maximum = 1e15, .minimum_ex
 
 std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohmann::json& value,
                                               const JsonLocation& location, bool complete) {
-  const RowReader row(value, location,
-                      {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                       "num_kv_heads", "head_dim", "vocab_size", "seq_length", "mlp", "moe", "mla"},
-                      complete);
+  const RowReader row(
+      value, location,
+      {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads",
+       "head_dim", "vocab_size", "seq_length", "mlp", "moe", "mla", "sliding_window"},
+      complete);
   const auto layers = row.integer("num_layers", {1, schemas::kMaxLayers}, true);
   const auto hidden = row.integer("hidden_size", {1, schemas::kMaxHiddenSize}, true);
   const auto ffn = row.integer("ffn_hidden_size", {1, 4 * schemas::kMaxHiddenSize}, true);
@@ -114,13 +115,18 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   const auto seq = row.integer("seq_length", {1, schemas::kMaxSeqLength}, true);
   const MlpKind mlp = row.choice("mlp", kMlpNames).value_or(MlpKind::gelu);
   const auto head_dim = row.integer("head_dim", {1, schemas::kMaxHiddenSize});
-  // Mixture-of-experts and latent-attention blocks in the model file's format.
+  // Mixture-of-experts, latent-attention and sliding-window blocks in the model file's format.
   std::optional<schemas::MoeConfig> moe;
   if (row.given("moe") && layers) {
     moe = schemas::parse_moe(row.reader().value("moe"), location / "moe", *layers);
   }
   std::optional<schemas::MlaConfig> mla;
   if (row.given("mla")) mla = schemas::parse_mla(row.reader().value("mla"), location / "mla");
+  std::optional<schemas::SlidingWindow> window;
+  if (row.given("sliding_window")) {
+    window = schemas::parse_sliding_window(row.reader().value("sliding_window"),
+                                           location / "sliding_window");
+  }
   if (!complete) return std::nullopt;
   const bool llama = mlp == MlpKind::swiglu;
   schemas::ModelConfig model = schemas::ModelConfig::defaults_for(
@@ -139,6 +145,7 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   model.head_dim = head_dim.value_or(model.hidden_size / model.num_attention_heads);
   model.moe = moe;
   model.mla = mla;
+  model.sliding_window = window;
   if (mla) model.head_dim = mla->qk_head_dim();
   model.vocab_size = *vocab;
   model.max_seq_length = *seq;

@@ -43,6 +43,20 @@ TEST(ParameterCount, PresetsMatchPublishedCounts) {
   EXPECT_EQ(preset_parameters("qwen3-235b-a22b"), 235'093'634'560);
   // Kimi K2: the config's arithmetic (the model card rounds it to "1 T").
   EXPECT_EQ(preset_parameters("kimi-k2"), 1'026'408'232'448);
+  // GPT-OSS: the model card's 20.91 B and 116.83 B, exactly by the config's arithmetic (sinks,
+  // biased attention, router and experts included).
+  EXPECT_EQ(preset_parameters("gpt-oss-20b"), 20'914'757'184);
+  EXPECT_EQ(preset_parameters("gpt-oss-120b"), 116'829'156'672);
+}
+
+// GPT-OSS's model card counts active parameters without the input embedding: 3.61 B and 5.13 B.
+TEST(ParameterCount, GptOssActiveParametersMatchTheModelCard) {
+  for (const auto& [name, card] :
+       {std::pair{"gpt-oss-20b", 3'608'307'264LL}, std::pair{"gpt-oss-120b", 5'132'849'472LL}}) {
+    const schemas::ModelConfig model = schemas::model_preset(name);
+    const ParameterBreakdown count = count_parameters(model);
+    EXPECT_EQ(count.active() - count.token_embedding, card) << name;
+  }
 }
 
 // Active parameters: the total less the routed experts a token does not visit. The model cards
@@ -81,6 +95,8 @@ TEST(ParameterCount, HuggingFaceConfigsMatchPublishedCounts) {
   EXPECT_EQ(hf_parameters("mixtral-8x22b-v0.1.json"), 140'630'071'296);
   EXPECT_EQ(hf_parameters("deepseek-v3.json"), 671'026'419'200);
   EXPECT_EQ(hf_parameters("kimi-k2.json"), 1'026'408'232'448);
+  EXPECT_EQ(hf_parameters("gpt-oss-20b.json"), 20'914'757'184);
+  EXPECT_EQ(hf_parameters("gpt-oss-120b.json"), 116'829'156'672);
   EXPECT_EQ(hf_parameters("qwen3-30b-a3b.json"), 30'532'122'624);
   EXPECT_EQ(hf_parameters("qwen3-235b-a22b.json"), 235'093'634'560);
   EXPECT_EQ(hf_parameters("qwen1.5-moe-a2.7b.json"), 14'315'784'192);

@@ -428,6 +428,18 @@ TEST(MegatronArguments, MixtureOfExpertsAndLatentAttentionFlags) {
   plan.stages = schemas::even_pipeline_stages(32, 8);
   EXPECT_EQ(megatron_arguments(plan).find("--moe-layer-freq"), std::string::npos);
   EXPECT_EQ(megatron_arguments(plan).find("--multi-latent-attention"), std::string::npos);
+  EXPECT_EQ(megatron_arguments(plan).find("--window-size"), std::string::npos);
+  // GPT-OSS: windows of 128 keys (Megatron's left 127) with every 2nd layer full, learnable sinks,
+  // the clamped quick-GELU unit.
+  plan.model = schemas::model_preset("gpt-oss-120b");
+  plan.stages = schemas::even_pipeline_stages(36, 8);
+  const std::string gpt_oss = megatron_arguments(plan);
+  for (const char* expected :
+       {"--window-size 127,0", "--window-attn-skip-freq 2", "--softmax-type learnable",
+        "--quick-geglu", "--activation-func-clamp-value 7", "--glu-linear-offset 1.0"}) {
+    EXPECT_NE(gpt_oss.find(expected), std::string::npos) << expected;
+  }
+  EXPECT_EQ(gpt_oss.find("--swiglu"), std::string::npos);
 }
 
 // Hybrid sharding exports as Megatron's distributed-optimizer instances; its FSDP2 path has no

@@ -101,6 +101,12 @@ def mlp(x, params, prefix, model, expert=None):
 
     if model["mlp_activation"] == "swiglu":
         hidden = F.silu(linear(x, "gate")) * linear(x, "up")
+    elif model["mlp_activation"] == "clamped_swiglu":
+        # GPT-OSS (transformers' GptOssExperts): both inputs clamped, a sloped sigmoid, up + 1.
+        limit, alpha = model["swiglu_limit"], model["swiglu_alpha"]
+        gate = linear(x, "gate").clamp(max=limit)
+        up = linear(x, "up").clamp(min=-limit, max=limit)
+        hidden = (up + 1) * gate * torch.sigmoid(alpha * gate)
     else:
         hidden = activation(linear(x, "fc"), model["mlp_activation"])
     return linear(hidden, "output")
@@ -139,7 +145,7 @@ def route(tokens, params, prefix, moe, loads=None):
     load-balancing + z-loss. Adds each expert's choices to loads[prefix] when given."""
     router = moe["router"]
     num_experts, top_k = moe["num_experts"], moe["experts_per_token"]
-    logits = F.linear(tokens, params[prefix + "router.weight"])
+    logits = F.linear(tokens, params[prefix + "router.weight"], params.get(prefix + "router.bias"))
     if router["score_function"] == "softmax":
         scores = probabilities = logits.softmax(-1)
     else:
@@ -263,7 +269,20 @@ def model_loss(params, model, inputs, targets, loads=None):
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
         if model["position_embedding"] == "alibi":
             scores = scores + alibi_bias(heads, seq)
-        attention = scores.masked_fill(causal, float("-inf")).softmax(-1) @ v
+        mask = causal
+        window = model.get("sliding_window")
+        if window and (not window.get("full_attention_interval")
+                       or (layer + 1) % window["full_attention_interval"] != 0):
+            # Query i sees keys i - size + 1 .. i (transformers' sliding_window rule).
+            mask = causal | torch.ones(seq, seq, dtype=torch.bool).tril(-window["size"])
+        scores = scores.masked_fill(mask, float("-inf"))
+        if model.get("attention_sinks", False):
+            # GPT-OSS: a per-head logit joins the softmax as a key without a value.
+            sinks = params[p + "attention.sinks"].view(1, heads, 1, 1).expand(batch, heads, seq, 1)
+            probabilities = torch.cat([scores, sinks], dim=-1).softmax(-1)[..., :-1]
+        else:
+            probabilities = scores.softmax(-1)
+        attention = probabilities @ v
         attention = attention.transpose(1, 2).reshape(batch, seq, -1)
         x = x + F.linear(attention, params[p + "attention.output.weight"],
                          params.get(p + "attention.output.bias"))

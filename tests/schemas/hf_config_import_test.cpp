@@ -73,7 +73,7 @@ TEST(HfConfigImport, RefusesWhatItCannotRepresent) {
             "config.json: /architectures/0: \"FalconForCausalLM\" is not supported; supported: "
             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
             "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, "
-            "GPT2LMHeadModel");
+            "GptOssForCausalLM, GPT2LMHeadModel");
   nlohmann::json gelu_llama = read_json_file(fixture("hf/llama-3.1-8b.json"));
   gelu_llama["hidden_act"] = "gelu";
   EXPECT_EQ(error_of(gelu_llama),
@@ -163,6 +163,61 @@ TEST(HfConfigImport, KimiK2IsDeepSeekV3sArchitectureAtItsOwnSizes) {
   model.name = preset.name;
   model.description = preset.description;
   EXPECT_EQ(model, preset);
+}
+
+// GPT-OSS: windows on alternate layers (windowed first), sinks, the clamped SwiGLU, biases on
+// attention, router and experts; equal to its preset but for the names.
+TEST(HfConfigImport, GptOssAlternatesWindowsAndHasSinksAndClampedExperts) {
+  for (const char* name : {"gpt-oss-20b", "gpt-oss-120b"}) {
+    ModelConfig model = import_fixture(std::string(name) + ".json");
+    ASSERT_TRUE(model.sliding_window && model.moe) << name;
+    EXPECT_EQ(model.sliding_window->size, 128);
+    EXPECT_EQ(model.attention_window(0), 128);
+    EXPECT_EQ(model.attention_window(1), 0);
+    EXPECT_EQ(model.mlp_activation, MlpActivation::clamped_swiglu);
+    EXPECT_TRUE(model.attention_sinks && model.mlp_bias && model.moe->router.logit_bias);
+    const ModelConfig preset = model_preset(name);
+    model.description = preset.description;
+    EXPECT_EQ(model, preset) << name;
+  }
+}
+
+// Windows come from "layer_types" when a config has them, else by its family's rule (Mistral:
+// every layer when sliding_window is set); patterns the format cannot name are refused.
+TEST(HfConfigImport, SlidingWindowsByLayerTypesOrFamily) {
+  const ModelConfig mistral = import_fixture("mistral-7b-v0.1.json");
+  ASSERT_TRUE(mistral.sliding_window);
+  EXPECT_EQ(mistral.sliding_window->size, 4096);
+  EXPECT_EQ(mistral.sliding_window->full_attention_interval, 0);
+  EXPECT_FALSE(import_fixture("mixtral-8x7b-v0.1.json").sliding_window) << "sliding_window null";
+  EXPECT_FALSE(import_fixture("qwen2-7b.json").sliding_window) << "use_sliding_window false";
+
+  nlohmann::json gemma_like = read_json_file(fixture("hf/llama-3.1-8b.json"));
+  gemma_like["sliding_window"] = 512;
+  gemma_like["layer_types"] = nlohmann::json::array();
+  for (int i = 0; i < 32; ++i) {
+    gemma_like["layer_types"].push_back((i + 1) % 4 == 0 ? "full_attention" : "sliding_attention");
+  }
+  const ModelConfig every_fourth = import_hf_config(gemma_like, JsonLocation("config.json"), "m");
+  ASSERT_TRUE(every_fourth.sliding_window);
+  EXPECT_EQ(every_fourth.sliding_window->full_attention_interval, 4);
+  EXPECT_EQ(every_fourth.attention_window(3), 0);
+  EXPECT_EQ(every_fourth.attention_window(4), 512);
+
+  gemma_like["layer_types"][5] = "full_attention";
+  EXPECT_EQ(error_of(gemma_like),
+            "config.json: /layer_types: full-attention layers that are not every n-th layer "
+            "(n ≥ 2) are not supported");
+  gemma_like["layer_types"][5] = "chunked_attention";
+  EXPECT_EQ(error_of(gemma_like),
+            "config.json: /layer_types/5: a string (\"chunked_attention\") is not "
+            "\"full_attention\" or \"sliding_attention\"");
+  nlohmann::json qwen = read_json_file(fixture("hf/qwen2-7b.json"));
+  qwen["use_sliding_window"] = true;
+  EXPECT_EQ(error_of(qwen),
+            "config.json: /use_sliding_window: true is not supported: Qwen windows the layers "
+            "from max_window_layers on, and Strata's sliding_window names full layers as every "
+            "n-th");
 }
 
 TEST(HfConfigImport, RefusesMoeLayoutsItCannotRepresent) {

@@ -209,8 +209,8 @@ TEST(Cli, PresetsListAndShow) {
   EXPECT_THAT(table.out, HasSubstr("405,853,388,800"));
   EXPECT_THAT(table.out, HasSubstr("dgx-h200"));
   const nlohmann::json listing = nlohmann::json::parse(strata("presets --format json").out);
-  // 24 dense published models, 6 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
-  EXPECT_EQ(listing.at("models").size(), 33u);
+  // 24 dense published models, 8 mixtures of experts, gpt-tiny, llama-tiny and moe-tiny.
+  EXPECT_EQ(listing.at("models").size(), 35u);
   // A100 40/80 GB, H100, H200, B200, GB200 NVL72, MI300X, MI355X and the local CPU.
   EXPECT_EQ(listing.at("clusters").size(), 9u);
   EXPECT_THAT(table.out, HasSubstr("nvfp4=9000"));

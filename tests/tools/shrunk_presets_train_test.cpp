@@ -1,14 +1,15 @@
 // Every built-in model trains: the tiny copy of each preset (`strata describe --shrink
 // --write-model`, the same features at sizes that train in a second) and the dense-features
 // fixture (ALiBi over 6 heads, LayerNorm query/key norms, an embedding norm, squared-ReLU MLPs and
-// experts) and the moe-expert-bias-groups fixture (DeepSeek-V3's router: an expert bias moved by
-// auxiliary-loss-free balancing, group-limited routing) run 10 steps of `strata train` on one rank
-// and under mpirun in tensor parallelism with and (dense models) without sequence parallelism,
-// context parallelism (ring and all-gather), a 1F1B pipeline and data parallelism with ZeRO-3 — and
-// mixtures of experts in expert parallelism, alone and with expert tensor parallelism — each
-// logging the one-rank run's losses and gradient norms within 1e-5. A checkpoint of one layout
-// resumes on another. The executor refuses no preset (describe says). The PyTorch side of the same
-// copies is tests/reference/torch_reference.py (test torch_reference).
+// experts), the moe-expert-bias-groups fixture (DeepSeek-V3's router: an expert bias moved by
+// auxiliary-loss-free balancing, group-limited routing) and the window-features fixture (sliding
+// windows with ALiBi, attention sinks, clamped SwiGLU experts, a router logit bias) run 10 steps of
+// `strata train` on one rank and under mpirun in tensor parallelism with and (dense models) without
+// sequence parallelism, context parallelism (ring and all-gather), a 1F1B pipeline and data
+// parallelism with ZeRO-3 — and mixtures of experts in expert parallelism, alone and with expert
+// tensor parallelism — each logging the one-rank run's losses and gradient norms within 1e-5. A
+// checkpoint of one layout resumes on another. The executor refuses no preset (describe says). The
+// PyTorch side of the same copies is tests/reference/torch_reference.py (test torch_reference).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -74,6 +75,8 @@ struct ShrunkPresets : strata::testing::MpiCliTest {
                       true});
     models.push_back({"dense-features",
                       fs::path(STRATA_FIXTURES_DIR) / "executor" / "dense-features.json", true});
+    models.push_back({"window-features",
+                      fs::path(STRATA_FIXTURES_DIR) / "executor" / "window-features.json", true});
   }
 
   // 4 sequences of 32 tokens per step in micro-batches of 2.

@@ -72,10 +72,32 @@ std::vector<std::string> model_features(const schemas::ModelConfig& model) {
       break;
   }
   features.push_back(model.norm == schemas::NormKind::layernorm ? "LayerNorm" : "RMSNorm");
-  features.push_back(fmt::format(
-      "{} MLP", model.mlp_activation == schemas::MlpActivation::gelu     ? "GELU"
-                : model.mlp_activation == schemas::MlpActivation::swiglu ? "SwiGLU"
-                                                                         : "squared-ReLU"));
+  switch (model.mlp_activation) {
+    case schemas::MlpActivation::gelu:
+      features.push_back("GELU MLP");
+      break;
+    case schemas::MlpActivation::swiglu:
+      features.push_back("SwiGLU MLP");
+      break;
+    case schemas::MlpActivation::squared_relu:
+      features.push_back("squared-ReLU MLP");
+      break;
+    case schemas::MlpActivation::clamped_swiglu:
+      features.push_back(fmt::format("clamped SwiGLU MLP (limit {:g}, alpha {:g})",
+                                     model.swiglu_limit, model.swiglu_alpha));
+      break;
+  }
+  if (model.sliding_window) {
+    const schemas::SlidingWindow& window = *model.sliding_window;
+    features.push_back(
+        window.full_attention_interval == 0
+            ? fmt::format("{}-token sliding window on every layer", window.size)
+            : fmt::format("{}-token sliding window on {} of {} layers (full attention every {})",
+                          window.size, window.windowed_layers(model.num_layers), model.num_layers,
+                          window.full_attention_interval));
+  }
+  if (model.attention_sinks) features.push_back("attention sinks");
+  if (model.moe && model.moe->router.logit_bias) features.push_back("router logit bias");
   if (model.qk_norm) features.push_back("query/key norm");
   if (model.embedding_norm) features.push_back("embedding norm");
   if (model.tied_embeddings) features.push_back("tied embeddings");

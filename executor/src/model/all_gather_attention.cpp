@@ -29,16 +29,16 @@ void gather_keys_values(const ContextParallelism& cp, const Tensor& qkv,
 // Calls visit(source, its keys and values, block) for every visible block, the sources in the
 // ring's order (this rank's own first), so both variants merge the blocks in the same order.
 template <class Visit>
-void for_each_gathered_block(const ContextParallelism& cp, const Tensor& qkv, Tensor& gathered,
-                             Visit&& visit) {
+void for_each_gathered_block(const ContextParallelism& cp, const AttentionShape& shape,
+                             const Tensor& qkv, Tensor& gathered, Visit&& visit) {
   const Shape local{gathered.size(1), gathered.size(2), gathered.size(3)};
   const std::int64_t per_rank = shape_numel(local);
   for (std::int64_t step = 0; step < cp.size(); ++step) {
     const std::int64_t source = (cp.rank() + cp.size() - step) % cp.size();
     Tensor keys_values = gathered.view(source * per_rank, local);
-    detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
-      visit(source, keys_values, block);
-    });
+    detail::for_each_visible_block(
+        cp, shape, qkv.size(1), source,
+        [&](const AttentionBlock& block) { visit(source, keys_values, block); });
   }
 }
 
@@ -50,7 +50,7 @@ void all_gather_attention_forward(const ContextParallelism& cp, const Tensor& qk
   gather_keys_values(cp, qkv, shape, buffers);
   attention_blocks_begin(out, lse);
   for_each_gathered_block(
-      cp, qkv, buffers.gathered,
+      cp, shape, qkv, buffers.gathered,
       [&](std::int64_t, const Tensor& keys_values, const AttentionBlock& block) {
         attention_block_forward(qkv, keys_values, block, shape, out, lse);
       });
@@ -71,7 +71,7 @@ void all_gather_attention_backward(const ContextParallelism& cp, const Tensor& d
   const Shape local = buffers.keys_values.shape();
   const std::int64_t per_rank = shape_numel(local);
   for_each_gathered_block(
-      cp, qkv, buffers.gathered,
+      cp, shape, qkv, buffers.gathered,
       [&](std::int64_t source, const Tensor& keys_values, const AttentionBlock& block) {
         Tensor keys_values_grad = buffers.gathered_grad.view(source * per_rank, local);
         attention_block_backward(dout, qkv, keys_values, lse, buffers.output_dot, block, shape,

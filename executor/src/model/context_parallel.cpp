@@ -163,7 +163,8 @@ void rotary_backward_local(const ContextParallelism& cp, Tensor& dx, std::int64_
 }
 
 std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int64_t rank,
-                                                     std::int64_t local_seq, std::int64_t source) {
+                                                     std::int64_t local_seq, std::int64_t source,
+                                                     std::int64_t window) {
   STRATA_CHECK(
       size >= 1 && rank >= 0 && rank < size && source >= 0 && source < size && local_seq % 2 == 0,
       "attention blocks of rank {} of {} against {} over {} local tokens", rank, size, source,
@@ -179,6 +180,10 @@ std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int
     for (std::int64_t key_half = 0; key_half < 2; ++key_half) {
       const std::int64_t key_chunk = chunk_of(source, key_half);
       if (key_chunk > query_chunk) continue;
+      // The nearest query/key pair of the two chunks is (distance − 1)·chunk + 1 apart: a window
+      // shorter than that sees nothing of the key chunk, and the block is never computed.
+      const std::int64_t nearest = (query_chunk - key_chunk - 1) * chunk + 1;
+      if (window > 0 && key_chunk < query_chunk && nearest >= window) continue;
       blocks.push_back(
           AttentionBlock{query_half * chunk, key_half * chunk, chunk,
                          key_chunk == query_chunk ? BlockMask::causal : BlockMask::full,

@@ -10,7 +10,6 @@
 #include "strata/executor/ops/dispatch.h"
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/residual.h"
-#include "strata/executor/ops/swiglu.h"
 
 namespace strata::executor {
 namespace {
@@ -108,17 +107,18 @@ MoeMlp::MoeMlp(const ModelConfig& model, std::int64_t index, ParameterStore& sto
       context_group_(context_group),
       local_experts_(0),
       width_(0),
-      llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu),
+      gated_mlp_(schemas::is_gated(model.mlp_activation)),
       router_(&store.entry(name_of(index, "router.weight"))) {
   auto optional = [&](const std::string& suffix) -> ParameterEntry* {
     const std::string name = name_of(index, suffix);
     return store.contains(name) ? &store.entry(name) : nullptr;
   };
   expert_bias_ = optional("router.expert_bias");
+  router_bias_ = optional("router.bias");
   if (expert_bias_ != nullptr) step_loads_.assign(static_cast<std::size_t>(moe_.num_experts), 0.0);
   auto group = [&](const char* prefix) {
     Matrices m;
-    const std::string in = llama_mlp_ ? "gate" : "fc";
+    const std::string in = gated_mlp_ ? "gate" : "fc";
     m.in_weight = optional(fmt::format("{}.{}.weight", prefix, in));
     m.in_bias = optional(fmt::format("{}.{}.bias", prefix, in));
     m.up_weight = optional(fmt::format("{}.up.weight", prefix));
@@ -197,7 +197,7 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
   const Tensor h = rows(h_all, tp_.first_local_token(h_all.size(0)), tokens);
   const ScalarType type = h.scalar_type();
   a.logits = Tensor::zeros({tokens, moe_.num_experts}, type);
-  linear_forward(h, router_->compute, nullptr, a.logits);
+  linear_forward(h, router_->compute, router_bias_ ? &router_bias_->compute : nullptr, a.logits);
   route_tokens(a.logits, moe_, a.routing, expert_bias_ ? &expert_bias_->compute : nullptr);
   pool_balance_counts(a.routing, tokens);
   const TokenRouting& routing = a.routing;
@@ -212,7 +212,7 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
   gather_over_width(a);
   const std::int64_t rows_computed = a.computed_in.size(0);
   a.hidden_in = Tensor::zeros({rows_computed, width}, type);
-  a.up = llama_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
+  a.up = gated_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
   a.hidden_out = Tensor::zeros({rows_computed, width}, type);
   Tensor computed_out = Tensor::zeros({rows_computed, hidden}, type);
   // Under etp each member's outputs are partial sums over its part of the width: the output
@@ -227,11 +227,11 @@ void MoeMlp::forward(const Tensor& h_all, Tensor& y, MoeActivations& a) const {
     const Tensor x = rows(a.computed_in, first, count);
     Tensor hidden_in = rows(a.hidden_in, first, count);
     Tensor hidden_out = rows(a.hidden_out, first, count);
-    if (llama_mlp_) {
+    if (gated_mlp_) {
       Tensor up = rows(a.up, first, count);
       linear_forward(x, w.in_weight, w.bias(w.in_bias), hidden_in);
       linear_forward(x, w.up_weight, w.bias(w.up_bias), up);
-      swiglu_forward(hidden_in, up, hidden_out);
+      detail::gated_activation_forward(model_, hidden_in, up, hidden_out);
     } else {
       detail::linear_activation_forward(model_.mlp_activation, x, w.in_weight, w.bias(w.in_bias),
                                         hidden_in, hidden_out);
@@ -266,14 +266,14 @@ void MoeMlp::shared_forward(const Tensor& h_all, const Tensor& h, Tensor& y,
   const ScalarType type = h.scalar_type();
   const std::int64_t shared_width = shared_.in_weight->shape[0];  // this tp rank's columns
   a.shared_in = Tensor::zeros({all_tokens, shared_width}, type);
-  a.shared_up = llama_mlp_ ? Tensor::zeros({all_tokens, shared_width}, type) : Tensor();
+  a.shared_up = gated_mlp_ ? Tensor::zeros({all_tokens, shared_width}, type) : Tensor();
   a.shared_hidden = Tensor::zeros({all_tokens, shared_width}, type);
   const Tensor* in_bias = shared_.in_bias ? &shared_.in_bias->compute : nullptr;
-  if (llama_mlp_) {
+  if (gated_mlp_) {
     linear_forward(h_all, shared_.in_weight->compute, in_bias, a.shared_in);
     linear_forward(h_all, shared_.up_weight->compute,
                    shared_.up_bias ? &shared_.up_bias->compute : nullptr, a.shared_up);
-    swiglu_forward(a.shared_in, a.shared_up, a.shared_hidden);
+    detail::gated_activation_forward(model_, a.shared_in, a.shared_up, a.shared_hidden);
   } else {
     detail::linear_activation_forward(model_.mlp_activation, h_all, shared_.in_weight->compute,
                                       in_bias, a.shared_in, a.shared_hidden);
@@ -346,7 +346,7 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
   const std::int64_t rows_computed = a.computed_in.size(0);
   Tensor d_hidden_out = Tensor::zeros({rows_computed, width}, type);
   Tensor d_in = Tensor::zeros({rows_computed, width}, type);
-  Tensor d_up = llama_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
+  Tensor d_up = gated_mlp_ ? Tensor::zeros({rows_computed, width}, type) : Tensor();
   Tensor d_computed_in = Tensor::zeros({rows_computed, hidden}, type);
   auto each_expert = [&](auto&& body) {
     for (std::int64_t e = 0; e < local_experts_; ++e) {
@@ -366,8 +366,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
                                g.output_bias.numel() > 0 ? &g.output_bias : nullptr);
   });
   if (rows_computed > 0) {
-    if (llama_mlp_) {
-      swiglu_backward(d_hidden_out, a.hidden_in, a.up, d_in, d_up);
+    if (gated_mlp_) {
+      detail::gated_activation_backward(model_, d_hidden_out, a.hidden_in, a.up, d_in, d_up);
     } else {
       detail::activation_backward(model_.mlp_activation, d_hidden_out, a.hidden_in, d_in,
                                   GradientWrite::overwrite);
@@ -380,7 +380,7 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
     linear_backward_input(d_in_rows, w.in_weight, d_x, GradientWrite::overwrite);
     linear_backward_parameters(d_in_rows, x, g.in_weight,
                                g.in_bias.numel() > 0 ? &g.in_bias : nullptr);
-    if (llama_mlp_) {
+    if (gated_mlp_) {
       const Tensor d_up_rows = rows(d_up, first, count);
       linear_backward_input(d_up_rows, w.up_weight, d_x, GradientWrite::accumulate);
       linear_backward_parameters(d_up_rows, x, g.up_weight,
@@ -403,7 +403,8 @@ void MoeMlp::backward(const Tensor& dy, const Tensor& h_all, const MoeActivation
   // The router: the combine weights' gradient and the auxiliary losses reach its logits.
   Tensor d_logits = Tensor::zeros({tokens, moe_.num_experts}, type);
   route_tokens_backward(a.logits, routing, moe_, d_weights, auxiliary_scale, d_logits);
-  linear_backward(d_logits, h, router_->compute, &dh, router_->gradient, nullptr);
+  linear_backward(d_logits, h, router_->compute, &dh, router_->gradient,
+                  router_bias_ ? &router_bias_->gradient : nullptr);
 }
 
 void MoeMlp::shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor& h,
@@ -449,9 +450,10 @@ void MoeMlp::shared_backward(const Tensor& dy, const Tensor& h_all, const Tensor
                   shared_.output_weight->gradient, nullptr);
   Tensor d_h_partial = tp_.active() ? Tensor::zeros({all_tokens, hidden}, type) : dh;
   Tensor d_shared_in = Tensor::zeros({all_tokens, shared_width}, type);
-  if (llama_mlp_) {
+  if (gated_mlp_) {
     Tensor d_shared_up = Tensor::zeros({all_tokens, shared_width}, type);
-    swiglu_backward(d_shared_hidden, a.shared_in, a.shared_up, d_shared_in, d_shared_up);
+    detail::gated_activation_backward(model_, d_shared_hidden, a.shared_in, a.shared_up,
+                                      d_shared_in, d_shared_up);
     linear_backward(d_shared_up, h_all, shared_.up_weight->compute, &d_h_partial,
                     shared_.up_weight->gradient,
                     shared_.up_bias ? &shared_.up_bias->gradient : nullptr);

@@ -59,9 +59,10 @@ void ring_attention_forward(const ContextParallelism& cp, const Tensor& qkv,
       send = ring.send_async(in_hand, next, tag_of(RingMessage::forward_keys, step));
     }
     const std::int64_t source = (cp.rank() + ranks - step) % ranks;
-    detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
-      attention_block_forward(qkv, in_hand, block, shape, out, lse);
-    });
+    detail::for_each_visible_block(cp, shape, qkv.size(1), source,
+                                   [&](const AttentionBlock& block) {
+                                     attention_block_forward(qkv, in_hand, block, shape, out, lse);
+                                   });
     send.wait();
     receive.wait();
   }
@@ -95,10 +96,11 @@ void ring_attention_backward(const ContextParallelism& cp, const Tensor& dout, c
     Tensor& contribution = buffers.keys_values_grad[step % 2];
     contribution.fill_zero();
     const std::int64_t source = (cp.rank() + ranks - step) % ranks;
-    detail::for_each_visible_block(cp, qkv.size(1), source, [&](const AttentionBlock& block) {
-      attention_block_backward(dout, qkv, in_hand, lse, buffers.output_dot, block, shape, dqkv,
-                               contribution);
-    });
+    detail::for_each_visible_block(
+        cp, shape, qkv.size(1), source, [&](const AttentionBlock& block) {
+          attention_block_backward(dout, qkv, in_hand, lse, buffers.output_dot, block, shape, dqkv,
+                                   contribution);
+        });
     if (step > 0) {
       gradient_receive.wait();
       residual_forward(contribution, buffers.keys_values_grad_arriving, contribution);

@@ -39,6 +39,11 @@ std::optional<schemas::ExecutorRefusal> cuda_model_refusal(const ModelConfig& mo
   if (model.mlp_activation == schemas::MlpActivation::squared_relu) {
     return refuse("/mlp_activation", "squared ReLU");
   }
+  if (model.mlp_activation == schemas::MlpActivation::clamped_swiglu) {
+    return refuse("/mlp_activation", "the clamped SwiGLU");
+  }
+  if (model.sliding_window) return refuse("/sliding_window", "sliding-window attention");
+  if (model.attention_sinks) return refuse("/attention_sinks", "attention sinks");
   if (model.embedding_norm) return refuse("/embedding_norm", "an embedding norm");
   if (model.qk_norm) return refuse("/qk_norm", "query/key norms");
   if (model.mla) return refuse("/mla", "latent attention");

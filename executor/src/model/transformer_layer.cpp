@@ -6,13 +6,13 @@
 
 #include "activation_dispatch.h"
 #include "norm_dispatch.h"
+#include "strata/executor/ops/attention_sinks.h"
 #include "strata/executor/ops/bias.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/linear.h"
 #include "strata/executor/ops/residual.h"
 #include "strata/executor/ops/rotary.h"
-#include "strata/executor/ops/swiglu.h"
 
 namespace strata::executor {
 namespace {
@@ -30,7 +30,6 @@ ParameterEntry* optional_entry(ParameterStore& store, const std::string& name) {
 Tensor* gradient_of(ParameterEntry* entry) { return entry ? &entry->gradient : nullptr; }
 // The tensor the model computes with: the working copy under mixed precision.
 const Tensor* value_of(const ParameterEntry* entry) { return entry ? &entry->compute : nullptr; }
-
 
 }  // namespace
 
@@ -81,9 +80,8 @@ void LayerScratch::resize(const ModelConfig& model, const TensorParallelism& tp,
   d_qkv = Tensor::zeros({tokens, attention.qkv_width()}, type, device);
   d_hidden = Tensor::zeros({tokens, ffn}, type, device);
   d_gate = Tensor::zeros({tokens, ffn}, type, device);
-  d_up = model.mlp_activation == schemas::MlpActivation::swiglu
-             ? Tensor::zeros({tokens, ffn}, type, device)
-             : Tensor();
+  d_up = schemas::is_gated(model.mlp_activation) ? Tensor::zeros({tokens, ffn}, type, device)
+                                                 : Tensor();
   d_middle = Tensor::zeros({local, hidden}, type, device);
   d_attention_branch = Tensor::zeros({local, hidden}, type, device);
   d_branch = Tensor::zeros({local, hidden}, type, device);
@@ -98,8 +96,10 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
       tp_(tp),
       cp_(cp),
       shape_(local_attention_shape(model, tp.size(), tp.rank())),
-      llama_mlp_(model.mlp_activation == schemas::MlpActivation::swiglu) {
+      gated_mlp_(schemas::is_gated(model.mlp_activation)) {
+  shape_.window = model.attention_window(index);
   if (model.qk_norm) qk_norm_.emplace(model, index, store, shape_);
+  attention_sinks_ = optional_entry(store, name_of(index, "attention.sinks"));
   if (model.mla) mla_.emplace(model, index, store, shape_, cp);
   attention_norm_weight_ = &store.entry(name_of(index, "attention_norm.weight"));
   attention_norm_bias_ = optional_entry(store, name_of(index, "attention_norm.bias"));
@@ -114,11 +114,11 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
     mlp_in_weight_ = mlp_in_bias_ = mlp_up_weight_ = mlp_up_bias_ = nullptr;
     mlp_output_weight_ = mlp_output_bias_ = nullptr;
   } else {
-    mlp_in_weight_ = &store.entry(name_of(index, llama_mlp_ ? "mlp.gate.weight" : "mlp.fc.weight"));
+    mlp_in_weight_ = &store.entry(name_of(index, gated_mlp_ ? "mlp.gate.weight" : "mlp.fc.weight"));
     mlp_in_bias_ =
-        optional_entry(store, name_of(index, llama_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
-    mlp_up_weight_ = llama_mlp_ ? &store.entry(name_of(index, "mlp.up.weight")) : nullptr;
-    mlp_up_bias_ = llama_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
+        optional_entry(store, name_of(index, gated_mlp_ ? "mlp.gate.bias" : "mlp.fc.bias"));
+    mlp_up_weight_ = gated_mlp_ ? &store.entry(name_of(index, "mlp.up.weight")) : nullptr;
+    mlp_up_bias_ = gated_mlp_ ? optional_entry(store, name_of(index, "mlp.up.bias")) : nullptr;
     mlp_output_weight_ = &store.entry(name_of(index, "mlp.output.weight"));
     mlp_output_bias_ = optional_entry(store, name_of(index, "mlp.output.bias"));
   }
@@ -188,7 +188,7 @@ void TransformerLayer::allocate(LayerActivations& a, std::int64_t batch, std::in
   a.rstd2 = Tensor::zeros({local}, statistics, device);
   a.norm2_full = Tensor::zeros({tokens, hidden}, type, device);
   a.hidden_in = Tensor::zeros({tokens, ffn}, type, device);
-  a.up = llama_mlp_ ? Tensor::zeros({tokens, ffn}, type, device) : Tensor();
+  a.up = gated_mlp_ ? Tensor::zeros({tokens, ffn}, type, device) : Tensor();
   a.hidden_out = Tensor::zeros({tokens, ffn}, type, device);
 }
 
@@ -225,6 +225,9 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
   } else {
     causal_attention_forward(a.qkv, shape_, a.attention_out, a.lse);
   }
+  if (attention_sinks_) {
+    attention_sinks_forward(attention_sinks_->compute, shape_, a.attention_out, a.lse);
+  }
   if (mla_) mla_->compact_output(a.attention_out, a.mla);  // the values' padding dropped
   linear_forward(mla_ ? a.mla.values : a.attention_out, attention_output_weight_->compute,
                  separate_bias() ? nullptr : value_of(attention_output_bias_), scratch.branch_full);
@@ -246,10 +249,10 @@ void TransformerLayer::forward(const Tensor& x, Tensor& out, std::int64_t batch,
     // experts reduce-scatter inside.
     moe_->forward(a.norm2_full, mlp_branch, a.moe);
   } else {
-    if (llama_mlp_) {
+    if (gated_mlp_) {
       linear_forward(a.norm2_full, mlp_in_weight_->compute, value_of(mlp_in_bias_), a.hidden_in);
       linear_forward(a.norm2_full, mlp_up_weight_->compute, value_of(mlp_up_bias_), a.up);
-      swiglu_forward(a.hidden_in, a.up, a.hidden_out);
+      detail::gated_activation_forward(model_, a.hidden_in, a.up, a.hidden_out);
     } else {
       detail::linear_activation_forward(model_.mlp_activation, a.norm2_full,
                                         mlp_in_weight_->compute, value_of(mlp_in_bias_),
@@ -295,10 +298,11 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     linear_gradients(*d_mlp, a.hidden_out, mlp_output_weight_,
                      separate_bias() ? nullptr : mlp_output_bias_, scratch.d_hidden,
                      GradientWrite::overwrite, deferred);
-    if (llama_mlp_) {
+    if (gated_mlp_) {
       scratch.d_gate.fill_zero();
       scratch.d_up.fill_zero();
-      swiglu_backward(scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate, scratch.d_up);
+      detail::gated_activation_backward(model_, scratch.d_hidden, a.hidden_in, a.up, scratch.d_gate,
+                                        scratch.d_up);
       linear_gradients(scratch.d_up, a.norm2_full, mlp_up_weight_, mlp_up_bias_,
                        scratch.d_norm_full, GradientWrite::overwrite, deferred);
     } else {
@@ -308,7 +312,7 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
     // The gate's input gradient adds to the up projection's (llama) or is the only one (gpt).
     linear_gradients(scratch.d_gate, a.norm2_full, mlp_in_weight_, mlp_in_bias_,
                      scratch.d_norm_full,
-                     llama_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
+                     gated_mlp_ ? GradientWrite::accumulate : GradientWrite::overwrite, deferred);
     reduce_sequence(tp_, scratch.d_norm_full, scratch.d_norm);
   }
   detail::norm_backward(model_.norm, scratch.d_norm, a.middle, mlp_norm_weight_->compute, a.mean2,
@@ -344,6 +348,10 @@ void TransformerLayer::backward(const Tensor& x, Tensor& out, const Tensor& d_ou
   scratch.d_qkv.fill_zero();
   Tensor d_qkv = scratch.d_qkv.reshaped(a.qkv.shape());
   const Tensor d_attention = scratch.d_attention.reshaped(a.attention_out.shape());
+  if (attention_sinks_) {
+    attention_sinks_backward(d_attention, a.attention_out, a.lse, attention_sinks_->compute, shape_,
+                             attention_sinks_->gradient);
+  }
   if (cp_.active() && cp_.comm == schemas::ContextParallelComm::all_gather) {
     all_gather_attention_backward(cp_, d_attention, a.qkv, a.attention_out, a.lse, shape_, d_qkv,
                                   scratch.all_gathered);

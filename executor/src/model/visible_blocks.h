@@ -11,12 +11,13 @@
 namespace strata::executor::detail {
 
 // Calls visit(block) for every block of this rank's queries (a local sequence of local_seq
-// tokens) against the keys of `source`'s chunks that the causal mask lets them see.
+// tokens) against the keys of `source`'s chunks that the causal mask (and `shape`'s sliding
+// window) lets them see.
 template <class Visit>
-void for_each_visible_block(const ContextParallelism& cp, std::int64_t local_seq,
-                            std::int64_t source, Visit&& visit) {
+void for_each_visible_block(const ContextParallelism& cp, const AttentionShape& shape,
+                            std::int64_t local_seq, std::int64_t source, Visit&& visit) {
   for (const AttentionBlock& block :
-       visible_attention_blocks(cp.size(), cp.rank(), local_seq, source)) {
+       visible_attention_blocks(cp.size(), cp.rank(), local_seq, source, shape.window)) {
     visit(block);
   }
 }

@@ -26,24 +26,49 @@ void check_block(const char* op, const Tensor& qkv, const Tensor& kv, const Atte
                block.k_row, qkv.size(1), kv.size(1));
 }
 
-// Keys row i of a piece sees: all of the block's, or (diagonal) those up to its own position.
-std::int64_t visible_keys(const AttentionBlock& block, std::int64_t query) {
-  return block.mask == BlockMask::full ? block.rows : query + 1;
+// The keys [begin, end) of a block that its query `query` sees: all of them, or (diagonal)
+// those up to its own position; under a sliding window only those less than `window` positions
+// back. Empty (begin ≥ end) where the window ends before the block's keys start.
+struct VisibleKeys {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  bool empty() const { return begin >= end; }
+};
+VisibleKeys visible_keys(const AttentionBlock& block, std::int64_t query, std::int64_t window) {
+  VisibleKeys keys{0, block.mask == BlockMask::full ? block.rows : query + 1};
+  if (window > 0) {
+    // Key j is block.position_offset + query − j positions back.
+    keys.begin = std::max<std::int64_t>(0, block.position_offset + query - window + 1);
+  }
+  return keys;
 }
 
 // ALiBi on a piece of a block's scores (queries first.., all its keys): −slope·distance, where
 // the keys a query sees (visible_keys) are never after it.
 template <class T>
 void add_position_bias(cpu::RowMatrix<T>& scores, const AttentionBlock& block, std::int64_t first,
-                       double slope) {
+                       std::int64_t window, double slope) {
   if (slope == 0) return;
   for (std::int64_t i = 0; i < scores.rows(); ++i) {
     const std::int64_t query = first + i;
-    for (std::int64_t j = 0; j < visible_keys(block, query); ++j) {
+    const VisibleKeys keys = visible_keys(block, query, window);
+    for (std::int64_t j = keys.begin; j < keys.end; ++j) {
       scores(i, j) -=
           static_cast<T>(slope * static_cast<double>(block.position_offset + query - j));
     }
   }
+}
+
+// Row i's scores outside its visible keys set to zero (neither garbage nor −∞: see
+// causal_attention.cpp's block_scores on denormals).
+template <class T>
+void zero_invisible(cpu::RowMatrix<T>& p, std::int64_t i, const VisibleKeys& keys) {
+  if (keys.empty()) {
+    p.row(i).setZero();
+    return;
+  }
+  p.row(i).head(keys.begin).setZero();
+  p.row(i).tail(p.cols() - keys.end).setZero();
 }
 
 // The maps of one (batch row, query head) of a block.
@@ -129,20 +154,23 @@ void attention_block_forward(const Tensor& qkv, const Tensor& kv, const Attentio
         for (std::int64_t first = 0; first < block.rows; first += kQueryPiece) {
           const std::int64_t count = std::min(kQueryPiece, block.rows - first);
           cpu::RowMatrix<T> p = (views.q.middleRows(first, count) * views.k.transpose()) * scale;
-          add_position_bias(p, block, first, shape.position_slope(h));
+          add_position_bias(p, block, first, shape.window, shape.position_slope(h));
           cpu::RowMatrix<T> block_lse(count, 1);
           for (std::int64_t i = 0; i < count; ++i) {
-            const std::int64_t visible = visible_keys(block, first + i);
-            auto row = p.row(i).head(visible);
+            const VisibleKeys keys = visible_keys(block, first + i, shape.window);
+            zero_invisible(p, i, keys);
+            if (keys.empty()) continue;
+            auto row = p.row(i).segment(keys.begin, keys.end - keys.begin);
             const T row_max = row.maxCoeff();
             row = (row.array() - row_max).exp().matrix();
             const T row_sum = row.sum();
             row /= row_sum;
-            p.row(i).tail(p.cols() - visible).setZero();
             block_lse(i, 0) = row_max + std::log(row_sum);
           }
           const cpu::RowMatrix<T> block_out = p * views.v;
           for (std::int64_t i = 0; i < count; ++i) {
+            // A query whose window ends before this block's keys takes nothing from it.
+            if (visible_keys(block, first + i, shape.window).empty()) continue;
             // Online softmax: both parts reweighted to the merged normaliser.
             T& running = lse_row[first + i];
             const T merged_max = std::max(running, block_lse(i, 0));
@@ -210,12 +238,13 @@ void attention_block_backward(const Tensor& dout, const Tensor& qkv, const Tenso
         for (std::int64_t first = 0; first < block.rows; first += kQueryPiece) {
           const std::int64_t count = std::min(kQueryPiece, block.rows - first);
           cpu::RowMatrix<T> p = (views.q.middleRows(first, count) * views.k.transpose()) * scale;
-          add_position_bias(p, block, first, shape.position_slope(h));
+          add_position_bias(p, block, first, shape.window, shape.position_slope(h));
           for (std::int64_t i = 0; i < count; ++i) {
-            const std::int64_t visible = visible_keys(block, first + i);
-            p.row(i).head(visible) =
-                (p.row(i).head(visible).array() - lse_row[first + i]).exp().matrix();
-            p.row(i).tail(p.cols() - visible).setZero();
+            const VisibleKeys keys = visible_keys(block, first + i, shape.window);
+            zero_invisible(p, i, keys);
+            if (keys.empty()) continue;
+            auto row = p.row(i).segment(keys.begin, keys.end - keys.begin);
+            row = (row.array() - lse_row[first + i]).exp().matrix();
           }
           grads.v.noalias() += p.transpose() * d_o.middleRows(first, count);
           cpu::RowMatrix<T> ds = d_o.middleRows(first, count) * views.v.transpose();

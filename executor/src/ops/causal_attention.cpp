@@ -24,30 +24,59 @@ void check_shapes(const char* op, const Tensor& qkv, const AttentionShape& shape
       "{}: out {} lse {}", op, shape_to_string(out.shape()), shape_to_string(lse.shape()));
 }
 
-// Scaled scores of queries [first, first + rows) against keys [0, first + rows). Entries above
-// the diagonal are garbage here: callers use only the first first + i + 1 columns of row i and
-// zero the rest. (Writing −∞ there and exponentiating would leave Eigen's clamped exp(−88) ≈
-// FLT_MIN, which turns denormal after normalisation and slows every later GEMM 25×.)
+// A block of queries [first, first + rows) and the keys [key_begin, first + rows) its rows see:
+// all earlier keys, or under a window only those its band reaches.
+struct QueryBlock {
+  std::int64_t first = 0;
+  std::int64_t rows = 0;
+  std::int64_t key_begin = 0;
+  QueryBlock(std::int64_t first_query, std::int64_t count, std::int64_t window)
+      : first(first_query),
+        rows(count),
+        key_begin(window > 0 ? std::max<std::int64_t>(0, first_query - window + 1) : 0) {}
+  std::int64_t keys() const { return first + rows - key_begin; }
+  // Row i's visible keys as columns [begin, end) of the block's scores.
+  std::int64_t visible_begin(std::int64_t i, std::int64_t window) const {
+    return window > 0 ? std::max<std::int64_t>(0, first + i - window + 1) - key_begin : 0;
+  }
+  std::int64_t visible_end(std::int64_t i) const { return first + i + 1 - key_begin; }
+};
+
+// Scaled scores of the block's queries against its keys. Entries outside a row's visible keys
+// are garbage here: callers use only [visible_begin, visible_end) of row i and zero the rest.
+// (Writing −∞ there and exponentiating would leave Eigen's clamped exp(−88) ≈ FLT_MIN, which
+// turns denormal after normalisation and slows every later GEMM 25×.)
 template <class T>
 cpu::RowMatrix<T> block_scores(const cpu::ConstStridedMap<T>& q, const cpu::ConstStridedMap<T>& k,
-                               std::int64_t first, std::int64_t rows, T scale) {
-  const std::int64_t keys = first + rows;
-  return (q.middleRows(first, rows) * k.topRows(keys).transpose()) * scale;
+                               const QueryBlock& block, T scale) {
+  return (q.middleRows(block.first, block.rows) *
+          k.middleRows(block.key_begin, block.keys()).transpose()) *
+         scale;
 }
 
 // ALiBi: score(first + i, j) −= slope·(first + i − j) on the visible keys of each row.
 template <class T>
-void add_position_bias(cpu::RowMatrix<T>& scores, std::int64_t first, double slope) {
+void add_position_bias(cpu::RowMatrix<T>& scores, const QueryBlock& block, std::int64_t window,
+                       double slope) {
   if (slope == 0) return;
   for (std::int64_t i = 0; i < scores.rows(); ++i) {
-    for (std::int64_t j = 0; j <= first + i; ++j) {
-      scores(i, j) -= static_cast<T>(slope * static_cast<double>(first + i - j));
+    for (std::int64_t c = block.visible_begin(i, window); c < block.visible_end(i); ++c) {
+      const std::int64_t distance = block.first + i - (block.key_begin + c);
+      scores(i, c) -= static_cast<T>(slope * static_cast<double>(distance));
     }
   }
 }
 
+// Keeps row i's visible scores and zeroes the rest of the row.
+template <class T>
+void zero_invisible(cpu::RowMatrix<T>& p, std::int64_t i, std::int64_t begin, std::int64_t end) {
+  p.row(i).head(begin).setZero();
+  p.row(i).tail(p.cols() - end).setZero();
+}
+
 cuda::AttentionDims cuda_dims(const Tensor& qkv, const AttentionShape& shape) {
-  STRATA_CHECK(shape.alibi_heads == 0, "causal attention on CUDA takes no ALiBi bias");
+  STRATA_CHECK(shape.alibi_heads == 0 && shape.window == 0,
+               "causal attention on CUDA takes no ALiBi bias and no sliding window");
   return cuda::AttentionDims{qkv.size(0), qkv.size(1), shape.num_heads, shape.num_kv_heads,
                              shape.head_dim};
 }
@@ -94,20 +123,22 @@ void causal_attention_forward(const Tensor& qkv, const AttentionShape& shape, Te
                              Eigen::OuterStride<>(shape.output_width()));
         T* lse_row = lse.data<T>() + (b * shape.num_heads + h) * seq;
         for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
-          const std::int64_t count = std::min(kQueryBlock, seq - first);
-          cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
-          add_position_bias(p, first, shape.position_slope(h));
-          for (std::int64_t i = 0; i < count; ++i) {
-            const std::int64_t visible = first + i + 1;
-            auto row = p.row(i).head(visible);
+          const QueryBlock block(first, std::min(kQueryBlock, seq - first), shape.window);
+          cpu::RowMatrix<T> p = block_scores<T>(q, k, block, scale);
+          add_position_bias(p, block, shape.window, shape.position_slope(h));
+          for (std::int64_t i = 0; i < block.rows; ++i) {
+            const std::int64_t begin = block.visible_begin(i, shape.window);
+            const std::int64_t end = block.visible_end(i);
+            auto row = p.row(i).segment(begin, end - begin);
             const T row_max = row.maxCoeff();
             row = (row.array() - row_max).exp().matrix();
             const T row_sum = row.sum();
             row /= row_sum;
-            p.row(i).tail(p.cols() - visible).setZero();
+            zero_invisible(p, i, begin, end);
             lse_row[first + i] = row_max + std::log(row_sum);
           }
-          o.middleRows(first, count).noalias() = p * v.topRows(first + count);
+          o.middleRows(first, block.rows).noalias() =
+              p * v.middleRows(block.key_begin, block.keys());
         }
       }
     }
@@ -154,24 +185,28 @@ void causal_attention_backward(const Tensor& dout, const Tensor& qkv, const Tens
         // D_i = Σ_d dO·O: the softmax backward's row term, from the stored output.
         const cpu::RowMatrix<T> output_dot = (d_o.array() * o.array()).rowwise().sum();
         for (std::int64_t first = 0; first < seq; first += kQueryBlock) {
-          const std::int64_t count = std::min(kQueryBlock, seq - first);
-          const std::int64_t keys = first + count;
-          cpu::RowMatrix<T> p = block_scores<T>(q, k, first, count, scale);
-          add_position_bias(p, first, shape.position_slope(h));
+          const QueryBlock block(first, std::min(kQueryBlock, seq - first), shape.window);
+          const std::int64_t count = block.rows;
+          cpu::RowMatrix<T> p = block_scores<T>(q, k, block, scale);
+          add_position_bias(p, block, shape.window, shape.position_slope(h));
           for (std::int64_t i = 0; i < count; ++i) {
-            const std::int64_t visible = first + i + 1;
-            p.row(i).head(visible) =
-                (p.row(i).head(visible).array() - lse_row[first + i]).exp().matrix();
-            p.row(i).tail(p.cols() - visible).setZero();
+            const std::int64_t begin = block.visible_begin(i, shape.window);
+            const std::int64_t end = block.visible_end(i);
+            p.row(i).segment(begin, end - begin) =
+                (p.row(i).segment(begin, end - begin).array() - lse_row[first + i]).exp().matrix();
+            zero_invisible(p, i, begin, end);
           }
-          dv.topRows(keys).noalias() += p.transpose() * d_o.middleRows(first, count);
-          cpu::RowMatrix<T> ds = d_o.middleRows(first, count) * v.topRows(keys).transpose();
+          const auto keys = [&](auto& map) {
+            return map.middleRows(block.key_begin, block.keys());
+          };
+          keys(dv).noalias() += p.transpose() * d_o.middleRows(first, count);
+          cpu::RowMatrix<T> ds = d_o.middleRows(first, count) * keys(v).transpose();
           for (std::int64_t i = 0; i < count; ++i) {
             ds.row(i) =
                 (p.row(i).array() * (ds.row(i).array() - output_dot(first + i, 0))).matrix();
           }
-          dq.middleRows(first, count).noalias() += (ds * k.topRows(keys)) * scale;
-          dk.topRows(keys).noalias() += (ds.transpose() * q.middleRows(first, count)) * scale;
+          dq.middleRows(first, count).noalias() += (ds * keys(k)) * scale;
+          keys(dk).noalias() += (ds.transpose() * q.middleRows(first, count)) * scale;
         }
       }
     }

@@ -71,10 +71,14 @@ struct Case {
 template <class Buffers, class Forward, class Backward>
 void expect_each_rank_gets_its_rows(Forward&& forward, Backward&& backward) {
   // MHA and GQA, chunks of one token and of many (more than one query piece of 64); ALiBi
-  // (a tensor-parallel rank's heads 6..11 of 12), whose distances span the chunks.
-  for (const Case& c : {Case{2, 2, 8, {4, 4, 3}}, Case{3, 1, 12, {4, 2, 5}},
-                        Case{4, 2, 8, {6, 2, 4}}, Case{2, 1, 264, {2, 1, 4}},
-                        Case{2, 2, 8, {6, 2, 4, 12, 6}}, Case{2, 1, 264, {2, 1, 4, 2, 0}}}) {
+  // (a tensor-parallel rank's heads 6..11 of 12), whose distances span the chunks; sliding
+  // windows that cut blocks in part and leave others unseen (with ALiBi too), and one longer
+  // than a chunk.
+  for (const Case& c :
+       {Case{2, 2, 8, {4, 4, 3}}, Case{3, 1, 12, {4, 2, 5}}, Case{4, 2, 8, {6, 2, 4}},
+        Case{2, 1, 264, {2, 1, 4}}, Case{2, 2, 8, {6, 2, 4, 12, 6}},
+        Case{2, 1, 264, {2, 1, 4, 2, 0}}, Case{4, 2, 16, {4, 2, 3, 0, 0, 3}},
+        Case{2, 2, 8, {6, 2, 4, 12, 6, 2}}, Case{2, 1, 264, {2, 1, 4, 2, 0, 70}}}) {
     SCOPED_TRACE(::testing::Message()
                  << "cp " << c.ranks << ", seq " << c.seq << ", " << c.shape.num_heads << "/"
                  << c.shape.num_kv_heads << " heads");
@@ -123,6 +127,20 @@ TEST(AllGatherAttention, EachRankGetsItsRowsOfOneDevicesCausalAttention) {
   expect_each_rank_gets_its_rows<AllGatherAttentionBuffers>(
       [](auto&&... arguments) { all_gather_attention_forward(arguments...); },
       [](auto&&... arguments) { all_gather_attention_backward(arguments...); });
+}
+
+// A sliding window leaves out the blocks whose nearest query and key are a window or more apart.
+TEST(ContextParallelism, WindowsSkipTheBlocksNoQueryReaches) {
+  // cp 4, local sequences of 4 (chunks of 2): rank 3 holds chunks 3 and 4, rank 0 chunks 0 and 7.
+  EXPECT_EQ(visible_attention_blocks(4, 3, 4, 0).size(), 2u) << "chunk 0 before both";
+  EXPECT_EQ(visible_attention_blocks(4, 3, 4, 0, 2).size(), 0u) << "5 and 7 positions apart";
+  // Against its own chunks: the two diagonals always, and chunk 4 against chunk 3 (adjacent:
+  // nearest 1 apart) unless a query sees itself alone.
+  EXPECT_EQ(visible_attention_blocks(4, 3, 4, 3, 2).size(), 3u);
+  EXPECT_EQ(visible_attention_blocks(4, 3, 4, 3, 1).size(), 2u);
+  // Rank 0's chunk 7 against rank 2's chunk 5: nearest 3 apart.
+  EXPECT_EQ(visible_attention_blocks(4, 0, 4, 2, 3).size(), 0u);
+  EXPECT_EQ(visible_attention_blocks(4, 0, 4, 2, 4).size(), 1u);
 }
 
 TEST(ContextParallelism, RanksHoldChunksRAnd2cpMinus1MinusRAsRunsOfTokens) {

@@ -1,9 +1,12 @@
 // GELU, squared ReLU, SwiGLU, the residual add and dropout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <vector>
 
+#include "strata/executor/ops/clamped_swiglu.h"
 #include "strata/executor/ops/dropout.h"
 #include "strata/executor/ops/gelu.h"
 #include "strata/executor/ops/residual.h"
@@ -96,6 +99,39 @@ TEST(Swiglu, ForwardAndBackward) {
   swiglu_backward(dy, gate, up, dgate, dup);
   auto loss = [&] {
     swiglu_forward(gate, up, y);
+    return weighted_sum(y, dy);
+  };
+  expect_gradient_matches(gate, dgate, loss, "dgate");
+  expect_gradient_matches(up, dup, loss, "dup");
+}
+
+// GPT-OSS's unit with a limit of 1: inputs on both sides of each clamp (none within the finite
+// difference's step of a bound), so the stopped gradients are checked too.
+TEST(ClampedSwiglu, ForwardClampsBothInputsAndBackwardMatchesFiniteDifferences) {
+  const std::vector<double> gate_values{-2.5, -0.4, 0.3, 0.9, 1.3, 4.0};
+  const std::vector<double> up_values{-3.0, -0.7, 0.2, 1.6, 0.8, -1.2};
+  Tensor gate = Tensor::zeros({6}, ScalarType::float64);
+  Tensor up = Tensor::zeros({6}, ScalarType::float64);
+  for (std::size_t i = 0; i < 6; ++i) {
+    gate.data<double>()[i] = gate_values[i];
+    up.data<double>()[i] = up_values[i];
+  }
+  const SwigluClamp clamp{.limit = 1.0, .alpha = 1.702};
+  Tensor y = Tensor::zeros({6}, ScalarType::float64);
+  clamped_swiglu_forward(gate, up, clamp, y);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const double g = std::min(gate_values[i], 1.0);
+    const double u = std::clamp(up_values[i], -1.0, 1.0);
+    EXPECT_NEAR(y.data<double>()[i], (u + 1) * g / (1 + std::exp(-1.702 * g)), 1e-14) << i;
+  }
+  const Tensor dy = random_tensor({6}, ScalarType::float64, 3);
+  Tensor dgate = Tensor::zeros({6}, ScalarType::float64);
+  Tensor dup = Tensor::zeros({6}, ScalarType::float64);
+  clamped_swiglu_backward(dy, gate, up, clamp, dgate, dup);
+  EXPECT_EQ(dgate.data<double>()[4], 0.0) << "gate above the limit";
+  EXPECT_EQ(dup.data<double>()[0], 0.0) << "up below −limit";
+  auto loss = [&] {
+    clamped_swiglu_forward(gate, up, clamp, y);
     return weighted_sum(y, dy);
   };
   expect_gradient_matches(gate, dgate, loss, "dgate");

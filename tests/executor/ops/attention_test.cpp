@@ -1,10 +1,12 @@
 // Rotary embedding and causal grouped-query attention.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <vector>
 
+#include "strata/executor/ops/attention_sinks.h"
 #include "strata/executor/ops/causal_attention.h"
 #include "strata/executor/ops/rotary.h"
 #include "tensor_testing.h"
@@ -59,8 +61,10 @@ TEST(Rotary, BackwardMatchesFiniteDifferences) {
       "dx");
 }
 
-// Textbook attention in float64: full score matrix, explicit mask, softmax, weighted sum.
-std::vector<double> reference_attention(const Tensor& qkv, const AttentionShape& shape) {
+// Textbook attention in float64: full score matrix, explicit mask (causal, and the window's),
+// softmax (with a head's sink logit among the scores when `sinks` is given), weighted sum.
+std::vector<double> reference_attention(const Tensor& qkv, const AttentionShape& shape,
+                                        const std::vector<double>& sinks = {}) {
   const std::int64_t batch = qkv.size(0), seq = qkv.size(1), d = shape.head_dim;
   const std::int64_t width = shape.qkv_width();
   std::vector<double> out(static_cast<std::size_t>(batch * seq * shape.output_width()));
@@ -69,8 +73,10 @@ std::vector<double> reference_attention(const Tensor& qkv, const AttentionShape&
       const std::int64_t kv = h / (shape.num_heads / shape.num_kv_heads);
       for (std::int64_t i = 0; i < seq; ++i) {
         std::vector<double> scores(static_cast<std::size_t>(i + 1));
-        double largest = -1e300;
-        for (std::int64_t j = 0; j <= i; ++j) {
+        const std::int64_t first_key =
+            shape.window > 0 ? std::max<std::int64_t>(0, i - shape.window + 1) : 0;
+        double largest = sinks.empty() ? -1e300 : sinks[static_cast<std::size_t>(h)];
+        for (std::int64_t j = first_key; j <= i; ++j) {
           double dot = 0;
           for (std::int64_t c = 0; c < d; ++c) {
             dot += testing::element(qkv, (b * seq + i) * width + h * d + c) *
@@ -82,11 +88,14 @@ std::vector<double> reference_attention(const Tensor& qkv, const AttentionShape&
               shape.position_slope(h) * static_cast<double>(i - j);
           largest = std::max(largest, scores[static_cast<std::size_t>(j)]);
         }
-        double total = 0;
-        for (double& score : scores) total += (score = std::exp(score - largest));
+        double total = sinks.empty() ? 0 : std::exp(sinks[static_cast<std::size_t>(h)] - largest);
+        for (std::int64_t j = first_key; j <= i; ++j) {
+          double& score = scores[static_cast<std::size_t>(j)];
+          total += (score = std::exp(score - largest));
+        }
         for (std::int64_t c = 0; c < d; ++c) {
           double value = 0;
-          for (std::int64_t j = 0; j <= i; ++j) {
+          for (std::int64_t j = first_key; j <= i; ++j) {
             value += scores[static_cast<std::size_t>(j)] / total *
                      testing::element(qkv, (b * seq + j) * width +
                                                (shape.num_heads + shape.num_kv_heads + kv) * d + c);
@@ -167,6 +176,72 @@ TEST(CausalAttention, AlibiBackwardMatchesFiniteDifferences) {
 TEST(CausalAttention, BackwardIsExactAcrossQueryBlocks) {
   // 70 positions: the second block of 64 queries sees keys of the first.
   expect_attention_backward_matches({.num_heads = 2, .num_kv_heads = 1, .head_dim = 2}, 70, 0.5);
+}
+
+TEST(CausalAttention, WindowForwardMatchesTextbookAttentionAcrossQueryBlocks) {
+  // A window of 70 keys over 130 positions: the second block of 64 queries starts its keys past
+  // the first position, and its rows' bands end at different keys; with ALiBi, distances as ever.
+  for (const AttentionShape& shape :
+       {AttentionShape{.num_heads = 4, .num_kv_heads = 2, .head_dim = 8, .window = 70},
+        AttentionShape{.num_heads = 2,
+        .num_kv_heads = 1,
+        .head_dim = 4,
+        .alibi_heads = 2,
+        .first_head = 0,
+        .window = 5}}) {
+    const Tensor qkv = random_tensor({2, 130, shape.qkv_width()}, ScalarType::float64, 1);
+    Tensor out = Tensor::zeros({2, 130, shape.output_width()}, ScalarType::float64);
+    Tensor lse = Tensor::zeros({2, shape.num_heads, 130}, ScalarType::float64);
+    causal_attention_forward(qkv, shape, out, lse);
+    const std::vector<double> expected = reference_attention(qkv, shape);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_NEAR(testing::element(out, static_cast<std::int64_t>(i)), expected[i], 1e-12) << i;
+    }
+  }
+}
+
+TEST(CausalAttention, WindowBackwardMatchesFiniteDifferences) {
+  expect_attention_backward_matches({.num_heads = 4, .num_kv_heads = 2, .head_dim = 3, .window = 3},
+                                    7, 1.0);
+  expect_attention_backward_matches({.num_heads = 2, .num_kv_heads = 1, .head_dim = 2, .window = 9},
+                                    70, 0.5);
+}
+
+TEST(AttentionSinks, MergedOutputIsTextbookAttentionWithASinkLogitPerHead) {
+  const AttentionShape shape{.num_heads = 3, .num_kv_heads = 1, .head_dim = 4, .window = 4};
+  const Tensor qkv = random_tensor({2, 9, shape.qkv_width()}, ScalarType::float64, 1);
+  Tensor sinks = Tensor::zeros({3}, ScalarType::float64);
+  const std::vector<double> logits{-1.0, 0.5, 3.0};  // the last takes most of every row
+  for (int h = 0; h < 3; ++h) sinks.data<double>()[h] = logits[static_cast<std::size_t>(h)];
+  Tensor out = Tensor::zeros({2, 9, shape.output_width()}, ScalarType::float64);
+  Tensor lse = Tensor::zeros({2, 3, 9}, ScalarType::float64);
+  causal_attention_forward(qkv, shape, out, lse);
+  attention_sinks_forward(sinks, shape, out, lse);
+  const std::vector<double> expected = reference_attention(qkv, shape, logits);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_NEAR(testing::element(out, static_cast<std::int64_t>(i)), expected[i], 1e-12) << i;
+  }
+}
+
+TEST(AttentionSinks, BackwardMatchesFiniteDifferencesOfQkvAndSinks) {
+  const AttentionShape shape{.num_heads = 2, .num_kv_heads = 1, .head_dim = 3, .window = 4};
+  Tensor qkv = random_tensor({2, 6, shape.qkv_width()}, ScalarType::float64, 1);
+  Tensor sinks = random_tensor({2}, ScalarType::float64, 4);
+  const Tensor dout = random_tensor({2, 6, shape.output_width()}, ScalarType::float64, 2);
+  Tensor out = Tensor::zeros(dout.shape(), ScalarType::float64);
+  Tensor lse = Tensor::zeros({2, 2, 6}, ScalarType::float64);
+  auto loss = [&] {
+    causal_attention_forward(qkv, shape, out, lse);
+    attention_sinks_forward(sinks, shape, out, lse);
+    return weighted_sum(out, dout);
+  };
+  loss();
+  Tensor dqkv = Tensor::zeros(qkv.shape(), ScalarType::float64);
+  Tensor dsinks = Tensor::zeros(sinks.shape(), ScalarType::float64);
+  attention_sinks_backward(dout, out, lse, sinks, shape, dsinks);
+  causal_attention_backward(dout, qkv, out, lse, shape, dqkv);
+  expect_gradient_matches(qkv, dqkv, loss, "dqkv");
+  expect_gradient_matches(sinks, dsinks, loss, "dsinks");
 }
 
 }  // namespace

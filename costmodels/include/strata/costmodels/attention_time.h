@@ -12,6 +12,9 @@
 //     time = 4d·E / (peak · e) + E / sfu      (backward: 10d·E / (peak · e) + E / sfu)
 //   with e the GPU's `attention_efficiency` (else its GEMM curve). The exponential's share is what
 //   makes small heads slow: at d = 64 it is a third of the forward on an H100, at d = 128 a fifth.
+//   A sliding window of w keys skips the tiles below its band as well: a query's tiles span its
+//   w visible keys plus a tile's width across the band's two ragged edges, E = b·H·q·(w̄ + 128)
+//   with w̄ the mean visible keys, capped by the causal count.
 //
 // unfused — separate kernels over the whole s×s score matrix (Megatron-LM before 2023): costed
 //   at the GPU's `unfused_attention_efficiency` on the causal FLOPs (else its GEMM curve).
@@ -32,10 +35,13 @@ struct AttentionShape {
   double query_tokens = 0;
   double key_tokens = 0;
   double head_dim = 0;
+  // A sliding window's size (0: none): a query sees itself and the window − 1 keys before it.
+  double window = 0;
 };
 
 // The useful FLOPs (what MFU-style counting charges): forward QKᵀ and PV over the causal half,
-// 4·b·H·q·k·d·½; backward 2.5× (FlashAttention-2's accounting).
+// 4·b·H·q·k·d·½ — under a window over the keys each query sees on average
+// (schemas::mean_visible_keys) instead of k/2; backward 2.5× (FlashAttention-2's accounting).
 struct AttentionFlops {
   double forward = 0;
   double backward = 0;

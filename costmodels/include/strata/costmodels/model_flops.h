@@ -17,7 +17,9 @@ struct FlopsPerToken {
 // Counts every matrix multiply as 2·m·n·k: the layers' weight matrices, the LM head (also when
 // tied) and attention's QKᵀ and AV over the full seq_length × seq_length score matrix — the
 // convention of Megatron-LM's and PaLM's MFU formulas, although causal kernels skip about half
-// of it. Norms, activations and softmax are left out, as in those formulas. A mixture-of-experts
+// of it; a sliding-window layer counts its window's keys instead of seq_length (the window's
+// whole band, by the same convention). Norms, activations and softmax are left out, as in those
+// formulas. A mixture-of-experts
 // layer counts its router and only the experts a token visits (top k routed, every shared one).
 FlopsPerToken model_flops_per_token(const schemas::ModelConfig& model, std::int64_t seq_length);
 

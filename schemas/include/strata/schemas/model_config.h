@@ -13,6 +13,7 @@
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/mla_config.h"
 #include "strata/schemas/moe_config.h"
+#include "strata/schemas/sliding_window.h"
 
 namespace strata::schemas {
 
@@ -22,7 +23,9 @@ namespace strata::schemas {
 // gpt with ALiBi and an embedding LayerNorm; Qwen2 is a llama with q/k/v biases).
 enum class Architecture { gpt, llama };
 enum class PositionEmbedding { learned, rope, alibi, none };
-enum class MlpActivation { gelu, swiglu, squared_relu };
+// clamped_swiglu: GPT-OSS's gated unit, (clamp(up, ±limit) + 1) · g·σ(α·g) with
+// g = min(gate, limit).
+enum class MlpActivation { gelu, swiglu, squared_relu, clamped_swiglu };
 enum class NormKind { layernorm, rmsnorm };
 
 inline constexpr std::array<EnumName<Architecture>, 2> kArchitectureNames{
@@ -32,10 +35,16 @@ inline constexpr std::array<EnumName<PositionEmbedding>, 4> kPositionEmbeddingNa
      {PositionEmbedding::rope, "rope"},
      {PositionEmbedding::alibi, "alibi"},
      {PositionEmbedding::none, "none"}}};
-inline constexpr std::array<EnumName<MlpActivation>, 3> kMlpActivationNames{
+inline constexpr std::array<EnumName<MlpActivation>, 4> kMlpActivationNames{
     {{MlpActivation::gelu, "gelu"},
      {MlpActivation::swiglu, "swiglu"},
-     {MlpActivation::squared_relu, "squared_relu"}}};
+     {MlpActivation::squared_relu, "squared_relu"},
+     {MlpActivation::clamped_swiglu, "clamped_swiglu"}}};
+
+// Gated units have two input projections (gate and up) of the MLP's width; the others one.
+inline bool is_gated(MlpActivation activation) {
+  return activation == MlpActivation::swiglu || activation == MlpActivation::clamped_swiglu;
+}
 inline constexpr std::array<EnumName<NormKind>, 2> kNormKindNames{
     {{NormKind::layernorm, "layernorm"}, {NormKind::rmsnorm, "rmsnorm"}}};
 
@@ -70,7 +79,13 @@ struct ModelConfig {
   bool mlp_bias = true;
   bool embedding_norm = false;  // a norm right after the token embedding (BLOOM)
   bool qk_norm = false;         // a norm over each head's query and key (Qwen3, OLMo 2)
-  double dropout = 0.0;         // hidden and attention dropout probability
+  // A learned logit per head and layer that joins every query's softmax as a key without a value
+  // (GPT-OSS's attention sinks): it lets a head attend to nothing.
+  bool attention_sinks = false;
+  // clamped_swiglu's limit and α (GPT-OSS: 7 and 1.702); other activations ignore them.
+  double swiglu_limit = 7.0;
+  double swiglu_alpha = 1.702;
+  double dropout = 0.0;  // hidden and attention dropout probability
   double norm_epsilon = 1e-5;
   std::optional<double> rope_theta;       // rotary base; set iff position_embedding is rope
   std::optional<Dtype> checkpoint_dtype;  // dtype of the published weights, if known
@@ -80,12 +95,18 @@ struct ModelConfig {
   // Multi-head latent attention instead of (grouped-query) multi-head attention; head_dim is
   // then qk_nope_head_dim + qk_rope_head_dim and every head has its own key and value.
   std::optional<MlaConfig> mla;
+  // Sliding-window attention on the layers the block names; absent: every layer attends fully.
+  std::optional<SlidingWindow> sliding_window;
 
   // The architecture's defaults for every per-feature field (with rope_theta 10000 for llama).
   static ModelConfig defaults_for(Architecture architecture);
 
   std::int64_t attention_width() const { return num_attention_heads * head_dim; }
   std::int64_t kv_width() const { return num_kv_heads * head_dim; }
+  // Keys a query of layer `layer` sees at most: its window's size, 0 for full causal attention.
+  std::int64_t attention_window(std::int64_t layer) const {
+    return sliding_window && sliding_window->is_windowed(layer) ? sliding_window->size : 0;
+  }
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -37,6 +37,9 @@ struct RouterConfig {
   // moe_router_bias_update_rate; DeepSeek-V3's γ = 0.001).
   bool expert_bias = false;
   double expert_bias_update_rate = 1e-3;
+  // A learned bias on the router's logits (GPT-OSS's router is a Linear with a bias): num_experts
+  // parameters per MoE layer, trained by its gradient like any bias, unlike expert_bias.
+  bool logit_bias = false;
   bool normalize_top_k = true;        // the k chosen scores rescaled to sum to 1
   double scaling_factor = 1.0;        // the combined expert output's scale (DeepSeek-V3: 2.5)
   double aux_loss_coefficient = 0.0;  // load-balancing loss weight

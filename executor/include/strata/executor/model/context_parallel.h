@@ -83,9 +83,11 @@ void rotary_backward_local(const ContextParallelism& cp, Tensor& dx, std::int64_
 // The blocks of causal attention that `rank` of a cp group of `size` computes for its local
 // sequence of local_seq tokens against the keys of `source`'s chunks: query chunk q meets key
 // chunks k < q whole, k = q causally (the diagonal) and k > q not at all. With the load-balanced
-// split every rank computes the same number of blocks. Both cp attention variants walk them
-// (and the profiler times them).
+// split every rank computes the same number of blocks. Under a sliding window of `window` keys
+// (0: none) the blocks whose nearest pair is a window or more apart are left out. Both cp
+// attention variants walk them (and the profiler times them).
 std::vector<AttentionBlock> visible_attention_blocks(std::int64_t size, std::int64_t rank,
-                                                     std::int64_t local_seq, std::int64_t source);
+                                                     std::int64_t local_seq, std::int64_t source,
+                                                     std::int64_t window = 0);
 
 }  // namespace strata::executor

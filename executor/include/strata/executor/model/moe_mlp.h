@@ -166,9 +166,10 @@ class MoeMlp {
   Communicator* context_group_;
   std::int64_t local_experts_;
   std::int64_t width_;  // each expert's width on this member (F / etp)
-  bool llama_mlp_;
+  bool gated_mlp_;      // SwiGLU or clamped SwiGLU: gate and up projections
   ParameterEntry* router_;
   ParameterEntry* expert_bias_ = nullptr;
+  ParameterEntry* router_bias_ = nullptr;  // GPT-OSS's learned logit bias, if any
   // Counted by the (const) backward: bookkeeping of the step, not of the layer's function.
   mutable std::vector<double> step_loads_;
   Matrices experts_;

@@ -149,9 +149,10 @@ class TransformerLayer {
   const TensorParallelism& tp_;
   const ContextParallelism& cp_;
   AttentionShape shape_;  // this rank's heads
-  bool llama_mlp_;
+  bool gated_mlp_;        // SwiGLU or clamped SwiGLU: gate and up projections
   std::optional<QueryKeyNorm> qk_norm_;
-  std::optional<LatentAttention> mla_;  // in place of the fused qkv projection
+  std::optional<LatentAttention> mla_;         // in place of the fused qkv projection
+  ParameterEntry* attention_sinks_ = nullptr;  // GPT-OSS's per-head sink logits, if any
   ParameterEntry* attention_norm_weight_;
   ParameterEntry* attention_norm_bias_;
   ParameterEntry* qkv_weight_;  // null with latent attention

@@ -24,6 +24,8 @@ namespace strata::executor {
 
 // Which keys of a block a query sees: all of them (the keys come earlier in the sequence), or
 // those up to its own position (queries and keys are the same positions: the diagonal block).
+// Under a sliding window (AttentionShape::window) only those less than the window back, by the
+// block's position_offset; a query may then see none of a block's keys.
 enum class BlockMask { full, causal };
 
 struct AttentionBlock {
@@ -32,7 +34,8 @@ struct AttentionBlock {
   std::int64_t rows = 0;   // queries and keys in the block (one chunk of a sequence each)
   BlockMask mask = BlockMask::full;
   // Sequence position of the block's first query minus that of its first key: what ALiBi's
-  // distances start from (the blocks of a context-parallel rank come from distant chunks).
+  // distances and a sliding window's reach start from (the blocks of a context-parallel rank
+  // come from distant chunks).
   std::int64_t position_offset = 0;
 };
 

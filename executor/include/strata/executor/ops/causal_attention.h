@@ -14,6 +14,11 @@
 // key j gains −slope_h·(i − j) before the softmax, slope_h = alibi_slope(first_head + h,
 // alibi_heads) by the head's place in the whole model, so a tensor-parallel rank's heads keep
 // theirs. CPU backend; the CUDA kernels take no bias and refuse a shape that asks for one.
+//
+// Sliding windows (Mistral, GPT-OSS, Gemma 3): with AttentionShape::window = w, query i sees keys
+// i − w + 1 … i only, and each block of queries multiplies only the keys its band reaches — the
+// work falls from O(s²) to O(s·w), as a windowed flash kernel skips the tiles below the band.
+// CPU backend, as ALiBi.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,8 @@ struct AttentionShape {
   // ALiBi: the model's query heads (0: no position bias) and this rank's first of them.
   std::int64_t alibi_heads = 0;
   std::int64_t first_head = 0;
+  // Keys a query sees on a sliding-window layer (itself and window − 1 before it); 0: all earlier.
+  std::int64_t window = 0;
   std::int64_t qkv_width() const { return (num_heads + 2 * num_kv_heads) * head_dim; }
   std::int64_t output_width() const { return num_heads * head_dim; }
   // First columns, in a qkv row, of query head h and of the key and value heads it reads.
