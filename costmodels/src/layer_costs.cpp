@@ -327,6 +327,37 @@ PassCosts embedding_costs(const LayerContext& context) {
   return costs;
 }
 
+PassCosts mtp_input_costs(const LayerContext& context) {
+  const schemas::ModelConfig& model = *context.model;
+  const schemas::GpuProfile& gpu = context.cluster->gpu;
+  const double hidden = static_cast<double>(model.hidden_size);
+  const double tokens = context.local_tokens();
+  const double element = context.activation_bytes();
+  // The shared embedding's lookup of the shifted tokens, then Megatron-Core's column-parallel
+  // eh_proj (2h → h/tp per rank) on the concatenated norms, gathered over tp.
+  PassCosts costs = embedding_costs(context);
+  const GemmPassTimes gemm = gemm_pass_times(
+      context, context.precision, {{tokens, hidden / static_cast<double>(context.tp), 2 * hidden}});
+  const double norm_bytes = 2 * 2 * element * context.norm_tokens() * hidden;  // enorm, hnorm
+  costs.forward.compute_s += gemm.forward_s + memory_bound_time_s(gpu, norm_bytes, 2);
+  costs.backward_input.compute_s += gemm.input_s + memory_bound_time_s(gpu, 2 * norm_bytes, 2);
+  costs.backward_weight.compute_s += gemm.weight_s;
+  costs.forward_flops += gemm.forward_flops;
+  costs.forward.kernels += 3;
+  costs.backward_input.kernels += 3;
+  costs.backward_weight.kernels += 1;
+  if (context.tp > 1) {
+    const double bytes = tokens * hidden * element;
+    costs.forward.tp_comm_s +=
+        collective_time_s(*context.cluster, context.tp_span, Collective::all_gather, bytes);
+    costs.backward_input.tp_comm_s +=
+        collective_time_s(*context.cluster, context.tp_span, Collective::all_reduce, bytes);
+    costs.forward.kernels += 1;
+    costs.backward_input.kernels += 1;
+  }
+  return costs;
+}
+
 PassCosts lm_head_costs(const LayerContext& context) {
   const schemas::ModelConfig& model = *context.model;
   const schemas::GpuProfile& gpu = context.cluster->gpu;

@@ -32,7 +32,7 @@ MeshPlacement mesh_placement(const schemas::ClusterConfig& cluster, const schema
   if (mesh.pp > 1) {
     const std::int64_t stride = schemas::axis_stride(mesh, MeshAxis::pp);
     placement.pp_tier = tier_between(cluster, 0, stride);
-    if (model.tied_embeddings) {
+    if (model.last_stage_uses_word_embedding()) {
       placement.embedding_pair = group_span(cluster, {0, (mesh.pp - 1) * stride});
     }
   }

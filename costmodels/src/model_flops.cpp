@@ -45,6 +45,21 @@ FlopsPerToken model_flops_per_token(const schemas::ModelConfig& model, std::int6
                   static_cast<double>(m.num_layers - moe_layers) * 2.0 * dense_layer_matrices +
                   static_cast<double>(moe_layers) * 2.0 * moe_layer_matrices +
                   2.0 * lm_head_parameters;
+  if (m.mtp) {
+    // Each MTP module (Megatron's count): eh_proj (2h → h), a layer of the last layer's kind with
+    // its attention, and the shared head once more.
+    const double window = static_cast<double>(m.attention_window(m.num_layers));
+    const double module_attention =
+        window > 0 && window < static_cast<double>(seq_length)
+            ? attention_per_layer * window / static_cast<double>(seq_length)
+            : attention_per_layer;
+    const double hidden = static_cast<double>(m.hidden_size);
+    const double module =
+        module_attention +
+        2.0 * (m.is_moe_layer(m.num_layers) ? moe_layer_matrices : dense_layer_matrices) +
+        2.0 * 2.0 * hidden * hidden + 2.0 * lm_head_parameters;
+    flops.forward += static_cast<double>(m.mtp->num_modules) * module;
+  }
   flops.backward = 2.0 * flops.forward;
   return flops;
 }

@@ -100,6 +100,11 @@ ParameterBreakdown count_parameters(const schemas::ModelConfig& model) {
   count.norms_per_layer = 2 * norm;
   count.final_norm = norm;
   count.lm_head = model.tied_embeddings ? 0 : model.vocab_size * h;
+  if (model.mtp) {
+    count.num_mtp_modules = model.mtp->num_modules;
+    count.mtp_module_extra = 3 * norm + 2 * h * h;  // enorm, hnorm, final norm; eh_proj
+    count.mtp_layer_moe = model.is_moe_layer(model.num_layers);
+  }
   return count;
 }
 

@@ -54,6 +54,23 @@ RankParameters stage_parameters(const schemas::ModelConfig& model, const Paramet
     const bool shared_with_embedding = model.tied_embeddings && stage.embedding;
     parameters.dense +=
         (shared_with_embedding ? 0.0 : vocab_matrix) + static_cast<double>(counts.final_norm);
+    if (counts.num_mtp_modules > 0) {
+      // The MTP modules (Megatron places them all here) and their shared embedding, a copy
+      // unless this stage holds the embedding or a tied head's copy counted above.
+      if (!stage.embedding) {
+        parameters.dense += (model.tied_embeddings ? 0.0 : vocab_matrix) +
+                            static_cast<double>(counts.position_embedding + counts.embedding_norm);
+      }
+      const RankParameters layer =
+          rank_layer_parameters(counts, mesh.tp, mesh.ep, mesh.etp, counts.mtp_layer_moe);
+      const double hidden = static_cast<double>(model.hidden_size);
+      const double modules = static_cast<double>(counts.num_mtp_modules);
+      // eh_proj split over tp (Megatron's column-parallel projection); the three norms whole.
+      parameters.dense +=
+          modules * (layer.dense + 2 * hidden * hidden / tp +
+                     static_cast<double>(counts.mtp_module_extra) - 2 * hidden * hidden);
+      parameters.expert += modules * layer.expert;
+    }
   }
   return parameters;
 }
@@ -189,6 +206,25 @@ void add_stage_passes(const schemas::Plan& plan, const LayerContext& context,
   if (stage.lm_head) {
     stage_costs.passes += layers.lm_head;
     add_activations(layers.lm_head_activations, 1);
+    if (plan.model.mtp) {
+      // Each MTP module: its inputs, a layer of the last layer's kind (not recomputed: Megatron
+      // recomputes MTP only under uniform recomputation) and another pass through the head.
+      // The embedding and the head are gathered once for the stage (ZeRO-3): their passes again
+      // carry no gathers of their own.
+      const double modules = static_cast<double>(plan.model.mtp->num_modules);
+      const bool moe = plan.model.is_moe_layer(plan.model.num_layers);
+      const auto without_gathers = [](PassCosts costs) {
+        for (PassTime* pass : {&costs.forward, &costs.backward_input, &costs.backward_weight}) {
+          pass->dp_comm_s = 0;
+        }
+        return costs;
+      };
+      stage_costs.passes += without_gathers(layers.mtp_input).scaled(modules);
+      stage_costs.passes += (moe ? layers.moe_plain : layers.plain).scaled(modules);
+      stage_costs.passes += without_gathers(layers.lm_head).scaled(modules);
+      add_activations(moe ? layers.moe_plain_activations : layers.plain_activations, modules);
+      add_activations(layers.lm_head_activations, modules);
+    }
   }
   if (context.executor_activation_buffers && num_stages > 1) {
     // Strata's pipeline runtime: each micro-batch in flight keeps, beside its layers' tensors,
@@ -237,7 +273,8 @@ LayerCostSet layer_cost_set(const LayerContext& context) {
       .embedding = embedding_costs(context),
       .lm_head = lm_head_costs(context),
       .embedding_activations = embedding_activation_bytes(context),
-      .lm_head_activations = lm_head_activation_bytes(context)};
+      .lm_head_activations = lm_head_activation_bytes(context),
+      .mtp_input = {}};
   if (context.model->moe) {
     set.moe_plain =
         transformer_layer_costs(context, schemas::RecomputeGranularity::none, LayerKind::moe);
@@ -247,6 +284,7 @@ LayerCostSet layer_cost_set(const LayerContext& context) {
     set.moe_recomputed_activations =
         layer_activation_bytes(context, context.recompute, LayerKind::moe);
   }
+  if (context.model->mtp) set.mtp_input = mtp_input_costs(context);
   return set;
 }
 
@@ -519,7 +557,8 @@ PlanCosts plan_costs(const schemas::Plan& plan, const LayerCostSet* given_layers
     holdings.layers += static_cast<double>(stage.num_layers);
   }
   price_rank_states(pricing, rank_holdings, costs);
-  if (plan.model.tied_embeddings && pp > 1) price_tied_embedding(pricing, temporaries, costs);
+  if (plan.model.last_stage_uses_word_embedding() && pp > 1)
+    price_tied_embedding(pricing, temporaries, costs);
   for (std::size_t rank = 0; rank < static_cast<std::size_t>(pp); ++rank) {
     costs.rank_states[rank].communicator_bytes = temporaries.on_rank(rank);
   }

@@ -78,12 +78,12 @@ std::vector<int> rank_unit_stages(const schemas::ModelConfig& model,
 BucketRule bucket_rule(const schemas::Mesh& mesh, const schemas::ModelConfig& model,
                        std::int64_t zero_stage, std::int64_t bucket_elements,
                        bool holds_word_embedding) {
-  return {
-      .zero_stage = zero_stage,
-      .bucket_elements = bucket_elements,
-      .dp = mesh.zero_shard_dp() * mesh.cp,
-      .expert_dp = experts_reduced_apart(mesh) ? mesh.expert_zero_shards() : 0,
-      .tied_word_embedding_bucket = mesh.pp > 1 && model.tied_embeddings && holds_word_embedding};
+  return {.zero_stage = zero_stage,
+          .bucket_elements = bucket_elements,
+          .dp = mesh.zero_shard_dp() * mesh.cp,
+          .expert_dp = experts_reduced_apart(mesh) ? mesh.expert_zero_shards() : 0,
+          .tied_word_embedding_bucket =
+              mesh.pp > 1 && model.last_stage_uses_word_embedding() && holds_word_embedding};
 }
 
 namespace {
@@ -195,7 +195,8 @@ std::vector<GradientBucket> stage_gradient_buckets(const schemas::Plan& plan,
   const RankCoordinates first_rank{.tp = plan.mesh.tp, .ep = plan.mesh.ep, .etp = plan.mesh.etp};
   const std::vector<HeldParameter> held = held_parameters(model, specs, first_rank);
   const std::vector<int> unit_stage = rank_unit_stages(model, {&stage, 1});
-  const bool holds_word_embedding = stage.embedding || (stage.lm_head && model.tied_embeddings);
+  const bool holds_word_embedding =
+      stage.embedding || (stage.lm_head && model.last_stage_uses_word_embedding());
   return gradient_buckets(held, unit_stage,
                           bucket_rule(plan.mesh, model, plan.zero_stage,
                                       gradient_bucket_elements(plan), holds_word_embedding));

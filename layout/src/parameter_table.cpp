@@ -173,12 +173,34 @@ void append(std::vector<ParameterSpec>& specs, std::vector<ParameterSpec> more) 
 
 }  // namespace
 
+std::vector<ParameterSpec> mtp_module_parameters(const ModelConfig& model, std::int64_t module) {
+  const std::int64_t layer = model.num_layers + module - 1;
+  const InitRules init(model);
+  const auto name = [&](const char* part) { return fmt::format("layers.{}.{}", layer, part); };
+  std::vector<ParameterSpec> specs;
+  add_norm(model, name("enorm"), model.hidden_size, specs);
+  add_norm(model, name("hnorm"), model.hidden_size, specs);
+  // [h, 2h]: the normalised embedding's columns first, then the hidden state's (Megatron-Core's
+  // torch.cat((decoder_input, hidden_states), -1)).
+  specs.push_back({name("eh_proj.weight"),
+                   {model.hidden_size, 2 * model.hidden_size},
+                   init.weight,
+                   true,
+                   Placement::replicate()});
+  append(specs, transformer_layer_parameters(model, layer));
+  add_norm(model, name("final_norm"), model.hidden_size, specs);
+  return specs;
+}
+
 std::vector<ParameterSpec> transformer_parameters(const ModelConfig& model) {
   std::vector<ParameterSpec> specs = embedding_parameters(model);
   for (std::int64_t layer = 0; layer < model.num_layers; ++layer) {
     append(specs, transformer_layer_parameters(model, layer));
   }
   append(specs, head_parameters(model));
+  for (std::int64_t module = 1; module <= model.mtp_modules(); ++module) {
+    append(specs, mtp_module_parameters(model, module));
+  }
   return specs;
 }
 
@@ -210,7 +232,7 @@ std::vector<ParameterSpec> transformer_layer_parameters(const ModelConfig& model
     add("attention.output.bias", {hidden}, init.zeros, false, replicated);
   }
   add_norm(model, fmt::format("layers.{}.mlp_norm", index), hidden, specs);
-  if (model.moe && model.moe->is_moe_layer(index)) {
+  if (model.is_moe_layer(index)) {
     for (ParameterSpec& spec : moe_mlp_parameters(model, index)) specs.push_back(std::move(spec));
     return specs;
   }
@@ -305,6 +327,8 @@ std::vector<ParameterSpec> stage_parameters(const ModelConfig& model,
   std::vector<ParameterSpec> held;
   if (embedding) {
     held = embedding_parameters(model);
+  } else if (lm_head && model.mtp) {
+    held = embedding_parameters(model);  // the MTP modules embed with all of it
   } else if (lm_head && model.tied_embeddings) {
     held.push_back(std::move(embedding_parameters(model).front()));  // the word embedding
   }
@@ -313,7 +337,12 @@ std::vector<ParameterSpec> stage_parameters(const ModelConfig& model,
       append(held, transformer_layer_parameters(model, layer));
     }
   }
-  if (lm_head) append(held, head_parameters(model));
+  if (lm_head) {
+    append(held, head_parameters(model));
+    for (std::int64_t module = 1; module <= model.mtp_modules(); ++module) {
+      append(held, mtp_module_parameters(model, module));
+    }
+  }
   return held;
 }
 
@@ -325,18 +354,26 @@ std::int64_t parameter_unit(const ModelConfig& model, std::string_view name) {
   std::int64_t layer = -1;
   const char* first = name.data() + kLayers.size();
   std::from_chars(first, name.data() + name.size(), layer);
-  STRATA_LAYOUT_CHECK(layer >= 0 && layer < model.num_layers, "parameter {}: no such layer", name);
-  return 1 + layer;
+  STRATA_LAYOUT_CHECK(layer >= 0 && layer < model.layers_with_mtp(), "parameter {}: no such layer",
+                      name);
+  // An MTP module's layer follows the head's unit (the modules run after the head).
+  return layer < model.num_layers ? 1 + layer : 2 + layer;
 }
 
 std::vector<std::int64_t> stage_units(const ModelConfig& model,
                                       const schemas::PipelineStage& stage) {
   std::vector<std::int64_t> units;
-  if (stage.embedding || (stage.lm_head && model.tied_embeddings)) units.push_back(0);
+  if (stage.embedding || (stage.lm_head && model.last_stage_uses_word_embedding())) {
+    units.push_back(0);
+  }
   for (std::int64_t l = stage.first_layer; l < stage.first_layer + stage.num_layers; ++l) {
     units.push_back(l + 1);
   }
-  if (stage.lm_head) units.push_back(model.num_layers + 1);
+  if (stage.lm_head) {
+    for (std::int64_t unit = model.num_layers + 1; unit < parameter_unit_count(model); ++unit) {
+      units.push_back(unit);  // the head, then the MTP modules
+    }
+  }
   return units;
 }
 

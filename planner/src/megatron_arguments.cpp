@@ -73,6 +73,10 @@ void add_moe_and_latent_attention_flags(const schemas::Plan& plan,
     }
   }
   if (model.attention_sinks) flags.push_back("--softmax-type learnable");
+  if (model.mtp) {
+    flags.push_back(fmt::format("--mtp-num-layers {}", model.mtp->num_modules));
+    flags.push_back(fmt::format("--mtp-loss-scaling-factor {}", model.mtp->loss_weight));
+  }
   if (!model.moe) return;
   const schemas::MoeConfig& moe = *model.moe;
   flags.push_back(fmt::format("--num-experts {}", moe.num_experts));

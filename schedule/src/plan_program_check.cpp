@@ -19,7 +19,7 @@ void check_plan_program(const PipelineSchedule& schedule, const schemas::Plan& p
   const int last_stage = schedule.num_stages() - 1;
   const bool zero3 = plan.zero_stage == 3;
   const std::int64_t replicas = plan.mesh.dp * plan.mesh.cp;
-  const bool ties = plan.model.tied_embeddings && pp > 1;
+  const bool ties = plan.model.last_stage_uses_word_embedding() && pp > 1;
   for (int rank = 0; rank < pp; ++rank) {
     const std::vector<Action>& actions = schedule.ranks[static_cast<std::size_t>(rank)];
     const auto refuse = [&](const Action& action, const std::string& why) {

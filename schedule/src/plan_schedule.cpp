@@ -22,7 +22,7 @@ StepActions step_actions_of(const schemas::Plan& plan) {
   return {.unshard_parameters = plan.zero_stage == 3,
           .reduce_gradients = plan.mesh.dp * plan.mesh.cp > 1,
           .overlap_gradient_reduction = plan.overlap_grad_reduce,
-          .tied_embedding = plan.model.tied_embeddings && plan.mesh.pp > 1};
+          .tied_embedding = plan.model.last_stage_uses_word_embedding() && plan.mesh.pp > 1};
 }
 
 PipelineSchedule build_plan_schedule(const schemas::Plan& plan,

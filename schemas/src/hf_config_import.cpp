@@ -449,6 +449,13 @@ ModelConfig import_hf_config(const nlohmann::json& config, const JsonLocation& l
       model.moe = import_deepseek_moe(reader, model);
       model.mla = import_mla(reader);
       model.head_dim = model.mla->qk_head_dim();
+      // DeepSeek-V3's checkpoint carries its MTP module (Kimi K2's says 0: none); the loss weight
+      // is a training choice the config does not record, Megatron-Core's default then.
+      if (const std::optional<std::int64_t> modules =
+              reader.optional_integer("num_nextn_predict_layers", {0, kMaxMtpModules});
+          modules && *modules > 0) {
+        model.mtp = MultiTokenPrediction{.num_modules = *modules};
+      }
       break;
     case HfFamily::gpt_oss:
       import_gpt_oss(reader, model);

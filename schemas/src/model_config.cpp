@@ -57,7 +57,8 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
                              "rope_theta",
                              "checkpoint_dtype",
                              "moe",
-                             "mla"});
+                             "mla",
+                             "mtp"});
   check_document_header(reader, DocumentKind::model, kModelSchemaVersion);
 
   ModelConfig model = ModelConfig::defaults_for(reader.choice("architecture", kArchitectureNames));
@@ -117,6 +118,9 @@ ModelConfig parse_model(const nlohmann::json& document, const JsonLocation& loca
     model.moe = parse_moe(reader.object("moe"), reader.at("moe"), model.num_layers);
   }
   if (reader.has("mla")) model.mla = parse_mla(reader.object("mla"), reader.at("mla"));
+  if (reader.has("mtp")) {
+    model.mtp = parse_multi_token_prediction(reader.object("mtp"), reader.at("mtp"));
+  }
 
   if (model.mla) {
     // Latent attention fixes the head widths and gives every query head its own key and value.
@@ -263,6 +267,7 @@ nlohmann::json model_to_json(const ModelConfig& model) {
     document["sliding_window"] = sliding_window_to_json(*model.sliding_window);
   if (model.moe) document["moe"] = moe_to_json(*model.moe);
   if (model.mla) document["mla"] = mla_to_json(*model.mla);
+  if (model.mtp) document["mtp"] = multi_token_prediction_to_json(*model.mtp);
   return document;
 }
 

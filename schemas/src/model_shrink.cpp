@@ -67,6 +67,7 @@ ModelConfig shrink_model(const ModelConfig& model) {
                            .v_head_dim = kHeadDim};
     shrunk.head_dim = shrunk.mla->qk_head_dim();
   }
+  if (model.mtp) shrunk.mtp->num_modules = std::min<std::int64_t>(model.mtp->num_modules, 2);
   if (model.sliding_window) {
     // A window shorter than a context-parallel chunk of the tiny sequence (16 tokens at cp 2):
     // some blocks are seen in part and some not at all. Two layers: windowed, then full.

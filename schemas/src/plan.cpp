@@ -13,7 +13,6 @@ bool recomputes_module(const RecomputeConfig& recompute, RecomputeModule module)
          recompute.modules.end();
 }
 
-
 std::int64_t Mesh::size_of(MeshAxis axis) const {
   switch (axis) {
     case MeshAxis::tp:

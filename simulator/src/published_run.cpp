@@ -11,6 +11,7 @@
 #include "strata/schemas/json_file.h"
 #include "strata/schemas/mla_config.h"
 #include "strata/schemas/moe_config.h"
+#include "strata/schemas/multi_token_prediction.h"
 #include "strata/schemas/object_reader.h"
 #include "strata/schemas/plan_builder.h"
 #include "strata/schemas/presets.h"
@@ -104,7 +105,7 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   const RowReader row(
       value, location,
       {"num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_kv_heads",
-       "head_dim", "vocab_size", "seq_length", "mlp", "moe", "mla", "sliding_window"},
+       "head_dim", "vocab_size", "seq_length", "mlp", "moe", "mla", "sliding_window", "mtp"},
       complete);
   const auto layers = row.integer("num_layers", {1, schemas::kMaxLayers}, true);
   const auto hidden = row.integer("hidden_size", {1, schemas::kMaxHiddenSize}, true);
@@ -115,7 +116,8 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   const auto seq = row.integer("seq_length", {1, schemas::kMaxSeqLength}, true);
   const MlpKind mlp = row.choice("mlp", kMlpNames).value_or(MlpKind::gelu);
   const auto head_dim = row.integer("head_dim", {1, schemas::kMaxHiddenSize});
-  // Mixture-of-experts, latent-attention and sliding-window blocks in the model file's format.
+  // Mixture-of-experts, latent-attention, sliding-window and multi-token-prediction blocks in the
+  // model file's format.
   std::optional<schemas::MoeConfig> moe;
   if (row.given("moe") && layers) {
     moe = schemas::parse_moe(row.reader().value("moe"), location / "moe", *layers);
@@ -126,6 +128,10 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   if (row.given("sliding_window")) {
     window = schemas::parse_sliding_window(row.reader().value("sliding_window"),
                                            location / "sliding_window");
+  }
+  std::optional<schemas::MultiTokenPrediction> mtp;
+  if (row.given("mtp")) {
+    mtp = schemas::parse_multi_token_prediction(row.reader().value("mtp"), location / "mtp");
   }
   if (!complete) return std::nullopt;
   const bool llama = mlp == MlpKind::swiglu;
@@ -146,6 +152,7 @@ std::optional<schemas::ModelConfig> row_model(const std::string& id, const nlohm
   model.moe = moe;
   model.mla = mla;
   model.sliding_window = window;
+  model.mtp = mtp;
   if (mla) model.head_dim = mla->qk_head_dim();
   model.vocab_size = *vocab;
   model.max_seq_length = *seq;

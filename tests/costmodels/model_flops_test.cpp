@@ -57,7 +57,8 @@ TEST(ModelFlops, MixtureOfExpertsCountsTheRouterAndTheVisitedExperts) {
 // three layers use the 18432-wide MLP. Cross-checked against the parameter counts: with no
 // attention scores, forward = 2 × (active − token embedding − norms) (the LM head is untied).
 TEST(ModelFlops, LatentAttentionAndDenseFirstLayers) {
-  const schemas::ModelConfig v3 = schemas::model_preset("deepseek-v3");
+  schemas::ModelConfig v3 = schemas::model_preset("deepseek-v3");
+  v3.mtp.reset();  // the main model (its MTP module: MultiTokenPredictionAddsItsModule)
   const ParameterBreakdown count = count_parameters(v3);
   const double latent_norms = 61.0 * (1536 + 512);
   const double norms =
@@ -70,6 +71,23 @@ TEST(ModelFlops, LatentAttentionAndDenseFirstLayers) {
   const double per_token_scores = 61.0 * 2.0 * 4096 * (128 * 192 + 128 * 128);
   EXPECT_DOUBLE_EQ(model_flops_per_token(v3, 4096).forward - model_flops_per_token(v3, 0).forward,
                    per_token_scores);
+}
+
+// Megatron's count of an MTP module: its layer (here DeepSeek-V3's MoE layer, with latent
+// attention's scores), eh_proj (2h → h) and another pass through the head.
+TEST(ModelFlops, MultiTokenPredictionAddsItsModule) {
+  const schemas::ModelConfig v3 = schemas::model_preset("deepseek-v3");
+  schemas::ModelConfig main_model = v3;
+  main_model.mtp.reset();
+  const ParameterBreakdown count = count_parameters(v3);
+  const double h = 7168, vocab = 129280;
+  const double layer_multiplied = static_cast<double>(
+      count.mtp_layer() - count.norms_per_layer - (1536 + 512) - 256 -
+      (count.num_routed_experts - count.experts_per_token) * count.routed_expert);
+  const double scores = 2.0 * 4096 * (128 * 192 + 128 * 128);
+  EXPECT_DOUBLE_EQ(
+      model_flops_per_token(v3, 4096).forward - model_flops_per_token(main_model, 4096).forward,
+      2.0 * layer_multiplied + 2.0 * 2 * h * h + 2.0 * vocab * h + scores);
 }
 
 }  // namespace

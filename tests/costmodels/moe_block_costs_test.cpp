@@ -148,7 +148,8 @@ TEST(MoeBlockCosts, ExpertStateIsShardedOverTheExpertDataParallelGroup) {
   EXPECT_NEAR(costs.rank_states[0].weights_bytes, 2 * (dense + experts), 16);
 }
 
-// With no sharding the stages' parameters add up to the model's, dense and MoE layers alike.
+// With no sharding the stages' parameters add up to the model's, dense and MoE layers alike — and
+// the MTP module's, on the last stage with its copy of the embedding it shares with the first.
 TEST(MoeBlockCosts, StageParametersAddUpToTheModel) {
   const schemas::ModelConfig model = schemas::model_preset("deepseek-v3");
   const ParameterBreakdown counts = count_parameters(model);
@@ -157,10 +158,50 @@ TEST(MoeBlockCosts, StageParametersAddUpToTheModel) {
   for (const schemas::PipelineStage& stage : schemas::even_pipeline_stages(model.num_layers, 4)) {
     total += stage_parameters(model, counts, mesh, stage).total();
   }
-  EXPECT_NEAR(total, static_cast<double>(counts.total()), 1);
+  EXPECT_NEAR(total, static_cast<double>(counts.total() + counts.token_embedding), 1);
   EXPECT_EQ(moe_layers_in(model, 0, 3), 0);  // the first three layers are dense
   EXPECT_EQ(moe_layers_in(model, 0, 61), 58);
   EXPECT_EQ(moe_layers_in(model, 2, 3), 2);
+}
+
+// Megatron places the MTP module on the last pipeline stage: its inputs (the shared embedding's
+// lookup, two norms, eh_proj), a layer of the last layer's kind (DeepSeek-V3: MoE) and another
+// pass through the head cost there and nowhere else, and the stage keeps a copy of the embedding
+// that the first stage's is summed with (the all-reduce an untied model had no need of).
+TEST(MoeBlockCosts, MultiTokenPredictionIsPricedOnTheLastStage) {
+  schemas::PlanKnobs knobs;
+  knobs.mesh.tp = 2;
+  knobs.mesh.dp = 2;
+  knobs.mesh.pp = 2;
+  knobs.mesh.ep = 4;
+  knobs.seq_length = 4096;
+  knobs.global_batch_size = 8;
+  knobs.sequence_parallel = true;
+  knobs.framework = schemas::TrainingFramework::megatron_lm;
+  const schemas::Plan plan = schemas::build_plan(
+      schemas::model_preset("deepseek-v3"), schemas::cluster_preset("dgx-h100:1"), knobs, "test");
+  schemas::Plan main_model = plan;
+  main_model.model.mtp.reset();
+  const PlanCosts with = plan_costs(plan);
+  const PlanCosts without = plan_costs(main_model);
+  const LayerCostSet layers = layer_cost_set(layer_context(plan));
+  ASSERT_EQ(with.stages.size(), 2u);
+  EXPECT_DOUBLE_EQ(with.stages[0].passes.forward.compute_s,
+                   without.stages[0].passes.forward.compute_s);
+  EXPECT_DOUBLE_EQ(with.stages[0].parameters, without.stages[0].parameters);
+  EXPECT_NEAR(with.stages[1].passes.forward.compute_s - without.stages[1].passes.forward.compute_s,
+              layers.mtp_input.forward.compute_s + layers.moe_plain.forward.compute_s +
+                  layers.lm_head.forward.compute_s,
+              1e-12);
+  EXPECT_GT(layers.mtp_input.forward.compute_s, 0);
+  const ParameterBreakdown counts = count_parameters(plan.model);
+  EXPECT_NEAR(with.stages[1].expert_parameters - without.stages[1].expert_parameters,
+              static_cast<double>(counts.routed_experts_per_moe_layer()) / 4, 1);
+  EXPECT_GT(with.stages[1].parameters - without.stages[1].parameters,
+            static_cast<double>(counts.token_embedding) / 2)
+      << "the embedding's copy (split over tp) and the module";
+  EXPECT_EQ(without.tied_embedding_grad_s, 0);
+  EXPECT_GT(with.tied_embedding_grad_s, 0);
 }
 
 // Latent attention on tp 2: the down projections (h → q_lora, h → kv_lora + rope) whole on each

@@ -34,11 +34,11 @@ TEST(ParameterCount, PresetsMatchPublishedCounts) {
   // Qwen3's dense models: the Hugging Face checkpoints' totals (safetensors metadata).
   EXPECT_EQ(preset_parameters("qwen3-8b"), 8'190'735'360);
   EXPECT_EQ(preset_parameters("qwen3-32b"), 32'762'123'264);
-  // Mixtures of experts: the Hugging Face checkpoints' totals (DeepSeek-V3's main model, without
-  // its multi-token-prediction module: DeepSeek's "671 B").
+  // Mixtures of experts: the Hugging Face checkpoints' totals (DeepSeek-V3's main model and its
+  // multi-token-prediction module: MultiTokenPredictionCountsAsTheCheckpointStoresIt).
   EXPECT_EQ(preset_parameters("mixtral-8x7b"), 46'702'792'704);
   EXPECT_EQ(preset_parameters("mixtral-8x22b"), 140'630'071'296);
-  EXPECT_EQ(preset_parameters("deepseek-v3"), 671'026'419'200);
+  EXPECT_EQ(preset_parameters("deepseek-v3"), 671'026'419'200 + 11'610'068'224);
   EXPECT_EQ(preset_parameters("qwen3-30b-a3b"), 30'532'122'624);
   EXPECT_EQ(preset_parameters("qwen3-235b-a22b"), 235'093'634'560);
   // Kimi K2: the config's arithmetic (the model card rounds it to "1 T").
@@ -93,13 +93,35 @@ TEST(ParameterCount, HuggingFaceConfigsMatchPublishedCounts) {
   EXPECT_EQ(hf_parameters("qwen2-0.5b.json"), 494'032'768);
   EXPECT_EQ(hf_parameters("mixtral-8x7b-v0.1.json"), 46'702'792'704);
   EXPECT_EQ(hf_parameters("mixtral-8x22b-v0.1.json"), 140'630'071'296);
-  EXPECT_EQ(hf_parameters("deepseek-v3.json"), 671'026'419'200);
+  EXPECT_EQ(hf_parameters("deepseek-v3.json"), 671'026'419'200 + 11'610'068'224);
   EXPECT_EQ(hf_parameters("kimi-k2.json"), 1'026'408'232'448);
   EXPECT_EQ(hf_parameters("gpt-oss-20b.json"), 20'914'757'184);
   EXPECT_EQ(hf_parameters("gpt-oss-120b.json"), 116'829'156'672);
   EXPECT_EQ(hf_parameters("qwen3-30b-a3b.json"), 30'532'122'624);
   EXPECT_EQ(hf_parameters("qwen3-235b-a22b.json"), 235'093'634'560);
   EXPECT_EQ(hf_parameters("qwen1.5-moe-a2.7b.json"), 14'315'784'192);
+}
+
+// DeepSeek-V3: "671 B" main model and "14 B" MTP module (the checkpoint's 685 B). The module is
+// its layer 61 — MLA attention and a MoE MLP of 256 routed experts and a shared one — with enorm,
+// hnorm, eh_proj (7168 × 14336) and its final norm: 11,610,068,224 trained; the checkpoint adds
+// its own copies of the embedding and the head (2 × 129280 × 7168) for 13,463,426,304, and the
+// whole checkpoint's 684,489,845,504 plus its fp8 block scales (one float per 128 × 128 block of
+// every fp8 linear but eh_proj: 41,540,496) is the 684,531,386,000 its safetensors index lists.
+TEST(ParameterCount, MultiTokenPredictionCountsAsTheCheckpointStoresIt) {
+  const ParameterBreakdown count = count_parameters(schemas::model_preset("deepseek-v3"));
+  EXPECT_EQ(count.num_mtp_modules, 1);
+  EXPECT_TRUE(count.mtp_layer_moe);
+  EXPECT_EQ(count.main_model(), 671'026'419'200);
+  EXPECT_EQ(count.mtp(), 11'610'068'224);
+  EXPECT_EQ(count.mtp_with_copies(), 13'463'426'304);
+  EXPECT_EQ(count.main_model() + count.mtp_with_copies(), 684'489'845'504);
+  EXPECT_EQ(count.active(), 671'026'419'200 - 58LL * 248 * 3 * 7168 * 2048)
+      << "active parameters are the main model's";
+  // Two modules: twice the module, and the total moves by exactly that.
+  schemas::ModelConfig deeper = schemas::model_preset("deepseek-v3");
+  deeper.mtp->num_modules = 2;
+  EXPECT_EQ(count_parameters(deeper).total(), count.main_model() + 2 * count.mtp_module());
 }
 
 TEST(ParameterCount, PresetsAndHuggingFaceConfigsAreTheSameModels) {

@@ -134,9 +134,9 @@ TEST(PlanCosts, Bf16GradientsHalveTheBufferAndTheReduction) {
   const GroupSpan dp_span = group_span(
       fp32_gradients.cluster,
       first_group_ranks(fp32_gradients.mesh, {schemas::MeshAxis::dp, schemas::MeshAxis::cp}));
-  EXPECT_DOUBLE_EQ(narrow.stages[0].gradient_buckets_s[0],
-                   collective_time_s(fp32_gradients.cluster, dp_span, Collective::reduce_scatter,
-                                     40e6 * 2));
+  EXPECT_DOUBLE_EQ(
+      narrow.stages[0].gradient_buckets_s[0],
+      collective_time_s(fp32_gradients.cluster, dp_span, Collective::reduce_scatter, 40e6 * 2));
 }
 
 // fp8 casts each layer linear's weight to fp8 and fp8ᵀ once per step (read 2 bytes, write 1 + 1):

@@ -32,7 +32,10 @@ TEST(ParameterTable, EveryPresetHoldsTheParametersTheCostModelsCount) {
     }
     const costmodels::ParameterBreakdown counts = costmodels::count_parameters(model);
     EXPECT_EQ(total, counts.total()) << name;
-    EXPECT_EQ(routed, counts.num_moe_layers * counts.routed_experts_per_moe_layer()) << name;
+    // The MTP modules' layers are of the last layer's kind (DeepSeek-V3's: MoE).
+    const std::int64_t moe_layers =
+        counts.num_moe_layers + (counts.mtp_layer_moe ? counts.num_mtp_modules : 0);
+    EXPECT_EQ(routed, moe_layers * counts.routed_experts_per_moe_layer()) << name;
   }
 }
 

@@ -420,7 +420,9 @@ TEST(MegatronArguments, MixtureOfExpertsAndLatentAttentionFlags) {
                                "--kv-lora-rank 512",
                                "--qk-head-dim 128",
                                "--qk-pos-emb-head-dim 64",
-                               "--v-head-dim 128"}) {
+                               "--v-head-dim 128",
+                               "--mtp-num-layers 1",
+                               "--mtp-loss-scaling-factor 0.1"}) {
     EXPECT_NE(flags.find(expected), std::string::npos) << expected;
   }
   // Mixtral: every layer a MoE layer, Megatron's default pattern.
@@ -429,6 +431,7 @@ TEST(MegatronArguments, MixtureOfExpertsAndLatentAttentionFlags) {
   EXPECT_EQ(megatron_arguments(plan).find("--moe-layer-freq"), std::string::npos);
   EXPECT_EQ(megatron_arguments(plan).find("--multi-latent-attention"), std::string::npos);
   EXPECT_EQ(megatron_arguments(plan).find("--window-size"), std::string::npos);
+  EXPECT_EQ(megatron_arguments(plan).find("--mtp-num-layers"), std::string::npos);
   // GPT-OSS: windows of 128 keys (Megatron's left 127) with every 2nd layer full, learnable sinks,
   // the clamped quick-GELU unit.
   plan.model = schemas::model_preset("gpt-oss-120b");

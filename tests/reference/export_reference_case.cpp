@@ -44,15 +44,29 @@ int main(int argc, char** argv) {
   Transformer transformer(model, ScalarType::float32, kSeed);
   ParameterStore& parameters = transformer.parameters();
 
-  // A deterministic batch that uses the whole vocabulary.
+  // A deterministic batch that uses the whole vocabulary. With multi-token prediction it is shaped
+  // as a language model's data is — each sequence's targets are its inputs one token on, then one
+  // more — because the executor reads the tokens further ahead from the targets and PyTorch from
+  // the inputs; without it the targets are a sequence of their own.
   Tensor inputs = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
   Tensor targets = Tensor::zeros({kBatch, kSeq}, ScalarType::int32);
+  const auto token = [&](std::int64_t i, std::int64_t stride, std::int64_t offset) {
+    return static_cast<std::int32_t>((i * stride + offset) % model.vocab_size);
+  };
   std::vector<int> input_list, target_list;
-  for (std::int64_t i = 0; i < inputs.numel(); ++i) {
-    inputs.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 37 + 11) % model.vocab_size);
-    targets.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 53 + 5) % model.vocab_size);
-    input_list.push_back(inputs.data<std::int32_t>()[i]);
-    target_list.push_back(targets.data<std::int32_t>()[i]);
+  for (std::int64_t b = 0; b < kBatch; ++b) {
+    for (std::int64_t t = 0; t < kSeq; ++t) {
+      const std::int64_t i = b * kSeq + t;
+      if (model.mtp) {
+        inputs.data<std::int32_t>()[i] = token(b * (kSeq + 1) + t, 37, 11);
+        targets.data<std::int32_t>()[i] = token(b * (kSeq + 1) + t + 1, 37, 11);
+      } else {
+        inputs.data<std::int32_t>()[i] = token(i, 37, 11);
+        targets.data<std::int32_t>()[i] = token(i, 53, 5);
+      }
+      input_list.push_back(inputs.data<std::int32_t>()[i]);
+      target_list.push_back(targets.data<std::int32_t>()[i]);
+    }
   }
   schemas::write_file_atomically(out / "weights.bin", raw_bytes(parameters.values()));
 

@@ -4,13 +4,14 @@
 For each model, export_reference_case writes Strata's initial weights, one batch, the loss and
 every gradient, and the losses of a few AdamW steps. This script rebuilds the same model in PyTorch
 (float32, torch.nn.functional; mixture-of-experts layers with every router, latent attention,
-ALiBi, query/key and embedding norms and squared-ReLU MLPs included), loads the weights, and
+ALiBi, query/key and embedding norms, squared-ReLU MLPs and multi-token prediction included), loads the weights, and
 checks:
   - the loss:                       relative error <= 1e-5
   - every parameter's gradient:     ||g_strata - g_torch|| / ||g_torch|| <= 1e-5
   - the AdamW steps (torch.optim.AdamW, clip_grad_norm_, warm-up + cosine): each loss <= 1e-5
 The loss compared is the language-model cross-entropy; the gradients and the AdamW updates are of
-the training objective, which adds the MoE layers' load-balancing and z-losses to it.
+the training objective, which adds the MoE layers' load-balancing and z-losses and the weighted
+multi-token-prediction loss to it.
 Run by CTest (test `torch_reference`); needs Debian's python3-torch and python3-numpy.
 """
 import argparse
@@ -232,71 +233,117 @@ def latent_attention_heads(h, params, p, model):
     return q, k, v
 
 
-def model_loss(params, model, inputs, targets, loads=None):
-    """(cross-entropy mean, sum of the MoE layers' auxiliary losses): Strata logs the first and
-    trains on their sum, so both are needed. auxiliary is a zero tensor for dense models. With
-    `loads`, each MoE layer's choices per expert are added to loads[prefix]."""
-    batch, seq = inputs.shape
+def transformer_layer(x, layer, params, model, loads):
+    """One pre-norm layer (attention, then the dense or MoE MLP): (output, auxiliary loss). An MTP
+    module's layer (index >= num_layers) is of the kind of the model's last layer."""
+    batch, seq, _ = x.shape
     heads, kv_heads, head_dim = model["num_attention_heads"], model["num_kv_heads"], model["head_dim"]
-    x = params["embedding.word"][inputs]
+    kind = min(layer, model["num_layers"] - 1)
+    auxiliary = x.new_zeros(())
+    p = f"layers.{layer}."
+    h = norm(x, params, p + "attention_norm", model)
+    if model.get("mla"):
+        q, k, v = latent_attention_heads(h, params, p, model)
+    else:
+        qkv = F.linear(h, params[p + "attention.qkv.weight"], params.get(p + "attention.qkv.bias"))
+        q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], dim=-1)
+        q = q.view(batch, seq, heads, head_dim)
+        k = k.view(batch, seq, kv_heads, head_dim)
+        v = v.view(batch, seq, kv_heads, head_dim)
+        if model.get("qk_norm", False):  # Qwen3: over each head's features, before rotation
+            q = norm(q, params, p + "attention.q_norm", model)
+            k = norm(k, params, p + "attention.k_norm", model)
+        if model["position_embedding"] == "rope":
+            q, k = rotate_half(q, model["rope_theta"]), rotate_half(k, model["rope_theta"])
+        k = k.repeat_interleave(heads // kv_heads, dim=2)
+        v = v.repeat_interleave(heads // kv_heads, dim=2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
+    if model["position_embedding"] == "alibi":
+        scores = scores + alibi_bias(heads, seq)
+    mask = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    window = model.get("sliding_window")
+    if window and (not window.get("full_attention_interval")
+                   or (kind + 1) % window["full_attention_interval"] != 0):
+        # Query i sees keys i - size + 1 .. i (transformers' sliding_window rule).
+        mask = mask | torch.ones(seq, seq, dtype=torch.bool).tril(-window["size"])
+    scores = scores.masked_fill(mask, float("-inf"))
+    if model.get("attention_sinks", False):
+        # GPT-OSS: a per-head logit joins the softmax as a key without a value.
+        sinks = params[p + "attention.sinks"].view(1, heads, 1, 1).expand(batch, heads, seq, 1)
+        probabilities = torch.cat([scores, sinks], dim=-1).softmax(-1)[..., :-1]
+    else:
+        probabilities = scores.softmax(-1)
+    attention = (probabilities @ v).transpose(1, 2).reshape(batch, seq, -1)
+    x = x + F.linear(attention, params[p + "attention.output.weight"],
+                     params.get(p + "attention.output.bias"))
+    h = norm(x, params, p + "mlp_norm", model)
+    if is_moe_layer(kind, model):
+        output, auxiliary = moe_mlp(h, params, p + "mlp.", model, loads)
+    else:
+        output = mlp(h, params, p + "mlp.", model)
+    return x + output, auxiliary
+
+
+def embed(ids, params, model, shift=0):
+    """Token (and learned position) embedding; an MTP module's positions are rolled `shift` places
+    left with zeros rolled in, as Megatron-Core rolls its position ids with its token ids."""
+    seq = ids.shape[1]
+    x = params["embedding.word"][ids]
     if model["position_embedding"] == "learned":
-        x = x + params["embedding.position"][:seq]
+        positions = torch.arange(seq) + shift
+        x = x + params["embedding.position"][torch.where(positions < seq, positions, 0)]
     if model["embedding_norm"]:
         x = norm(x, params, "embedding.norm", model)
-    causal = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+    return x
+
+
+def roll_left(tokens, shift):
+    """tokens[:, i + shift], 0 past the end (Megatron-Core's roll_tensor)."""
+    rolled = torch.zeros_like(tokens)
+    rolled[:, :tokens.shape[1] - shift] = tokens[:, shift:]
+    return rolled
+
+
+def model_loss(params, model, inputs, targets, loads=None):
+    """(cross-entropy mean, the rest of the training objective): Strata logs the first and trains
+    on their sum, so both are needed. The rest is the MoE layers' auxiliary losses and the
+    multi-token-prediction loss (DeepSeek-V3, written from its report and Megatron-Core's
+    MultiTokenPredictionLayer): module k embeds the token k ahead, normalises it and the previous
+    module's normalised output (the main model's for k = 1), projects [embedding; hidden] with
+    eh_proj, runs one layer, normalises, and scores the token k + 1 ahead with the shared head over
+    the positions that have one; the modules' mean loss joins with weight loss_weight. A zero tensor
+    for a dense model without MTP. With `loads`, each MoE layer's choices per expert are added to
+    loads[prefix]."""
+    seq = inputs.shape[1]
+    x = embed(inputs, params, model)
     auxiliary = x.new_zeros(())
     for layer in range(model["num_layers"]):
-        p = f"layers.{layer}."
-        h = norm(x, params, p + "attention_norm", model)
-        if model.get("mla"):
-            q, k, v = latent_attention_heads(h, params, p, model)
-        else:
-            qkv = F.linear(h, params[p + "attention.qkv.weight"],
-                           params.get(p + "attention.qkv.bias"))
-            q, k, v = qkv.split([heads * head_dim, kv_heads * head_dim, kv_heads * head_dim],
-                                dim=-1)
-            q = q.view(batch, seq, heads, head_dim)
-            k = k.view(batch, seq, kv_heads, head_dim)
-            v = v.view(batch, seq, kv_heads, head_dim)
-            if model.get("qk_norm", False):  # Qwen3: over each head's features, before rotation
-                q = norm(q, params, p + "attention.q_norm", model)
-                k = norm(k, params, p + "attention.k_norm", model)
-            if model["position_embedding"] == "rope":
-                q, k = rotate_half(q, model["rope_theta"]), rotate_half(k, model["rope_theta"])
-            k = k.repeat_interleave(heads // kv_heads, dim=2)
-            v = v.repeat_interleave(heads // kv_heads, dim=2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(head_dim)
-        if model["position_embedding"] == "alibi":
-            scores = scores + alibi_bias(heads, seq)
-        mask = causal
-        window = model.get("sliding_window")
-        if window and (not window.get("full_attention_interval")
-                       or (layer + 1) % window["full_attention_interval"] != 0):
-            # Query i sees keys i - size + 1 .. i (transformers' sliding_window rule).
-            mask = causal | torch.ones(seq, seq, dtype=torch.bool).tril(-window["size"])
-        scores = scores.masked_fill(mask, float("-inf"))
-        if model.get("attention_sinks", False):
-            # GPT-OSS: a per-head logit joins the softmax as a key without a value.
-            sinks = params[p + "attention.sinks"].view(1, heads, 1, 1).expand(batch, heads, seq, 1)
-            probabilities = torch.cat([scores, sinks], dim=-1).softmax(-1)[..., :-1]
-        else:
-            probabilities = scores.softmax(-1)
-        attention = probabilities @ v
-        attention = attention.transpose(1, 2).reshape(batch, seq, -1)
-        x = x + F.linear(attention, params[p + "attention.output.weight"],
-                         params.get(p + "attention.output.bias"))
-        h = norm(x, params, p + "mlp_norm", model)
-        if is_moe_layer(layer, model):
-            output, layer_auxiliary = moe_mlp(h, params, p + "mlp.", model, loads)
-            auxiliary = auxiliary + layer_auxiliary
-        else:
-            output = mlp(h, params, p + "mlp.", model)
-        x = x + output
-    x = norm(x, params, "final_norm", model)
+        x, layer_auxiliary = transformer_layer(x, layer, params, model, loads)
+        auxiliary = auxiliary + layer_auxiliary
+    hidden = norm(x, params, "final_norm", model)
     head = params["embedding.word"] if model["tied_embeddings"] else params["lm_head.weight"]
-    logits = F.linear(x, head)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)), auxiliary
+    logits = F.linear(hidden, head)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    mtp = model.get("mtp")
+    if mtp:
+        modules = mtp["num_modules"]
+        for k in range(1, modules + 1):
+            p = f"layers.{model['num_layers'] + k - 1}."
+            embedded = embed(roll_left(inputs, k), params, model, shift=k)
+            combined = torch.cat([norm(embedded, params, p + "enorm", model),
+                                  norm(hidden, params, p + "hnorm", model)], dim=-1)
+            h, layer_auxiliary = transformer_layer(
+                F.linear(combined, params[p + "eh_proj.weight"]), model["num_layers"] + k - 1,
+                params, model, loads)
+            auxiliary = auxiliary + layer_auxiliary
+            hidden = norm(h, params, p + "final_norm", model)
+            scored = seq - k
+            module_logits = F.linear(hidden[:, :scored], head)
+            labels = roll_left(targets, k)[:, :scored]
+            auxiliary = auxiliary + mtp["loss_weight"] / modules * F.cross_entropy(
+                module_logits.reshape(-1, module_logits.shape[-1]), labels.reshape(-1))
+    return loss, auxiliary
 
 
 def balance_expert_biases(params, model, loads):

@@ -149,6 +149,9 @@ TEST(HfConfigImport, DeepSeekV3LatentAttentionDenseLayersAndGroupedSigmoidRoutin
   EXPECT_EQ(model.moe->router.scaling_factor, 2.5);
   EXPECT_EQ(model.ffn_hidden_size, 18432) << "the dense layers' width";
   EXPECT_EQ(model.checkpoint_dtype, Dtype::fp8) << "quantization_config names fp8 weights";
+  ASSERT_TRUE(model.mtp) << "num_nextn_predict_layers: 1";
+  EXPECT_EQ(model.mtp->num_modules, 1);
+  EXPECT_EQ(model.mtp->loss_weight, 0.1) << "the config has no loss weight: Megatron-Core's";
 }
 
 // Kimi K2 publishes DeepSeek-V3's architecture under its own model_type: read by the architecture,
@@ -156,6 +159,7 @@ TEST(HfConfigImport, DeepSeekV3LatentAttentionDenseLayersAndGroupedSigmoidRoutin
 TEST(HfConfigImport, KimiK2IsDeepSeekV3sArchitectureAtItsOwnSizes) {
   ModelConfig model = import_fixture("kimi-k2.json");
   ASSERT_TRUE(model.mla && model.moe);
+  EXPECT_FALSE(model.mtp) << "num_nextn_predict_layers: 0";
   EXPECT_EQ(model.moe->num_experts, 384);
   EXPECT_EQ(model.moe->router.expert_groups, 1);
   EXPECT_TRUE(model.moe->router.expert_bias);
@@ -251,6 +255,10 @@ TEST(HfConfigImport, RefusesMoeLayoutsItCannotRepresent) {
   EXPECT_EQ(error_of(sparse),
             "config.json: /decoder_sparse_step: 1000: a MoE layer every 1000 leaves none of "
             "num_hidden_layers=24");
+  nlohmann::json predicting = read_json_file(fixture("hf/deepseek-v3.json"));
+  predicting["num_nextn_predict_layers"] = 17;
+  EXPECT_EQ(error_of(predicting),
+            "config.json: /num_nextn_predict_layers: 17 is above the maximum 16");
   nlohmann::json dense = read_json_file(fixture("hf/deepseek-v3.json"));
   dense["first_k_dense_replace"] = 61;
   EXPECT_EQ(error_of(dense),

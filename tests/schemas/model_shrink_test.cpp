@@ -64,6 +64,8 @@ TEST(ShrinkModel, DeepSeekV3KeepsLatentAttentionAndGroupLimitedRouting) {
   EXPECT_EQ(shrunk.moe->router.groups_per_token, 2);
   EXPECT_EQ(shrunk.moe->first_dense_layers, 1);
   EXPECT_EQ(shrunk.num_layers, 3);
+  ASSERT_TRUE(shrunk.mtp) << "its multi-token-prediction module trains in the tiny copy too";
+  EXPECT_EQ(shrunk.mtp->num_modules, 1);
 }
 
 }  // namespace

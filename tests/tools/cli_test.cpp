@@ -120,10 +120,14 @@ TEST(Cli, DescribeCountsTheActiveExpertsOfAMixture) {
 
   const CommandResult table = strata("describe --model deepseek-v3 --seq-len 4096");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("671,026,419,200 parameters"));
+  EXPECT_THAT(table.out, HasSubstr("682,636,487,424 parameters"));
   EXPECT_THAT(table.out, HasSubstr("256 routed experts, 8 per token, 1 shared on 58 of 61 layers"));
   EXPECT_THAT(table.out, HasSubstr("mlp (3 dense layers)"));
   EXPECT_THAT(table.out, HasSubstr("routed experts (58 MoE layers × 256)"));
+  // Its multi-token-prediction module: trained once, stored with its embedding and head copies.
+  EXPECT_THAT(table.out, HasSubstr("Multi-token prediction: 1 module after the main model (loss "
+                                   "weight 0.1), 11,610,068,224 parameters; 13,463,426,304"));
+  EXPECT_THAT(table.out, HasSubstr("multi-token prediction (1 module)"));
 }
 
 // describe names the architecture's features and whether strata's executor trains the model;
@@ -140,6 +144,10 @@ TEST(Cli, DescribeNamesTheFeaturesAndWhetherTheExecutorTrainsThem) {
   const nlohmann::json described = nlohmann::json::parse(deepseek.out);
   EXPECT_TRUE(described.at("executor").at("trains").get<bool>());
   EXPECT_EQ(described.at("features").front(), "multi-head latent attention");
+  EXPECT_EQ(described.at("features").back(), "multi-token prediction: 1 module, loss weight 0.1");
+  EXPECT_EQ(described.at("mtp").at("parameters"), 11'610'068'224LL);
+  EXPECT_EQ(described.at("mtp").at("checkpoint_parameters"), 13'463'426'304LL);
+  EXPECT_EQ(described.at("parameters_by_component").at("mtp"), 11'610'068'224LL);
 
   const std::filesystem::path file =
       std::filesystem::path(::testing::TempDir()) / "qwen3-shrunk-cli.json";

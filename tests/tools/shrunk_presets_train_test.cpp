@@ -2,8 +2,10 @@
 // --write-model`, the same features at sizes that train in a second) and the dense-features
 // fixture (ALiBi over 6 heads, LayerNorm query/key norms, an embedding norm, squared-ReLU MLPs and
 // experts), the moe-expert-bias-groups fixture (DeepSeek-V3's router: an expert bias moved by
-// auxiliary-loss-free balancing, group-limited routing) and the window-features fixture (sliding
-// windows with ALiBi, attention sinks, clamped SwiGLU experts, a router logit bias) run 10 steps of
+// auxiliary-loss-free balancing, group-limited routing), the window-features fixture (sliding
+// windows with ALiBi, attention sinks, clamped SwiGLU experts, a router logit bias) and the
+// mtp-features fixture (two multi-token-prediction modules on a GPT; DeepSeek-V3's copy has its
+// own module, on an untied, rope, MoE model) run 10 steps of
 // `strata train` on one rank and under mpirun in tensor parallelism with and (dense models) without
 // sequence parallelism, context parallelism (ring and all-gather), a 1F1B pipeline and data
 // parallelism with ZeRO-3 — and mixtures of experts in expert parallelism, alone and with expert
@@ -77,6 +79,8 @@ struct ShrunkPresets : strata::testing::MpiCliTest {
                       fs::path(STRATA_FIXTURES_DIR) / "executor" / "dense-features.json", true});
     models.push_back({"window-features",
                       fs::path(STRATA_FIXTURES_DIR) / "executor" / "window-features.json", true});
+    models.push_back(
+        {"mtp-features", fs::path(STRATA_FIXTURES_DIR) / "executor" / "mtp-features.json", false});
   }
 
   // 4 sequences of 32 tokens per step in micro-batches of 2.

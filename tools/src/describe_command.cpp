@@ -95,6 +95,13 @@ int run_describe(const DescribeOptions& options) {
         count.num_moe_layers, count.num_layers, group_thousands(count.active()),
         format_percent(static_cast<double>(count.active()) / static_cast<double>(parameters)));
   }
+  if (model.mtp) {
+    std::cout << fmt::format(
+        "Multi-token prediction: {} module{} after the main model (loss weight {}), {} "
+        "parameters; {} with the embedding and head copies a Hugging Face checkpoint stores\n",
+        model.mtp->num_modules, model.mtp->num_modules == 1 ? "" : "s", model.mtp->loss_weight,
+        group_thousands(count.mtp()), group_thousands(count.mtp_with_copies()));
+  }
   TextTable components({"component", "parameters", "share"}, {false, true, true});
   for (const Component& component : components_of(count)) {
     if (component.parameters == 0) continue;

@@ -41,7 +41,11 @@ std::vector<Component> components_of(const costmodels::ParameterBreakdown& count
       {"layer_norms", "norms " + layers_label(count.num_layers),
        count.num_layers * count.norms_per_layer},
       {"final_norm", "final norm", count.final_norm},
-      {"lm_head", "lm head (untied)", count.lm_head}};
+      {"lm_head", "lm head (untied)", count.lm_head},
+      {"mtp",
+       fmt::format("multi-token prediction ({} module{})", count.num_mtp_modules,
+                   count.num_mtp_modules == 1 ? "" : "s"),
+       count.mtp()}};
   return components;
 }
 
@@ -101,6 +105,11 @@ std::vector<std::string> model_features(const schemas::ModelConfig& model) {
   if (model.qk_norm) features.push_back("query/key norm");
   if (model.embedding_norm) features.push_back("embedding norm");
   if (model.tied_embeddings) features.push_back("tied embeddings");
+  if (model.mtp) {
+    features.push_back(fmt::format("multi-token prediction: {} module{}, loss weight {}",
+                                   model.mtp->num_modules, model.mtp->num_modules == 1 ? "" : "s",
+                                   model.mtp->loss_weight));
+  }
   return features;
 }
 
@@ -152,6 +161,12 @@ nlohmann::json describe_report(const DescribedModel& described) {
     report["parameters_by_component"][component.key] = component.parameters;
   }
   report["features"] = model_features(model);
+  if (model.mtp) {
+    report["mtp"] = {{"num_modules", model.mtp->num_modules},
+                     {"loss_weight", model.mtp->loss_weight},
+                     {"parameters", count.mtp()},
+                     {"checkpoint_parameters", count.mtp_with_copies()}};
+  }
   // Whether strata's executor trains the model (on the CPU; docs/gpus.md lists what CUDA adds).
   if (std::optional<schemas::ExecutorRefusal> refusal = schemas::executor_model_refusal(model)) {
     report["executor"] = {

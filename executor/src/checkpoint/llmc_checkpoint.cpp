@@ -134,12 +134,15 @@ void check_gpt2_shaped(const ModelConfig& model, const std::string& source) {
                     model.qkv_bias && model.attention_output_bias && model.mlp_bias &&
                     model.ffn_hidden_size == 4 * model.hidden_size &&
                     model.num_kv_heads == model.num_attention_heads &&
-                    model.attention_width() == model.hidden_size;
+                    model.attention_width() == model.hidden_size &&
+                    // llm.c's file has no place for any other parameter.
+                    !model.moe && !model.mtp && !model.embedding_norm && !model.qk_norm &&
+                    !model.attention_sinks;
   if (!gpt2) {
     throw schemas::InputError(
         source, "",
         fmt::format("llm.c files hold GPT-2-shaped models (learned positions, "
-                    "LayerNorm, GELU 4h MLP, biases, tied embeddings); model "
+                    "LayerNorm, GELU 4h MLP, biases, tied embeddings, nothing more); model "
                     "{} is not one",
                     model.name));
   }

@@ -97,11 +97,26 @@ void dropout_backward_local(const ContextParallelism& cp, std::int64_t first_row
                         [](auto&&... arguments) { dropout_backward(arguments...); });
 }
 
+namespace {
+
+// The rows of `run` at their positions rolled `shift` places left (Megatron-Core's MTP rolls its
+// position ids with its token ids): position p + shift while that is in the sequence, then 0 (the
+// zeros roll_tensor fills the end with), a row at a time. f(row, count, first position).
+template <class Rows>
+void for_each_shifted(const TokenRun& run, std::int64_t seq, std::int64_t shift, Rows&& f) {
+  const std::int64_t kept = std::clamp<std::int64_t>(seq - shift - run.position, 0, run.count);
+  if (kept > 0) f(run.row, kept, run.position + shift);
+  for (std::int64_t i = kept; i < run.count; ++i) f(run.row + i, 1, 0);
+}
+
+}  // namespace
+
 void position_embedding_forward_local(const ContextParallelism& cp, std::int64_t first_row,
-                                      std::int64_t local_seq, const Tensor& table, Tensor& x) {
+                                      std::int64_t local_seq, const Tensor& table, Tensor& x,
+                                      std::int64_t shift) {
   const std::int64_t rows = x.size(0);
   const std::int64_t hidden = x.size(1);
-  if (!cp.active() && first_row == 0 && rows % local_seq == 0) {
+  if (shift == 0 && !cp.active() && first_row == 0 && rows % local_seq == 0) {
     // Whole sequences: the batch-shaped op (the one the CUDA backend has).
     Tensor sequences = x.reshaped({rows / local_seq, local_seq, hidden});
     position_embedding_forward(table, sequences);
@@ -109,23 +124,29 @@ void position_embedding_forward_local(const ContextParallelism& cp, std::int64_t
   }
   const std::int64_t seq = local_seq * cp.size();
   for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
-    Tensor part = rows_of(x, rows, run.row, run.count);
-    position_embedding_forward_rows(table, part, seq, run.position);
+    for_each_shifted(run, seq, shift,
+                     [&](std::int64_t row, std::int64_t count, std::int64_t position) {
+                       Tensor part = rows_of(x, rows, row, count);
+                       position_embedding_forward_rows(table, part, seq, position);
+                     });
   }
 }
 
 void position_embedding_backward_local(const ContextParallelism& cp, std::int64_t first_row,
-                                       std::int64_t local_seq, const Tensor& dx, Tensor& dtable) {
+                                       std::int64_t local_seq, const Tensor& dx, Tensor& dtable,
+                                       std::int64_t shift) {
   const std::int64_t rows = dx.size(0);
   const std::int64_t hidden = dx.size(1);
-  if (!cp.active() && first_row == 0 && rows % local_seq == 0) {
+  if (shift == 0 && !cp.active() && first_row == 0 && rows % local_seq == 0) {
     position_embedding_backward(dx.reshaped({rows / local_seq, local_seq, hidden}), dtable);
     return;
   }
   const std::int64_t seq = local_seq * cp.size();
   for (const TokenRun& run : cp.token_runs(first_row, rows, local_seq)) {
-    position_embedding_backward_rows(rows_of(dx, rows, run.row, run.count), dtable, seq,
-                                     run.position);
+    for_each_shifted(
+        run, seq, shift, [&](std::int64_t row, std::int64_t count, std::int64_t position) {
+          position_embedding_backward_rows(rows_of(dx, rows, row, count), dtable, seq, position);
+        });
   }
 }
 

@@ -109,7 +109,7 @@ TransformerLayer::TransformerLayer(const ModelConfig& model, std::int64_t index,
   attention_output_bias_ = optional_entry(store, name_of(index, "attention.output.bias"));
   mlp_norm_weight_ = &store.entry(name_of(index, "mlp_norm.weight"));
   mlp_norm_bias_ = optional_entry(store, name_of(index, "mlp_norm.bias"));
-  if (model.moe && model.moe->is_moe_layer(index)) {
+  if (model.is_moe_layer(index)) {
     moe_.emplace(model, index, store, tp_, ep, cp.group);
     mlp_in_weight_ = mlp_in_bias_ = mlp_up_weight_ = mlp_up_bias_ = nullptr;
     mlp_output_weight_ = mlp_output_bias_ = nullptr;

@@ -79,6 +79,18 @@ PipelineRuntime::PipelineRuntime(const schemas::Plan& plan, const std::string& p
   const Shape whole_shape{plan_.batch.micro_batch_size, plan_.batch.seq_length};
   whole_ids_ = whole_sequences ? ids_ : Tensor::zeros(whole_shape, ScalarType::int32);
   whole_targets_ = whole_sequences ? targets_ : Tensor::zeros(whole_shape, ScalarType::int32);
+  // With MTP the labels stack the targets and the tokens further ahead, rolled over whole
+  // sequences (then each cp rank takes its share of every plane).
+  const std::int64_t depths = model_.config().mtp_modules();
+  if (depths > 0) {
+    const std::int64_t rows = (1 + depths) * plan_.batch.micro_batch_size;
+    labels_ = Tensor::zeros({rows, local_seq_}, ScalarType::int32);
+    whole_labels_ = whole_sequences
+                        ? labels_
+                        : Tensor::zeros({rows, plan_.batch.seq_length}, ScalarType::int32);
+  } else {
+    labels_ = targets_;
+  }
   device_ids_ = model_.device() == Device::cpu ? ids_ : ids_.to(model_.device());
 }
 
@@ -174,9 +186,12 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
   const Tensor* targets = nullptr;
   if (stage.embedding) {
     reading_->fill(step.step, first_sample(action.micro_batch), whole_ids_, whole_targets_);
+    const std::int64_t depths = model_.config().mtp_modules();
+    if (depths > 0) stack_future_labels(whole_targets_, depths, whole_labels_);
     if (model_.context_parallel().active()) {
       model_.context_parallel().take_local_tokens(whole_ids_, ids_);
-      model_.context_parallel().take_local_tokens(whole_targets_, targets_);
+      model_.context_parallel().take_local_tokens(depths > 0 ? whole_labels_ : whole_targets_,
+                                                  labels_);
     }
     if (device_ids_.raw() != ids_.raw()) device_ids_.copy_from(ids_);
     input = &device_ids_;
@@ -184,7 +199,7 @@ void PipelineRuntime::forward(const Action& action, const PipelineStep& step) {
     flight.received.assign(1, Tensor());
     for (const PassThroughTensor& tensor : pass_through_) {
       STRATA_CHECK(tensor.name == "targets", "no producer for pass-through tensor {}", tensor.name);
-      flight.received.push_back(targets_.to(Device::cpu));
+      flight.received.push_back(labels_.to(Device::cpu));
     }
   } else {
     STRATA_CHECK(flight.received.size() == 1 + pass_through_.size(), "{} runs before its RECV_F",
@@ -273,7 +288,7 @@ void PipelineRuntime::receive(const Action& action) {
     flight.received.push_back(Tensor::zeros(hidden_shape, type, model_.device()));
     for (const PassThroughTensor& tensor : pass_through_) {
       flight.received.push_back(
-          Tensor::zeros({plan_.batch.micro_batch_size, local_seq_}, tensor.type));
+          Tensor::zeros({tensor.planes * plan_.batch.micro_batch_size, local_seq_}, tensor.type));
     }
     for (int i = 0; i < tensors; ++i) {
       receives.push_back(pipeline.receive_async(

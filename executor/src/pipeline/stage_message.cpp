@@ -4,8 +4,8 @@
 
 namespace strata::executor {
 
-std::vector<PassThroughTensor> pass_through_tensors(const schemas::ModelConfig& /*model*/) {
-  return {{"targets", ScalarType::int32}};
+std::vector<PassThroughTensor> pass_through_tensors(const schemas::ModelConfig& model) {
+  return {{"targets", ScalarType::int32, 1 + model.mtp_modules()}};
 }
 
 int stage_message_tag(bool backward, int stage, int num_stages, int micro_batch, int tensor,

@@ -43,8 +43,8 @@ std::vector<BucketRange> bucket_layout(const schemas::ModelConfig& model,
       const ParameterEntry& entry = entries[e];
       if (entry.offset < bucket.begin || entry.offset >= bucket.begin + bucket.elements) continue;
       bucket.entries.push_back(e);
-      // The last stage's copy of a tied embedding: the first stage counts it.
-      if (!options.counts_word_embedding && entry.spec.name == "embedding.word") continue;
+      // The last stage's copy of the embedding (a tied head's, MTP's): the first stage counts it.
+      if (!options.counts_word_embedding && entry.spec.name.starts_with("embedding.")) continue;
       // Which elements this rank counts in the norm among its tp replicas: a sharded tensor's
       // own blocks (the first of a replicated block's holders), a replicated tensor on tp rank 0.
       // Routed experts kept apart are counted among the ranks holding the same experts (the
@@ -72,8 +72,8 @@ std::vector<BucketRange> rank_bucket_layout(const schemas::ModelConfig& model,
                                             const schemas::Mesh& mesh, std::int64_t zero_stage,
                                             std::int64_t bucket_elements) {
   const std::vector<int> unit_stage = layout::rank_unit_stages(model, stages);
-  const bool embedding_stage = std::any_of(stages.begin(), stages.end(),
-                                           [](const auto& stage) { return stage.embedding; });
+  const bool embedding_stage =
+      std::any_of(stages.begin(), stages.end(), [](const auto& stage) { return stage.embedding; });
   const layout::BucketRule rule = layout::bucket_rule(mesh, model, zero_stage, bucket_elements,
                                                       store.contains("embedding.word"));
   return bucket_layout(

@@ -65,7 +65,7 @@ ShardedOptimizer::ShardedOptimizer(Transformer& model, ProcessGroups& groups,
   STRATA_CHECK(store_.device() == Device::cpu || options_.zero_stage == 0,
                "ZeRO-{} over {} ranks on {}: the sharded state lives in host memory",
                options_.zero_stage, groups_.world().size(), device_name(store_.device()));
-  if (model_.config().tied_embeddings && groups_.mesh().pp > 1 &&
+  if (model_.config().last_stage_uses_word_embedding() && groups_.mesh().pp > 1 &&
       store_.contains("embedding.word")) {
     ties_embedding_ = true;
     bool embedding_stage = false;
@@ -291,9 +291,15 @@ void ShardedOptimizer::reduce_units(const std::vector<std::int64_t>& units) {
 
 void ShardedOptimizer::tie_embedding_gradients(Communicator& embedding_group) {
   STRATA_CHECK(ties_embedding_, "TIED_GRAD on a rank without a tied word embedding");
-  ParameterEntry& word = store_.entry("embedding.word");
-  Tensor gradient = flat(word.gradient);
-  embedding_group.all_reduce(gradient, ReduceOp::sum);
+  // What the two ends share: the word embedding (a tied head), or with MTP the whole embedding
+  // unit (learned positions and an embedding norm too) — the same entries, in store order, on
+  // both ends.
+  for (ParameterEntry& entry : store_.entries()) {
+    if (!entry.spec.name.starts_with("embedding.")) break;  // unit 0 leads the store
+    if (!model_.config().mtp && entry.spec.name != "embedding.word") continue;
+    Tensor gradient = flat(entry.gradient);
+    embedding_group.all_reduce(gradient, ReduceOp::sum);
+  }
   release_gradients(0);  // the hold of begin_step: ZeRO-2/3 reduce-scatter here
   for (std::size_t b : units_[0].buckets) {
     if (options_.zero_stage < 2 && !buckets_[b].reduced) reduce(buckets_[b]);
@@ -518,7 +524,7 @@ void ShardedOptimizer::gather_values(ParameterStore& whole) {
     for (std::size_t e : bucket.entries) {
       const ParameterEntry& entry = entries[e];
       ParameterEntry& target = whole.entry(entry.spec.name);
-      if (!counts_word_embedding_ && entry.spec.name == "embedding.word") continue;
+      if (!counts_word_embedding_ && entry.spec.name.starts_with("embedding.")) continue;
       // Each element from the one tp rank that owns it, zeros elsewhere: the sum is exact.
       // Routed experts split over ep × etp: each rank fills its own part (the first etp rank
       // what etp does not split) and the sum over ep × etp holds them all (those groups may be

@@ -220,5 +220,9 @@ PassCosts transformer_layer_costs(const LayerContext& context,
                                   LayerKind kind = LayerKind::dense);
 PassCosts embedding_costs(const LayerContext& context);
 PassCosts lm_head_costs(const LayerContext& context);  // final norm, LM head GEMM, cross-entropy
+// What an MTP module adds before its transformer layer: the shared embedding's lookup, the two
+// norms and the eh_proj GEMM (its layer and its pass through the shared head are priced as the
+// model's own layer and lm_head_costs).
+PassCosts mtp_input_costs(const LayerContext& context);
 
 }  // namespace strata::costmodels

@@ -35,7 +35,23 @@ struct ParameterBreakdown {
   std::int64_t experts_per_token = 0;
   std::int64_t shared_experts_per_moe_layer = 0;
 
+  // Multi-token prediction: num_mtp_modules modules, each its two input norms, eh_proj and final
+  // norm (mtp_module_extra) around one layer of the last layer's kind (MoE when mtp_layer_moe);
+  // they share the main model's embedding and head.
+  std::int64_t num_mtp_modules = 0;
+  std::int64_t mtp_module_extra = 0;
+  bool mtp_layer_moe = false;
+
   std::int64_t num_dense_layers() const { return num_layers - num_moe_layers; }
+  std::int64_t mtp_layer() const {
+    return attention_per_layer + norms_per_layer +
+           (mtp_layer_moe ? moe_per_layer() : mlp_per_layer);
+  }
+  std::int64_t mtp_module() const { return mtp_module_extra + mtp_layer(); }
+  std::int64_t mtp() const { return num_mtp_modules * mtp_module(); }
+  // What a Hugging Face checkpoint stores for them: each module with its own copy of the
+  // embedding and of the output head (DeepSeek-V3's embed_tokens and shared_head.head).
+  std::int64_t mtp_with_copies() const { return mtp() + num_mtp_modules * 2 * token_embedding; }
   std::int64_t per_dense_layer() const {
     return attention_per_layer + mlp_per_layer + norms_per_layer;
   }
@@ -44,15 +60,19 @@ struct ParameterBreakdown {
     return router_per_moe_layer + routed_experts_per_moe_layer() + shared_experts_per_moe_layer;
   }
   std::int64_t embeddings() const { return token_embedding + position_embedding + embedding_norm; }
-  std::int64_t total() const {
+  // The main model's parameters and the MTP modules' (trained; the shared embedding and head
+  // counted once).
+  std::int64_t main_model() const {
     return embeddings() + num_layers * (attention_per_layer + norms_per_layer) +
            num_dense_layers() * mlp_per_layer + num_moe_layers * moe_per_layer() + final_norm +
            lm_head;
   }
-  // The parameters one token's forward pass multiplies with: all but the routed experts it does
-  // not visit (the router and shared experts count). Equal to total() for a dense model.
+  std::int64_t total() const { return main_model() + mtp(); }
+  // The parameters one token's forward pass through the main model multiplies with: all but the
+  // routed experts it does not visit (the router and shared experts count), without the MTP
+  // modules (DeepSeek-V3's "37B activated"). Equal to main_model() for a dense model.
   std::int64_t active() const {
-    return total() - num_moe_layers * (num_routed_experts - experts_per_token) * routed_expert;
+    return main_model() - num_moe_layers * (num_routed_experts - experts_per_token) * routed_expert;
   }
 };
 

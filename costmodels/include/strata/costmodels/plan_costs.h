@@ -82,6 +82,7 @@ struct LayerCostSet {
   PassCosts lm_head;
   LayerActivationBytes embedding_activations;
   LayerActivationBytes lm_head_activations;
+  PassCosts mtp_input;  // zero without MTP (layer_costs.h: mtp_input_costs)
 };
 LayerCostSet layer_cost_set(const LayerContext& context);
 

@@ -47,7 +47,8 @@ bool autocasts_parameters(const LayerContext& context);
 inline constexpr double kAutocastMasterBytes = 4;
 
 // `dims` are the layer's local sizes and `shapes` its GEMMs (attention's, then the MLP's fc1 and
-// fc2 when the layer has a dense MLP or shared experts), as transformer_layer_costs.cpp prices them.
+// fc2 when the layer has a dense MLP or shared experts), as transformer_layer_costs.cpp prices
+// them.
 UnfusedElementwise unfused_elementwise(const LayerContext& context, const LocalLayerDims& dims,
                                        const std::vector<GemmShape>& shapes);
 

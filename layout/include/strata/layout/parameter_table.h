@@ -50,7 +50,8 @@ struct ParameterSpec {
   bool routed_expert() const { return expert_parallel.kind == PlacementKind::shard; }
 };
 
-// Every parameter of the model in store order — embeddings, layers 0..L−1, final norm, LM head.
+// Every parameter of the model in store order — embeddings, layers 0..L−1, final norm, LM head,
+// the MTP modules.
 // The word embedding and LM head split the vocabulary (unevenly when tp does not divide it), the
 // layers as transformer_layer_parameters says; norms and the position embedding are replicated.
 std::vector<ParameterSpec> transformer_parameters(const schemas::ModelConfig& model);
@@ -66,22 +67,31 @@ std::vector<ParameterSpec> transformer_layer_parameters(const schemas::ModelConf
 std::vector<ParameterSpec> moe_mlp_parameters(const schemas::ModelConfig& model,
                                               std::int64_t index);
 
+// The parameters of MTP module `module` (from 1) in store order, under
+// "layers.<num_layers + module − 1>." as Hugging Face's DeepSeek-V3 checkpoint names them: enorm,
+// hnorm, eh_proj [h, 2h], the transformer layer, final_norm. eh_proj is replicated over tp
+// (Megatron-Core splits its output columns and gathers them right after: the same product).
+std::vector<ParameterSpec> mtp_module_parameters(const schemas::ModelConfig& model,
+                                                 std::int64_t module);
+
 // The parameters a rank holding `stages` keeps: the embeddings with the first stage, each stage's
-// layers, the final norm and LM head with the last stage — and, with tied embeddings, the word
-// embedding on the last stage too (its copy of the LM head, kept equal by the tied all-reduce).
-// In transformer_parameters' order.
+// layers, the final norm, LM head and MTP modules with the last stage — and on the last stage a
+// copy of the word embedding with tied embeddings, of the whole embedding unit with MTP (kept
+// equal by the embedding group's all-reduce). In transformer_parameters' order.
 std::vector<ParameterSpec> stage_parameters(const schemas::ModelConfig& model,
                                             const std::vector<schemas::PipelineStage>& stages);
 
 // Unit of a parameter by name: 0 for "embedding.*", 1 + l for "layers.l.*", num_layers + 1 for
-// the final norm and the LM head. ZeRO-3 gathers a unit at a time; buckets close between units.
+// the final norm and the LM head, num_layers + 1 + k for MTP module k. ZeRO-3 gathers a unit at a
+// time; buckets close between units.
 std::int64_t parameter_unit(const schemas::ModelConfig& model, std::string_view name);
 inline std::int64_t parameter_unit_count(const schemas::ModelConfig& model) {
-  return model.num_layers + 2;
+  return model.num_layers + 2 + model.mtp_modules();
 }
 
-// The parameter units a stage computes with: the embeddings on the first stage (and a tied word
-// embedding on the last), its layers, the head on the last.
+// The parameter units a stage computes with: the embeddings on the first stage (and the word
+// embedding's copy on the last, for a tied head or MTP), its layers, the head and the MTP modules
+// on the last.
 std::vector<std::int64_t> stage_units(const schemas::ModelConfig& model,
                                       const schemas::PipelineStage& stage);
 

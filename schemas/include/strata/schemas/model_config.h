@@ -13,6 +13,7 @@
 #include "strata/schemas/json_location.h"
 #include "strata/schemas/mla_config.h"
 #include "strata/schemas/moe_config.h"
+#include "strata/schemas/multi_token_prediction.h"
 #include "strata/schemas/sliding_window.h"
 
 namespace strata::schemas {
@@ -97,15 +98,35 @@ struct ModelConfig {
   std::optional<MlaConfig> mla;
   // Sliding-window attention on the layers the block names; absent: every layer attends fully.
   std::optional<SlidingWindow> sliding_window;
+  // Multi-token prediction modules after the main model (DeepSeek-V3); absent: none.
+  std::optional<MultiTokenPrediction> mtp;
 
   // The architecture's defaults for every per-feature field (with rope_theta 10000 for llama).
   static ModelConfig defaults_for(Architecture architecture);
 
   std::int64_t attention_width() const { return num_attention_heads * head_dim; }
   std::int64_t kv_width() const { return num_kv_heads * head_dim; }
+  std::int64_t mtp_modules() const { return mtp ? mtp->num_modules : 0; }
+  // Transformer layers with parameters: the main model's, then one per MTP module (layer
+  // num_layers + k − 1 is module k's, as Hugging Face's DeepSeek-V3 checkpoint numbers them).
+  std::int64_t layers_with_mtp() const { return num_layers + mtp_modules(); }
+  // The main-model layer whose kind (dense or MoE MLP, windowed or full attention) layer `layer`
+  // has: itself, or for an MTP module's layer the last layer (Megatron-Core builds the MTP layer
+  // from the decoder's last layer spec).
+  std::int64_t kind_layer(std::int64_t layer) const {
+    return layer < num_layers ? layer : num_layers - 1;
+  }
+  bool is_moe_layer(std::int64_t layer) const {
+    return moe && moe->is_moe_layer(kind_layer(layer));
+  }
+  // Whether the last pipeline stage also uses the word embedding (a copy when another stage holds
+  // it, kept equal by the embedding group's all-reduce): as the tied LM head, or as the MTP
+  // modules' shared embedding.
+  bool last_stage_uses_word_embedding() const { return tied_embeddings || mtp.has_value(); }
   // Keys a query of layer `layer` sees at most: its window's size, 0 for full causal attention.
   std::int64_t attention_window(std::int64_t layer) const {
-    return sliding_window && sliding_window->is_windowed(layer) ? sliding_window->size : 0;
+    return sliding_window && sliding_window->is_windowed(kind_layer(layer)) ? sliding_window->size
+                                                                            : 0;
   }
   bool operator==(const ModelConfig&) const = default;
 };

@@ -68,11 +68,15 @@ void dropout_backward_local(const ContextParallelism& cp, std::int64_t first_row
                             std::int64_t local_seq, const Tensor& dy, double probability,
                             const DropoutKey& key, Tensor& dx);
 
-// x [rows, hidden] += the position embedding of each row's global position (and its backward).
+// x [rows, hidden] += the position embedding of each row's global position (and its backward);
+// with `shift`, of that position rolled shift places left, 0 past the sequence's end (an MTP
+// module's embedding, Megatron-Core's rolled position ids).
 void position_embedding_forward_local(const ContextParallelism& cp, std::int64_t first_row,
-                                      std::int64_t local_seq, const Tensor& table, Tensor& x);
+                                      std::int64_t local_seq, const Tensor& table, Tensor& x,
+                                      std::int64_t shift = 0);
 void position_embedding_backward_local(const ContextParallelism& cp, std::int64_t first_row,
-                                       std::int64_t local_seq, const Tensor& dx, Tensor& dtable);
+                                       std::int64_t local_seq, const Tensor& dx, Tensor& dtable,
+                                       std::int64_t shift = 0);
 
 // RoPE on every local token of x [batch, local_seq, width] (the fused qkv), at global positions.
 void rotary_forward_local(const ContextParallelism& cp, Tensor& x, std::int64_t num_heads,

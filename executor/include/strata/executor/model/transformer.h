@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "strata/executor/model/context_parallel.h"
+#include "strata/executor/model/multi_token_prediction.h"
 #include "strata/executor/model/parameter_store.h"
 #include "strata/executor/model/parameter_units.h"
 #include "strata/executor/model/tensor_parallel.h"
@@ -66,20 +67,45 @@ struct TransformerOptions {
   std::vector<schemas::PipelineStage> stages;
 };
 
+// The embedding's state of one micro-batch: the vocab-parallel lookup's partial sums [tokens,
+// hidden], and the embedding norm's input [local tokens, hidden] and statistics (BLOOM).
+struct EmbeddingActivations {
+  Tensor full;
+  Tensor norm_input, mean, rstd;
+};
+
+// The output head's: the final norm on this rank's tokens and gathered, its statistics, the
+// logits (overwritten by their gradient in the backward), the token losses and log-sum-exps.
+struct HeadActivations {
+  Tensor norm_local, norm, mean, rstd, logits, losses, log_sum_exp;
+};
+
+// One MTP module's (model/multi_token_prediction.h), on the last stage.
+struct MtpActivations {
+  Tensor ids;       // int32 [batch, seq]: the tokens k places ahead (0 past the sequence's end)
+  Tensor embedded;  // [local tokens, hidden]: the shared embedding of the tokens k places ahead
+  EmbeddingActivations embedding;
+  MtpInputActivations input;
+  Tensor layer_input, layer_output;  // [local tokens, hidden]
+  LayerActivations layer;
+  HeadActivations head;
+};
+
 // One micro-batch's state on one stage, from its forward to its backward: a pipeline keeps one
 // per micro-batch in flight (reused across steps: buffers are allocated once per shape).
 struct StageActivations {
   int chunk = -1;
   std::int64_t batch = 0, seq = 0;
-  Tensor inputs, targets;  // int32 [batch, seq]: the first stage's token ids, the last's targets
+  // int32: the first stage's token ids [batch, seq]; the last stage's labels [(1 + D)·batch, seq]
+  // (the targets, then with D MTP modules the tokens 1..D further ahead: stack_future_labels).
+  Tensor inputs, targets;
   // [stage layers + 1] × [local tokens, hidden]: each layer's input, then the stage's output
   // (what the next stage receives).
   std::vector<Tensor> residuals;
   std::vector<LayerActivations> layers;  // per layer of the stage (unused by recomputing ones)
-  Tensor embedded_full;                  // the vocab-parallel lookup's partial sums
-  // The embedding norm's input [local tokens, hidden] and statistics (models with one, BLOOM).
-  Tensor embedding_norm_input, embedding_mean, embedding_rstd;
-  Tensor final_norm_local, final_norm, final_mean, final_rstd, logits, losses, log_sum_exp;
+  EmbeddingActivations embedding;
+  HeadActivations head;
+  std::vector<MtpActivations> mtp;  // per MTP module, on the last stage
   Tensor d_input;  // ∂loss/∂(stage input) [local tokens, hidden]: what goes back upstream
   DeferredWeightGradients deferred;  // a split backward's W work (zero-bubble schedules)
 };
@@ -133,6 +159,10 @@ class Transformer {
   // mean token loss (other stages return 0 and leave their output in a.residuals.back()).
   double stage_forward(int chunk, std::int64_t batch, std::int64_t seq, const Tensor& input,
                        const Tensor* targets, const DropoutContext& dropout, StageActivations& a);
+  // With D MTP modules the last stage's targets are [(1 + D)·batch, seq] (stack_future_labels
+  // over whole sequences, then each rank's cp share), and its backward adds the modules' loss,
+  // weighted loss_weight / D, each module's averaged over the positions it scores; the value
+  // returned stays the main model's loss (what other trainers log as "lm loss").
   // The backward of that micro-batch: from the loss (scaled by loss_scale) on the last stage,
   // else from d_output, the next stage's gradient of this stage's output. Leaves the gradient of
   // the stage's input in a.d_input (not on the first stage). With `split`, the layers' linear
@@ -153,12 +183,44 @@ class Transformer {
   std::vector<ExpertBiasLoads> take_expert_bias_loads();
 
  private:
-  void embed(const Tensor& inputs, const DropoutContext& dropout, StageActivations& a);
-  // The embedding's backward from the gradient of its output (after any embedding norm)...
-  void embed_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a);
-  // ...and the lookup's and learned positions' from that of their sum.
-  void embed_lookup_backward(const Tensor& inputs, Tensor& d_embedded, StageActivations& a);
-  void vocab_parallel_loss(const Tensor& targets, StageActivations& a);
+  // The embedding of ids [batch, seq] into x [local tokens, hidden]: depth 0 the main model's,
+  // depth k MTP module k's (learned positions rolled k places, as Megatron-Core rolls them; its
+  // own dropout mask).
+  void embed(const Tensor& ids, const DropoutContext& dropout, std::int64_t depth,
+             std::int64_t batch, std::int64_t seq, EmbeddingActivations& e, Tensor& x);
+  // Its backward from d_x, the gradient of x (consumed: dropout's backward may rewrite it).
+  void embed_backward(const Tensor& ids, const DropoutContext& dropout, std::int64_t depth,
+                      std::int64_t batch, std::int64_t seq, Tensor& d_x, EmbeddingActivations& e);
+  // The lookup's and learned positions' backward from the gradient of their sum.
+  void embed_lookup_backward(const Tensor& ids, std::int64_t depth, std::int64_t batch,
+                             std::int64_t seq, Tensor& d_embedded);
+  // Norm, output head and loss of `hidden` [local tokens, hidden] against labels [batch, seq].
+  void head_forward(const Tensor& hidden, const ParameterEntry& norm_weight,
+                    const ParameterEntry* norm_bias, const Tensor& labels, HeadActivations& h);
+  // Its backward: d_hidden (+=) from the loss scaled by loss_scale, the rows `unlabelled` not
+  // scored; `carry`, when given, is a further gradient of the norm's output (the next MTP
+  // module's hnorm input).
+  void head_backward(const Tensor& hidden, ParameterEntry& norm_weight, ParameterEntry* norm_bias,
+                     const Tensor& labels, double loss_scale,
+                     const std::vector<RowRange>& unlabelled, const Tensor* carry,
+                     HeadActivations& h, Tensor& d_hidden);
+  void vocab_parallel_loss(const Tensor& targets, HeadActivations& h);
+  // The MTP modules after the main head, and their backward before it (on the last stage);
+  // d_carry receives the gradient of the main head's norm output.
+  void mtp_forward(const DropoutContext& dropout, StageActivations& a);
+  // With `split`, the modules' layers leave their linear weight gradients in a.deferred.
+  void mtp_backward(const DropoutContext& dropout, double loss_scale, StageActivations& a,
+                    Tensor& d_carry, bool split);
+  // forward_backward's and forward_loss's labels: targets [batch, seq] themselves, or with MTP
+  // stacked with the tokens further ahead (stack_future_labels; whole sequences, no cp).
+  const Tensor& whole_labels(const Tensor& targets);
+  // Labels at depth k of a.targets: [batch, seq].
+  Tensor labels_at(const StageActivations& a, std::int64_t depth) const;
+  // The dropout site of depth k's embedding: 0 for the main model's, past every layer's two sites
+  // (transformer_layer.cpp: 1 + 2·layer + branch) for the MTP modules'.
+  std::uint32_t embedding_site(std::int64_t depth) const {
+    return static_cast<std::uint32_t>(depth == 0 ? 0 : 2 * model_.layers_with_mtp() + depth);
+  }
   void allocate(int chunk, std::int64_t batch, std::int64_t seq, StageActivations& a);
   void allocate_scratch(std::int64_t batch, std::int64_t seq);
   LayerActivations& layer_activations(std::int64_t layer, StageActivations& a, std::size_t slot) {
@@ -191,6 +253,8 @@ class Transformer {
   std::unique_ptr<ParameterStore> parameters_;
   std::vector<TransformerLayer> layers_;  // the layers this rank holds, in layer order
   std::vector<int> layer_slot_;           // global layer → index in layers_ (−1: not held)
+  std::vector<MtpModule> mtp_;            // with the last stage: the MTP modules, in order
+  Tensor labels_;                         // forward_backward's stacked labels (with MTP)
   LayerScratch scratch_;
   LayerActivations recomputed_;  // shared by the recomputing layers
   StageActivations whole_;       // forward_backward's one micro-batch
@@ -211,6 +275,9 @@ class Transformer {
   Tensor row_max_, global_max_, shard_sums_, sum_exp_, target_logit_;
   Tensor d_final_norm_local_, d_final_norm_, d_residual_, d_residual_next_, d_embedded_full_,
       d_embedding_norm_input_;
+  // The MTP modules' backward: the gradient carried to the previous module's output, its next
+  // value, and the gradients of a module's layer output, layer input, embedding and combined input.
+  Tensor d_carry_, d_carry_next_, d_layer_output_, d_layer_input_, d_mtp_embedded_, d_combined_;
 };
 
 }  // namespace strata::executor

@@ -128,7 +128,10 @@ class PipelineRuntime {
   std::vector<InFlight> draining_;  // retired, with sends still in flight
   Tensor ids_, targets_;  // the first stage's micro-batch: this cp rank's tokens of each sequence
   Tensor whole_ids_, whole_targets_;  // as the sampler reads them (ids_, targets_ without cp)
-  Tensor device_ids_;                 // ids_ on the model's device (ids_ itself on the CPU)
+  // What the last stage's loss reads (targets_ itself without MTP; with D modules the 1 + D label
+  // planes, stack_future_labels), and those planes over whole sequences (labels_ without cp).
+  Tensor labels_, whole_labels_;
+  Tensor device_ids_;  // ids_ on the model's device (ids_ itself on the CPU)
   double loss_sum_ = 0;
   double gradient_norm_ = 0;
 };

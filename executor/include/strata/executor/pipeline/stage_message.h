@@ -5,6 +5,7 @@
 // tensor that skips a stage: an attention mask, position ids). Used by the pipeline runtime.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,15 +14,19 @@
 
 namespace strata::executor {
 
-// A tensor of [micro-batch, sequence] elements produced on the first stage and passed along.
+// A tensor of [planes · micro-batch, sequence] elements produced on the first stage and passed
+// along.
 struct PassThroughTensor {
   std::string name;
   ScalarType type = ScalarType::int32;
+  std::int64_t planes = 1;
 };
 
 // For the models the executor builds: the targets, read with the token ids by the first stage's
 // data loader and consumed by the loss on the last stage (so that only the first stage reads the
-// data). A model with packed sequences would add its position ids and document boundaries here.
+// data) — with D MTP modules, 1 + D planes: the targets and the tokens 1..D further ahead
+// (stack_future_labels), rolled over whole sequences before cp takes each rank's share. A model
+// with packed sequences would add its position ids and document boundaries here.
 std::vector<PassThroughTensor> pass_through_tensors(const schemas::ModelConfig& model);
 
 // MPI tags of one message's tensors: unique per (direction, stage, micro-batch, tensor) within a

@@ -82,8 +82,8 @@ class ShardedOptimizer final : public ParameterUnitHooks {
   // REDUCE_GRAD: starts the reduction of every bucket of these units not yet reduced (stages 0
   // and 1; stages 2 and 3 reduced them after each backward).
   void reduce_units(const std::vector<std::int64_t>& units);
-  // TIED_GRAD: sums the word embedding's gradient over `embedding_group` (the first and last
-  // stage), then reduces its bucket over dp.
+  // TIED_GRAD: sums the word embedding's gradient (with MTP, every embedding parameter's) over
+  // `embedding_group` (the first and last stage), then reduces its bucket over dp.
   void tie_embedding_gradients(Communicator& embedding_group);
   // Clipping to max_gradient_norm (≤ 0: none) and AdamW step t = step + 1; returns the global
   // gradient norm before clipping.
