@@ -169,17 +169,8 @@ TEST(MoeBlockCosts, StageParametersAddUpToTheModel) {
 // pass through the head cost there and nowhere else, and the stage keeps a copy of the embedding
 // that the first stage's is summed with (the all-reduce an untied model had no need of).
 TEST(MoeBlockCosts, MultiTokenPredictionIsPricedOnTheLastStage) {
-  schemas::PlanKnobs knobs;
-  knobs.mesh.tp = 2;
-  knobs.mesh.dp = 2;
-  knobs.mesh.pp = 2;
-  knobs.mesh.ep = 4;
-  knobs.seq_length = 4096;
-  knobs.global_batch_size = 8;
-  knobs.sequence_parallel = true;
-  knobs.framework = schemas::TrainingFramework::megatron_lm;
-  const schemas::Plan plan = schemas::build_plan(
-      schemas::model_preset("deepseek-v3"), schemas::cluster_preset("dgx-h100:1"), knobs, "test");
+  const schemas::Plan plan =
+      deepseek_v3_tp2_plan(/*dp=*/2, /*pp=*/2, /*ep=*/4, /*global_batch_size=*/8);
   schemas::Plan main_model = plan;
   main_model.model.mtp.reset();
   const PlanCosts with = plan_costs(plan);

@@ -30,15 +30,18 @@ inline schemas::Plan qwen3_moe_plan(std::int64_t gpus, std::int64_t tp, std::int
                              "test");
 }
 
-// DeepSeek-V3 on one DGX H100: tp 2 with sequence parallelism (64 heads a rank), dp 4, ep 8, one
-// 4,096-token sequence per micro-batch, Megatron-LM.
-inline schemas::Plan deepseek_v3_tp2_plan() {
+// DeepSeek-V3 on one DGX H100 (8 GPUs: tp · dp · pp of them), tp 2 with sequence parallelism (64
+// heads a rank), 4,096-token sequences one per micro-batch, `global_batch_size` of them a step,
+// Megatron-LM.
+inline schemas::Plan deepseek_v3_tp2_plan(std::int64_t dp = 4, std::int64_t pp = 1,
+                                          std::int64_t ep = 8, std::int64_t global_batch_size = 4) {
   schemas::PlanKnobs knobs;
   knobs.mesh.tp = 2;
-  knobs.mesh.dp = 4;
-  knobs.mesh.ep = 8;
+  knobs.mesh.dp = dp;
+  knobs.mesh.pp = pp;
+  knobs.mesh.ep = ep;
   knobs.seq_length = 4096;
-  knobs.global_batch_size = 4;
+  knobs.global_batch_size = global_batch_size;
   knobs.sequence_parallel = true;
   knobs.framework = schemas::TrainingFramework::megatron_lm;
   return schemas::build_plan(schemas::model_preset("deepseek-v3"),
