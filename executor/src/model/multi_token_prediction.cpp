@@ -89,14 +89,12 @@ void MtpModule::input_forward(const Tensor& embedded, const Tensor& hidden, MtpI
 }
 
 void MtpModule::input_backward(const Tensor& dx, const Tensor& embedded, const Tensor& hidden,
-                               const MtpInputActivations& a, Tensor& d_combined, Tensor& d_embedded,
-                               Tensor& d_hidden) const {
+                               const MtpInputActivations& a, Tensor& d_combined, Tensor& d_norm,
+                               Tensor& d_embedded, Tensor& d_hidden) const {
   const std::int64_t width = model_.hidden_size;
   d_combined.fill_zero();
   linear_backward(dx, a.combined, eh_proj_->compute, &d_combined, eh_proj_->gradient, nullptr);
-  // The norms' output gradients: the two column blocks of d_combined, in the norms' buffers'
-  // shape (a.*_norm are not needed again; their gradients take fresh tensors of that shape).
-  Tensor d_norm = Tensor::zeros(a.embedded_norm.shape(), dx.scalar_type(), dx.device());
+  // The norms' output gradients: the two column blocks of d_combined, one after the other.
   copy_column_block(d_combined, 2 * width, 0, d_norm);
   detail::norm_backward(model_.norm, d_norm, embedded, enorm_weight_->compute, a.embedded_mean,
                         a.embedded_rstd, d_embedded, enorm_weight_->gradient,

@@ -154,8 +154,8 @@ void Transformer::allocate_scratch(std::int64_t batch, std::int64_t seq) {
   d_embedding_norm_input_ =
       embedding_norm_weight_ ? Tensor::zeros({local, hidden}, type_, device_) : Tensor();
   if (!mtp_.empty()) {
-    for (Tensor* buffer :
-         {&d_carry_, &d_carry_next_, &d_layer_output_, &d_layer_input_, &d_mtp_embedded_}) {
+    for (Tensor* buffer : {&d_carry_, &d_carry_next_, &d_layer_output_, &d_layer_input_,
+                           &d_mtp_embedded_, &d_mtp_norm_}) {
       *buffer = Tensor::zeros({local, hidden}, type_, device_);
     }
     d_combined_ = Tensor::zeros({local, 2 * hidden}, type_, device_);
@@ -372,7 +372,7 @@ void Transformer::mtp_backward(const DropoutContext& dropout, double loss_scale,
     const Tensor& previous = j == 0 ? a.head.norm_local : a.mtp[j - 1].head.norm_local;
     d_mtp_embedded_.fill_zero();
     d_carry_next_.fill_zero();
-    module.input_backward(d_layer_input_, m.embedded, previous, m.input, d_combined_,
+    module.input_backward(d_layer_input_, m.embedded, previous, m.input, d_combined_, d_mtp_norm_,
                           d_mtp_embedded_, d_carry_next_);
     std::swap(d_carry, d_carry_next_);
     embed_backward(m.ids, dropout, depth, a.batch, a.seq, d_mtp_embedded_, m.embedding);

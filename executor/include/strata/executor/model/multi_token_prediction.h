@@ -56,10 +56,11 @@ class MtpModule {
   void input_forward(const Tensor& embedded, const Tensor& hidden, MtpInputActivations& a,
                      Tensor& x) const;
   // From dx: d_embedded and d_hidden accumulate (+=) the gradients of the module's two inputs,
-  // the norms' and eh_proj's parameters theirs. d_combined is scratch of combined's shape.
+  // the norms' and eh_proj's parameters theirs. d_combined [tokens, 2·hidden] and d_norm
+  // [tokens, hidden] are scratch.
   void input_backward(const Tensor& dx, const Tensor& embedded, const Tensor& hidden,
-                      const MtpInputActivations& a, Tensor& d_combined, Tensor& d_embedded,
-                      Tensor& d_hidden) const;
+                      const MtpInputActivations& a, Tensor& d_combined, Tensor& d_norm,
+                      Tensor& d_embedded, Tensor& d_hidden) const;
 
  private:
   const schemas::ModelConfig& model_;

@@ -276,8 +276,10 @@ class Transformer {
   Tensor d_final_norm_local_, d_final_norm_, d_residual_, d_residual_next_, d_embedded_full_,
       d_embedding_norm_input_;
   // The MTP modules' backward: the gradient carried to the previous module's output, its next
-  // value, and the gradients of a module's layer output, layer input, embedding and combined input.
-  Tensor d_carry_, d_carry_next_, d_layer_output_, d_layer_input_, d_mtp_embedded_, d_combined_;
+  // value, and the gradients of a module's layer output, layer input, embedding, combined input and
+  // of either of its two input norms' outputs.
+  Tensor d_carry_, d_carry_next_, d_layer_output_, d_layer_input_, d_mtp_embedded_, d_combined_,
+      d_mtp_norm_;
 };
 
 }  // namespace strata::executor
